@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Pack the small-files dataset into one uncompressed tar: DIR/data.tar.
+
+The archive is written compactly (ustar format, integer modification times, members in
+sorted order, owner fields blank), so each 193-byte file costs one 512-byte header plus one
+512-byte data block. Python's default format (PAX, with the float modification times that
+`tar.add` reads from the file system) adds a second header per member; the size that format
+would have had is recorded in DIR/archive.json, because the per-member overhead of an
+archive format is part of the lesson.
+
+    python data_generators/create_archive.py --out workspace/dataset
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import hashlib
+import io
+import json
+import os
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's iolab/ package
+
+from iolab import dataset as ds  # noqa: E402
+from iolab.errors import run_cli  # noqa: E402
+from iolab.workspace import check_capacity  # noqa: E402
+
+ARCHIVE_NAME = "data.tar"
+ARCHIVE_INFO_NAME = "archive.json"
+BLOCK = tarfile.BLOCKSIZE
+
+
+class CountingSink(io.RawIOBase):
+    """A write-only file that only counts bytes: measures a format's size without writing it."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.size += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+
+def member_mtime(rel: str) -> int:
+    """An integer, reproducible mtime: midnight UTC of the day the file describes."""
+    y, m, d = (int(x) for x in Path(rel).stem.split("_")[1:])
+    return calendar.timegm((y, m, d, 0, 0, 0))
+
+
+def write_ustar(dataset_dir: Path, paths: list[str], target: Path) -> None:
+    """Write the compact archive: same input gives byte-identical output."""
+    with tarfile.open(target, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for rel in paths:
+            payload = (dataset_dir / rel).read_bytes()
+            info = tarfile.TarInfo(rel)
+            info.size = len(payload)
+            info.mtime = member_mtime(rel)
+            info.mode = 0o644
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(payload))
+
+
+def default_format_size(dataset_dir: Path, paths: list[str]) -> int:
+    """Size the archive would have with `tarfile.open(..., "w")` + `tar.add()` defaults."""
+    sink = CountingSink()
+    with tarfile.open(fileobj=sink, mode="w") as tar:
+        for rel in paths:
+            tar.add(dataset_dir / rel, arcname=rel)
+    return sink.size
+
+
+def archive_is_current(dataset_dir: Path, manifest_sha: str) -> bool:
+    """Whether an existing archive was made from this manifest and is unchanged since."""
+    info_path, archive = dataset_dir / ARCHIVE_INFO_NAME, dataset_dir / ARCHIVE_NAME
+    if not (info_path.is_file() and archive.is_file()):
+        return False
+    try:
+        info = json.loads(info_path.read_text())
+    except ValueError:
+        return False
+    return (info.get("manifest_sha256") == manifest_sha
+            and info.get("archive_bytes") == archive.stat().st_size
+            and info.get("archive_sha256") == ds.sha256_of(archive))
+
+
+def create_archive(dataset_dir: Path) -> tuple[dict, bool]:
+    """Make sure DIR/data.tar matches the verified dataset; returns (archive info, reused)."""
+    dataset_dir = Path(dataset_dir)
+    manifest = ds.require_verified(dataset_dir)
+    manifest_sha = ds.sha256_of(dataset_dir / ds.MANIFEST_NAME)
+    if archive_is_current(dataset_dir, manifest_sha):
+        return json.loads((dataset_dir / ARCHIVE_INFO_NAME).read_text()), True
+    paths = sorted(entry["path"] for entry in manifest["files"])
+    payload = manifest["total_bytes"]
+    check_capacity(dataset_dir, len(paths) * 2 * BLOCK + payload, 2)
+    (dataset_dir / ARCHIVE_INFO_NAME).unlink(missing_ok=True)
+    partial = dataset_dir / (ARCHIVE_NAME + ".partial")
+    try:
+        write_ustar(dataset_dir, paths, partial)
+        os.replace(partial, dataset_dir / ARCHIVE_NAME)
+    finally:
+        partial.unlink(missing_ok=True)
+    size = (dataset_dir / ARCHIVE_NAME).stat().st_size
+    pax_size = default_format_size(dataset_dir, paths)
+    info = {
+        "archive": ARCHIVE_NAME,
+        "format": "ustar",
+        "members": len(paths),
+        "member_order": "sorted by path",
+        "payload_bytes": payload,
+        "archive_bytes": size,
+        "archive_sha256": ds.sha256_of(dataset_dir / ARCHIVE_NAME),
+        "bytes_per_member": size / len(paths),
+        "overhead_ratio": size / payload,
+        "default_format": "pax (Python's tarfile default, float mtimes from tar.add)",
+        "default_format_bytes": pax_size,
+        "default_overhead_ratio": pax_size / payload,
+        "manifest_sha256": manifest_sha,
+    }
+    partial_info = dataset_dir / (ARCHIVE_INFO_NAME + ".partial")
+    partial_info.write_text(json.dumps(info, indent=1))
+    os.replace(partial_info, dataset_dir / ARCHIVE_INFO_NAME)
+    return info, False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True,
+                        help="dataset directory (holding data/ and manifest.json)")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    info, reused = create_archive(args.out)
+    verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
+    print(f"Archive {args.out / ARCHIVE_NAME}: {info['members']} members, "
+          f"{info['archive_bytes']} bytes for {info['payload_bytes']} bytes of data "
+          f"({info['overhead_ratio']:.1f}x), {verb}")
+    print(f"Python's default tar format would take {info['default_format_bytes']} bytes "
+          f"({info['default_overhead_ratio']:.1f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
