@@ -39,6 +39,8 @@ def default_dataset_dir() -> Path:
 def ensure_writable_dir(path: Path) -> Path:
     """Create `path` if needed and prove it is writable, or raise a LabError that says why."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise LabError(f"{path} exists but is not a directory; choose another location")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -46,8 +48,6 @@ def ensure_writable_dir(path: Path) -> Path:
             f"cannot create the directory {path} ({err.strerror}); choose a writable location "
             "with --out or set IOLAB_WORKDIR to a directory you own"
         ) from None
-    if not path.is_dir():
-        raise LabError(f"{path} exists but is not a directory; choose another location")
     if not os.access(path, os.W_OK | os.X_OK):
         raise LabError(
             f"the directory {path} is not writable by you; choose a writable location with "
