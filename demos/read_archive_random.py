@@ -16,18 +16,18 @@ import tarfile
 import reader_common as rc
 
 
-def offset_index(path):
+def offset_index(archive):
     """(name, data offset, size) of every regular member, from one pass over the headers."""
-    with tarfile.open(path, mode="r") as tar:
+    with tarfile.open(fileobj=archive, mode="r") as tar:
         return [(m.name, m.offset_data, m.size) for m in tar.getmembers() if m.isfile()]
 
 
 def read(dataset_dir, seed, order_out):
-    path = rc.archive_path(dataset_dir)
-    index = offset_index(path)
-    random.Random(seed).shuffle(index)
     texts = []
-    with open(path, "rb", buffering=0) as raw:  # unbuffered: one seek + one read per member
+    with open(rc.archive_path(dataset_dir), "rb") as archive:  # the archive's only open
+        index = offset_index(archive)
+        random.Random(seed).shuffle(index)
+        raw = archive.raw  # unbuffered from here on: one seek and one read per member
         for _name, offset, size in index:
             raw.seek(offset)
             texts.append(raw.read(size).decode())

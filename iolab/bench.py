@@ -1,0 +1,74 @@
+"""`make bench`: how fast this machine generates the data and reads it, against the raw floor.
+
+The floor is the time to move the same bytes with no parsing at all: `cat` of the archive,
+and `cat` of all 7300 files. The gap between a reader and its floor is what the reader
+itself costs (Python, tar parsing, pandas); the floor is what the storage costs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from iolab.workspace import remove_tree, repo_root, scratch_dir, workdir
+
+
+def timed_script(script: str, out: Path) -> float:
+    """Wall seconds to run one data generator script to completion."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, str(repo_root() / "data_generators" / script), "--out",
+                    str(out)], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def floor_commands(dataset_dir: Path) -> dict[str, list[str]]:
+    """Raw reads of the same bytes: the archive in one stream, and every small file."""
+    return {
+        "cat data.tar (floor for archive readers)":
+            ["cat", str(dataset_dir / "data.tar")],
+        "cat every file (floor for per-file readers)":
+            ["sh", "-c", 'find "$1" -type f -name "*.csv" -print0 | xargs -0 cat', "sh",
+             str(dataset_dir / "data")],
+    }
+
+
+def run_bench(repeats: int = 5) -> int:
+    """Print and save the benchmark table for this machine."""
+    from iolab.context import machine_context
+    from iolab.measure import summarize, time_command, to_markdown
+    from iolab.readers import time_readers
+
+    dataset_dir = scratch_dir("bench") / "dataset"
+    try:
+        generate_s = timed_script("generate_data.py", dataset_dir)
+        archive_s = timed_script("create_archive.py", dataset_dir)
+        readers = time_readers(dataset_dir, repeats=repeats)
+        floors = [time_command(cmd, repeats=repeats, warmup=1, label=label,
+                               location=dataset_dir) for label, cmd in
+                  floor_commands(dataset_dir).items()]
+        context = machine_context(dataset_dir)
+    finally:
+        remove_tree(dataset_dir.parent)
+    table = summarize(readers + floors)
+    archive_floor = floors[0].wall_median_s
+    files_floor = floors[1].wall_median_s
+    table["floor_s"] = [files_floor if m.label.startswith("read_files") else archive_floor
+                        for m in readers] + [m.wall_median_s for m in floors]
+    table["x_floor"] = table["wall_median_s"] / table["floor_s"]
+    setup = pd.DataFrame([{"step": "generate 7300 files", "wall_s": generate_s},
+                          {"step": "create data.tar", "wall_s": archive_s}])
+    print(f"Machine: {context.get('cpu_model')}, {context.get('cpu_count')} CPUs, kernel "
+          f"{context.get('kernel')}, file system {context.get('location_fs_type')} (warm page cache)\n")
+    print(to_markdown(setup))
+    print()
+    print(to_markdown(table[["label", "repeats", "wall_median_s", "wall_min_s", "wall_max_s",
+                             "cpu_median_s", "floor_s", "x_floor"]]))
+    results = workdir() / "lab"
+    results.mkdir(parents=True, exist_ok=True)
+    table.to_csv(results / "bench.csv", index=False)
+    print(f"\nSaved: {results / 'bench.csv'}")
+    return 0

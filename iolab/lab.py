@@ -1,0 +1,147 @@
+"""`make lab`: the whole lab on this machine, from tools to a site showing this machine's results.
+
+Steps: report the system tools; generate (or reuse) the dataset and archive in the
+workspace; time and trace the five readers; execute every notebook into the workspace (the
+committed reference notebooks are never overwritten); build the site from those executed
+copies; print a summary table.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from iolab.errors import LabError
+from iolab.workspace import default_dataset_dir, ensure_writable_dir, repo_root, workdir
+
+SITE_SOURCES = ("conf.py", "index.md", "lessons", "demos", "data_generators")
+
+
+def lab_dir() -> Path:
+    """Where `make lab` keeps its executed notebooks, results and site."""
+    return workdir() / "lab"
+
+
+def step(number: int, total: int, text: str) -> None:
+    print(f"\n[{number}/{total}] {text}", flush=True)
+
+
+def prepare_dataset(dataset_dir: Path) -> dict:
+    """Generate and archive the default dataset by running the scripts a learner would run."""
+    for script in ("generate_data.py", "create_archive.py"):
+        proc = subprocess.run([sys.executable, str(repo_root() / "data_generators" / script),
+                               "--out", str(dataset_dir)], text=True, capture_output=True)
+        print(proc.stdout.rstrip())
+        if proc.returncode != 0:
+            raise LabError(proc.stderr.strip().removeprefix("error: "))
+    from iolab.dataset import load_manifest
+
+    return load_manifest(dataset_dir)
+
+
+def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataFrame:
+    """Time each reader, then count its system calls in a separate traced run."""
+    from iolab.readers import count_reader_syscalls, syscalls_frame, time_readers
+
+    timings = time_readers(dataset_dir, repeats=repeats)
+    rows = []
+    for measurement in timings:
+        result = measurement.result or {}
+        rows.append({**measurement.summary_row(),
+                     "rows": result.get("rows"),
+                     "mean_matches_manifest": result.get("mean") == manifest["expected_mean"]})
+    times = pd.DataFrame(rows).rename(columns={"label": "reader"})
+    calls = syscalls_frame(count_reader_syscalls(dataset_dir))
+    return times.merge(calls, on="reader")
+
+
+def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
+    """Run a notebook with the notebooks/ folder as its working directory; save it elsewhere."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(source, as_version=4)
+    client = NotebookClient(notebook, timeout=timeout_s, kernel_name="python3",
+                            resources={"metadata": {"path": str(source.parent)}})
+    client.execute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+
+
+def execute_notebooks(target_dir: Path) -> list[str]:
+    """Execute every notebook into target_dir; returns the names of those that failed."""
+    failed = []
+    for source in sorted((repo_root() / "notebooks").glob("*.ipynb")):
+        start = time.perf_counter()
+        try:
+            execute_notebook(source, target_dir / source.name)
+        except Exception as err:  # a failing cell: report it, keep going with the others
+            first_line = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
+            print(f"  {source.name}: FAILED ({first_line})")
+            failed.append(source.name)
+            continue
+        print(f"  {source.name}: executed in {time.perf_counter() - start:.0f} s")
+    return failed
+
+
+def build_site(executed: Path, site: Path) -> bool:
+    """Build the site from a staging copy whose notebooks are this machine's executed ones."""
+    stage = lab_dir() / "site-source"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    for name in SITE_SOURCES:
+        source = repo_root() / name
+        if source.is_dir():
+            shutil.copytree(source, stage / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, stage / name)
+    shutil.copytree(executed, stage / "notebooks")
+    shutil.rmtree(site, ignore_errors=True)
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-n", "-q", "-b", "html",
+                           str(stage), str(site)], text=True, capture_output=True)
+    if proc.returncode != 0:
+        print(proc.stderr.strip())
+    return proc.returncode == 0
+
+
+def run_lab(repeats: int = 5) -> int:
+    """The `make lab` sequence; returns the exit code."""
+    from iolab.measure import to_markdown
+    from iolab.tools import check_tools, format_report
+
+    total = 5
+    out = ensure_writable_dir(lab_dir())
+    step(1, total, "System tools")
+    print(format_report(check_tools()))
+
+    step(2, total, "Dataset and archive (workspace: %s)" % workdir())
+    dataset_dir = default_dataset_dir()
+    manifest = prepare_dataset(dataset_dir)
+
+    step(3, total, f"The five readers: {repeats} timed repeats each, then one traced run each")
+    summary = measure_readers(dataset_dir, manifest, repeats)
+    summary.to_csv(out / "readers.csv", index=False)
+
+    step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
+    executed = out / "notebooks"
+    shutil.rmtree(executed, ignore_errors=True)
+    failed = execute_notebooks(executed)
+
+    step(5, total, "Building the site from this machine's notebooks")
+    site_ok = build_site(executed, out / "site")
+
+    columns = ["reader", "wall_median_s", "wall_min_s", "wall_max_s", "cpu_median_s",
+               "dataset_file_opens", "total_calls", "rows", "mean_matches_manifest"]
+    print("\nSummary (this machine, warm page cache)")
+    print(to_markdown(summary[[c for c in columns if c in summary.columns]]))
+    print(f"\nResults: {out / 'readers.csv'}")
+    print(f"Executed notebooks: {executed}")
+    print(f"Site: {out / 'site' / 'index.html'}" if site_ok else "Site: build FAILED (see above)")
+    if failed:
+        print(f"Notebooks that failed: {', '.join(failed)}")
+    return 0 if site_ok and not failed else 1

@@ -1,0 +1,80 @@
+"""The five reader demos as the toolkit sees them: commands to run, timed or traced.
+
+Notebooks, `make lab` and `make bench` all measure the readers through these functions, so
+every table in the lab is produced the same way: the demo script is run as a separate
+process exactly as a learner would type it, timings without a tracer, system calls in a
+separate traced run.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from iolab.workspace import repo_root
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One demo script and what its access pattern is."""
+
+    name: str
+    pattern: str
+
+    @property
+    def script(self) -> Path:
+        return repo_root() / "demos" / f"{self.name}.py"
+
+
+READERS = (
+    Reader("read_files_naive", "one pandas.read_csv per file"),
+    Reader("read_files", "read every file, parse once"),
+    Reader("read_archive", "stream the tar sequentially"),
+    Reader("read_archive_random", "tar members in random order, offset index"),
+    Reader("read_random_chunked", "stream the tar, shuffle in a buffer of 10"),
+)
+READER_NAMES = tuple(reader.name for reader in READERS)
+
+
+def reader_command(name: str, dataset_dir: Path, *extra: str) -> list[str]:
+    """The command line that runs one reader with --json on a dataset."""
+    if name not in READER_NAMES:
+        raise ValueError(f"unknown reader {name!r}; choose one of {', '.join(READER_NAMES)}")
+    script = repo_root() / "demos" / f"{name}.py"
+    return [sys.executable, str(script), "--data", str(dataset_dir), "--json", *extra]
+
+
+def time_readers(dataset_dir: Path, names=READER_NAMES, repeats: int = 5) -> list:
+    """Time each reader (untimed warm-up first), returning iolab.measure Measurements."""
+    from iolab.measure import time_command
+
+    return [time_command(reader_command(name, dataset_dir), repeats=repeats, warmup=1,
+                         label=name, location=dataset_dir, cache_state="warm")
+            for name in names]
+
+
+def count_reader_syscalls(dataset_dir: Path, names=READER_NAMES, method: str = "auto") -> dict:
+    """Attributed system-call counts of each reader: {name: SyscallReport}."""
+    from iolab.syscalls import count_syscalls
+
+    return {name: count_syscalls(reader_command(name, dataset_dir), dataset_dir, method=method)
+            for name in names}
+
+
+def syscalls_frame(reports: dict) -> pd.DataFrame:
+    """One row per reader: method, opens on dataset files and elsewhere, total calls."""
+    rows = []
+    for name, report in reports.items():
+        rows.append({
+            "reader": name,
+            "method": report.method,
+            "dataset_file_opens": report.dataset_opens,
+            "dataset_dir_opens": report.dataset_dir_opens,
+            "dataset_calls": report.dataset_calls,
+            "other_calls": report.other_calls,
+            "total_calls": report.total_calls,
+        })
+    return pd.DataFrame(rows)

@@ -1,0 +1,173 @@
+"""Tests of iolab.measure: repeated timings, CPU accounting, JSON results, tables, CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import pandas as pd
+import pytest
+
+from iolab.errors import LabError
+from iolab.measure import (
+    SUMMARY_COLUMNS,
+    Measurement,
+    add_cli,
+    summarize,
+    time_command,
+    to_markdown,
+)
+
+PY = sys.executable
+SLEEP_S = 0.05
+
+
+@pytest.fixture(scope="module")
+def sleeper() -> Measurement:
+    return time_command(
+        [PY, "-c", f"import time; time.sleep({SLEEP_S})"], repeats=3, warmup=1, label="sleep"
+    )
+
+
+def test_sleep_takes_wall_time_but_no_cpu(sleeper):
+    assert sleeper.repeats == 3 and len(sleeper.wall_s) == 3
+    assert all(wall >= SLEEP_S for wall in sleeper.wall_s)
+    # A single-threaded child cannot use CPU while it sleeps: cpu <= wall - sleep.
+    assert all(cpu < wall - SLEEP_S / 2 for cpu, wall in zip(sleeper.cpu_s, sleeper.wall_s))
+    assert sleeper.wall_min_s <= sleeper.wall_median_s <= sleeper.wall_max_s
+
+
+BUSY_SCRIPT = """
+import json, time
+wall0, cpu0 = time.perf_counter(), time.process_time()
+sum(i * i for i in range(2_000_000))
+loop_wall_s, loop_cpu_s = time.perf_counter() - wall0, time.process_time() - cpu0
+print(json.dumps({"loop_wall_s": loop_wall_s, "loop_cpu_s": loop_cpu_s}))
+"""
+
+
+def test_busy_loop_keeps_a_cpu_busy():
+    # Pure arithmetic, so the time is user time. The child reports what its loop cost, seen
+    # from inside: our CPU time must cover that, and must stay below the wall time.
+    busy = time_command([PY, "-c", BUSY_SCRIPT], repeats=3, warmup=0)
+    for cpu, user, system, wall, inside in zip(
+        busy.cpu_s, busy.user_s, busy.sys_s, busy.wall_s, busy.results
+    ):
+        assert inside["loop_cpu_s"] <= cpu <= wall + 0.01
+        assert user > system
+        # Where the loop had a CPU to itself, the whole run is mostly CPU time. (On an
+        # oversubscribed machine the loop waits for a CPU too, and this cannot be judged.)
+        if inside["loop_cpu_s"] >= 0.9 * inside["loop_wall_s"]:
+            assert cpu >= 0.5 * wall
+
+
+def test_json_last_line_is_kept_per_repeat():
+    script = (
+        "import json, sys\n"
+        "print('Time taken: 0.1 s')\n"
+        "print(json.dumps({'reader': 'r', 'rows': 24, 'repeat_arg': sys.argv[1]}))\n"
+    )
+    m = time_command([PY, "-c", script, "x"], repeats=2, warmup=0)
+    assert m.result == {"reader": "r", "rows": 24, "repeat_arg": "x"}
+    assert m.results == [m.result, m.result]
+
+
+def test_output_without_json_gives_no_result():
+    m = time_command([PY, "-c", "print('Rows: 24')"], repeats=1, warmup=0)
+    assert m.result is None and m.results == [None]
+
+
+def test_failing_command_raises_one_clean_sentence():
+    with pytest.raises(LabError) as err:
+        script = "import sys; print('noise', file=sys.stderr); sys.exit('no data here')"
+        time_command([PY, "-c", script], repeats=1, warmup=0)
+    message = str(err.value)
+    assert "exit code 1" in message and "no data here" in message
+    assert "\n" not in message and "Traceback" not in message
+
+
+def test_unknown_command_raises_lab_error():
+    with pytest.raises(LabError, match="iolab-no-such-command was not found"):
+        time_command(["iolab-no-such-command"], repeats=1, warmup=0)
+
+
+def test_unknown_lab_tool_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(LabError, match="apt-get install fio"):
+        time_command(["fio", "--version"], repeats=1, warmup=0)
+
+
+def test_bad_arguments_raise_lab_error(tmp_path):
+    with pytest.raises(LabError):
+        time_command([], repeats=1)
+    with pytest.raises(LabError):
+        time_command([PY, "-c", "pass"], repeats=0)
+    with pytest.raises(LabError, match="does not exist"):
+        time_command([PY, "-c", "pass"], cwd=tmp_path / "missing")
+
+
+def test_record_carries_cache_state_location_and_context(sleeper, tmp_path):
+    m = time_command([PY, "-c", "pass"], repeats=1, warmup=0, location=tmp_path, cache_state="cold")
+    row = m.summary_row()
+    assert row["cache_state"] == "cold"
+    assert row["fs_type"] == m.context["location_fs_type"] != ""
+    assert m.context["kernel"] and m.context["cpu_count"] >= 1
+    assert sleeper.summary_row()["fs_type"] is None
+    json.dumps(m.to_dict())
+
+
+def test_runs_frame_is_tidy(sleeper):
+    frame = sleeper.runs_frame()
+    assert list(frame.columns) == ["label", "repeat", "wall_s", "user_s", "sys_s", "cpu_s"]
+    assert frame["repeat"].tolist() == [1, 2, 3]
+    assert (frame["cpu_s"] - (frame["user_s"] + frame["sys_s"])).abs().max() < 1e-12
+
+
+def test_summarize_has_one_row_per_measurement(sleeper):
+    table = summarize([sleeper, sleeper])
+    assert list(table.columns) == SUMMARY_COLUMNS
+    assert len(table) == 2
+    assert math.isclose(table.loc[0, "wall_median_s"], sleeper.wall_median_s)
+    assert list(summarize([]).columns) == SUMMARY_COLUMNS
+
+
+def test_to_markdown_formats_numbers_and_text():
+    df = pd.DataFrame(
+        {
+            "label": ["files", "tar|archive"],
+            "rows": [175200, 24],
+            "time_s": [0.052345, 12.3456],
+            "mean": [2.4937, float("nan")],
+        }
+    )
+    assert to_markdown(df) == "\n".join([
+        "| label        |   rows | time_s | mean |",
+        "|--------------|-------:|-------:|-----:|",
+        "| files        | 175200 | 0.0523 | 2.49 |",
+        "| tar\\|archive |     24 |   12.3 |  n/a |",
+    ])
+    assert "0.05 |" in to_markdown(df, floatfmt=".2f")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="iolab")
+    add_cli(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def test_cli_time_prints_json_record(capsys):
+    argv = ["time", "--repeats", "2", "--warmup", "0", "--label", "noop", "--json"]
+    args = _parser().parse_args([*argv, "--", PY, "-c", "pass"])
+    assert args.func(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["summary"]["label"] == "noop" and record["summary"]["repeats"] == 2
+    assert len(record["wall_s"]) == 2 and "kernel" in record["context"]
+
+
+def test_cli_time_prints_markdown_tables(capsys):
+    args = _parser().parse_args(["time", "--repeats", "1", "--warmup", "0", "--", PY, "-c", "pass"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| label") and "wall_median_s" in out and "| kernel" in out
