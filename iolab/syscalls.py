@@ -1,0 +1,860 @@
+"""System calls, counted and attributed to the dataset or to everything else.
+
+A bare `strace -c` of a Python reader is misleading: the classic small-files demo reported
+"588 opens" for an archive reader, and about 99% of them were the interpreter importing
+numpy and pandas. This module therefore traces every file and descriptor system call with
+the path it touched (`strace -y`) and splits the counts into calls on the dataset's files
+and calls on anything else (interpreter, libraries, /proc, pipes, ...), so a learner sees
+what the data access itself costs.
+
+When strace is missing or the kernel forbids ptrace (common in containers), the same
+questions are answered from inside the program instead: a Python audit hook counts the
+files a Python program opens, and /proc/<pid>/io gives its read and write system calls.
+Those counts are coarser, and every number a method cannot know is None, never a zero.
+
+Where output goes: the measured command's stdout and stderr are captured and kept on the
+result (`.stdout`, `.stderr`; for `strace_summary` in `frame.attrs`), so a notebook can show
+them and `--json` keeps stdout to one JSON object. Timings are never taken here: a tracer
+slows a program down, so timings come from iolab.measure in separate, untraced runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Sequence
+
+import pandas as pd
+
+from iolab.errors import LabError
+from iolab.workspace import scratch_dir
+
+#: Where a call is attributed: a dataset file, any other file, or no file at all.
+TARGETS = ("dataset", "other_files", "no_path")
+METHODS = ("auto", "strace", "fallback")
+FALLBACK_PYTHON = "audit-hook+proc-io"
+FALLBACK_OTHER = "proc-io"
+
+# Trace every call that names a file (%file) or takes a descriptor (%desc: read, lseek, close,
+# fstat, getdents64, mmap of a file, ...); -y prints the path behind each descriptor, -s 1 keeps
+# data buffers out of the trace, -qq drops attach/exit messages, signal=none drops signal lines.
+TRACE_OPTIONS = ("-f", "-y", "-qq", "-s", "1", "-e", "trace=%file,%desc", "-e", "signal=none")
+SUMMARY_OPTIONS = ("-c", "-f")
+
+OPENS = frozenset({"open", "openat", "openat2", "creat"})
+READS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
+WRITES = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2"})
+SEEKS = frozenset({"lseek", "_llseek"})
+STATS = frozenset({
+    "stat", "lstat", "fstat", "newfstatat", "fstatat64", "statx",
+    "stat64", "lstat64", "fstat64", "oldstat", "oldlstat", "oldfstat",
+})
+# Calls whose first argument is a directory descriptor and whose second is a path relative to
+# it; most end in "at" (openat, newfstatat, readlinkat, ...), these do not.
+DIRFD_CALLS = frozenset({"statx", "open_tree", "fspick", "mount_setattr"})
+# A string argument that is an output buffer, not a file the call touches.
+NO_PATH_CALLS = frozenset({"getcwd"})
+
+MISSING_STRACE = (
+    "strace is not installed; install it with `apt-get install strace` (Debian/Ubuntu), "
+    "`dnf install strace`, or `module load strace` on a cluster"
+)
+PTRACE_DENIED = (
+    "strace is installed at {path} but may not trace processes here ({detail}): the kernel "
+    "refuses ptrace (kernel.yama.ptrace_scope, a seccomp profile, or a container without "
+    "CAP_SYS_PTRACE); ask your administrators for ptrace permission (Docker: "
+    "`--cap-add=SYS_PTRACE`), or run on a machine or compute node that allows it"
+)
+
+_PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?")
+_VERSION = re.compile(r"version\s+(\S+)")
+_CALL_START = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|\?\?\?)\(")
+_RESUMED = re.compile(r"<\.\.\. ([A-Za-z0-9_?]+) resumed>(.*)$")
+_UNFINISHED = " <unfinished ...>"
+_RESULT = re.compile(r"\s*=\s*(-?\d+|0x[0-9a-fA-F]+|\?)(?:<((?:[^<>\\]|\\.)*)>)?")
+_FD_ANNOTATION = re.compile(r"(?:-?\d+|AT_FDCWD)<((?:[^<>\\]|\\.)*)>")
+_TOKEN = re.compile(
+    r'(?P<str>"(?:[^"\\]|\\.)*"(?:\.\.\.)?)'
+    r"|(?P<ann><(?:[^<>\\]|\\.)*>)"
+    r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<comma>,)"
+    r'|(?P<other>/\*.*?\*/|[^"<,()\[\]{}/]+|.)'
+)
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|[0-7]{1,3}|.)", re.S)
+_SIMPLE_ESCAPES = {"n": 10, "t": 9, "r": 13, "v": 11, "f": 12, "a": 7, "b": 8}
+
+
+# --------------------------------------------------------------------------- strace status
+
+
+@dataclass(frozen=True)
+class StraceStatus:
+    """Whether strace can trace here; `reason` is one sentence a learner can act on."""
+
+    available: bool
+    path: str | None
+    version: str | None
+    reason: str
+
+
+def strace_status() -> StraceStatus:
+    """Find strace on PATH and prove it may trace, once per strace binary and process."""
+    return _probe_strace(shutil.which("strace"))
+
+
+@functools.cache
+def _probe_strace(path: str | None) -> StraceStatus:
+    """Run `strace true`: only a real trace shows whether the kernel permits ptrace."""
+    if path is None:
+        return StraceStatus(False, None, None, MISSING_STRACE)
+    version = _strace_version(path)
+    try:
+        probe = subprocess.run(
+            [path, "-f", "-qq", "-o", os.devnull, "--", "true"],
+            capture_output=True, text=True, errors="replace", timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return StraceStatus(False, path, version, f"strace at {path} could not be started ({err}); "
+                            "check that `strace true` works in your shell")
+    if probe.returncode == 0:
+        return StraceStatus(True, path, version, f"strace {version} at {path} can trace processes here")
+    detail = next((line for line in probe.stderr.splitlines() if line.strip()), "no message")
+    if re.search(r"Operation not permitted|EPERM|ptrace|Function not implemented", probe.stderr, re.I):
+        return StraceStatus(False, path, version, PTRACE_DENIED.format(path=path, detail=detail))
+    return StraceStatus(False, path, version, f"strace at {path} failed a test run ({detail}); "
+                        "check that `strace true` works in your shell")
+
+
+def _strace_version(path: str) -> str | None:
+    """The version strace reports (`strace -V`), or None if it does not say."""
+    try:
+        out = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _VERSION.search(out)
+    return match.group(1) if match else None
+
+
+def _require_strace() -> StraceStatus:
+    status = strace_status()
+    if not status.available:
+        raise LabError(status.reason)
+    return status
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class _Finished:
+    """What a measured run left behind besides its counts."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@contextlib.contextmanager
+def _scratch(name: str) -> Iterator[Path]:
+    """A per-run directory in the workspace that is removed however the run ends."""
+    path = scratch_dir(name)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _check_command(cmd: Sequence[str], cwd: str | os.PathLike | None,
+                   env: Mapping[str, str] | None) -> list[str]:
+    """Fail early, in one sentence, on an empty or unknown command (as subprocess would look it up)."""
+    cmd = [str(part) for part in cmd]
+    if not cmd:
+        raise LabError("no command to measure was given; put it after `--`, e.g. "
+                       "`python -m iolab syscalls --data-dir DIR -- python demos/read_files.py --data DIR`")
+    exe = cmd[0]
+    if os.sep in exe:
+        candidate = Path(cwd or ".") / exe
+        found = candidate.is_file() and os.access(candidate, os.X_OK)
+    else:
+        search_path = os.pathsep.join(os.get_exec_path(dict(env) if env is not None else None))
+        found = shutil.which(exe, path=search_path) is not None
+    if not found:
+        raise LabError(f"the command {exe!r} was not found; check its spelling, install it, "
+                       "or give its full path")
+    return cmd
+
+
+def _run_strace(options: Sequence[str], cmd: list[str], cwd, env, trace_file: Path) -> _Finished:
+    """Run cmd under strace writing to trace_file; the command's output is captured."""
+    status = _require_strace()
+    proc = subprocess.run(
+        [status.path, *options, "-o", str(trace_file.resolve()), "--", *cmd],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+    )
+    if not trace_file.exists() or trace_file.stat().st_size == 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise LabError(f"strace could not trace {cmd[0]!r} ({last}); run the command without "
+                       "iolab to check that it works")
+    return _Finished(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _dataset_roots(data_dir: str | os.PathLike) -> tuple[str, ...]:
+    """The data directory as written and with symlinks resolved: a trace may show either."""
+    path = Path(data_dir)
+    if not path.is_dir():
+        raise LabError(f"the data directory {path} does not exist; create the dataset first "
+                       "(python data_generators/generate_data.py --out DIR) or pass the right --data-dir")
+    spelled = os.path.normpath(os.path.abspath(path))
+    return tuple(dict.fromkeys((spelled, os.path.realpath(path))))
+
+
+def _relative_to_roots(path: str, roots: Sequence[str]) -> str | None:
+    """path relative to the first root containing it ("." for a root itself), else None."""
+    for root in roots:
+        if path == root:
+            return "."
+        prefix = root.rstrip("/") + "/"
+        if path.startswith(prefix):
+            return path[len(prefix):]
+    return None
+
+
+# --------------------------------------------------------------------------- strace -c
+
+
+def strace_summary(cmd: Sequence[str], cwd: str | os.PathLike | None = None,
+                   env: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Count every system call of cmd and its children with `strace -c -f`.
+
+    Returns columns syscall, calls, errors, time_pct, time_s, usecs_per_call, most calls
+    first, without strace's total row. The run is separate from any attributed trace. The
+    command's captured output and exit code are in `frame.attrs["stdout"]`, `["stderr"]`,
+    `["exit_code"]` and `["command"]`. env replaces the environment, as in subprocess.
+    """
+    cmd = _check_command(cmd, cwd, env)
+    with _scratch("strace") as scratch:
+        summary_file = scratch / "summary.txt"
+        finished = _run_strace(SUMMARY_OPTIONS, cmd, cwd, env, summary_file)
+        with open(summary_file, encoding="utf-8", errors="replace") as lines:
+            frame = parse_strace_summary(lines)
+    frame.attrs.update(command=cmd, exit_code=finished.exit_code,
+                       stdout=finished.stdout, stderr=finished.stderr)
+    return frame
+
+
+def parse_strace_summary(lines: Iterable[str]) -> pd.DataFrame:
+    """Parse the table `strace -c` writes, tolerating extra columns and several sections.
+
+    Columns are found from the header line, so versions that add columns still parse; an
+    empty errors cell means 0; rows of a syscall listed in several sections (processes of
+    different personalities) are added up, and usecs_per_call is recomputed from them.
+    """
+    header: list[str] | None = None
+    rows: list[dict[str, str]] = []
+    for line in lines:
+        text = line.strip()
+        if text.startswith("% time"):
+            header = text.replace("% time", "%time", 1).split()
+        elif header and text and not text.startswith("-") and text[0].isdigit():
+            row = _summary_row(header, text.split())
+            if row and row["syscall"] != "total":
+                rows.append(row)
+    return _summary_frame(rows)
+
+
+def _summary_row(header: list[str], cells: list[str]) -> dict[str, str] | None:
+    if len(cells) == len(header) - 1 and "errors" in header:
+        cells.insert(header.index("errors"), "0")
+    return dict(zip(header, cells)) if len(cells) == len(header) else None
+
+
+def _summary_frame(rows: list[dict[str, str]]) -> pd.DataFrame:
+    columns = ["syscall", "calls", "errors", "time_pct", "time_s", "usecs_per_call"]
+    raw = pd.DataFrame(rows, columns=["syscall", "calls", "errors", "%time", "seconds"])
+    frame = pd.DataFrame({
+        "syscall": raw["syscall"].astype(str),
+        "calls": raw["calls"].astype("int64"),
+        "errors": raw["errors"].astype("int64"),
+        "time_pct": raw["%time"].astype(float),
+        "time_s": raw["seconds"].astype(float),
+    })
+    frame = frame.groupby("syscall", as_index=False, sort=False).sum()
+    frame["usecs_per_call"] = frame["time_s"] * 1e6 / frame["calls"].where(frame["calls"] > 0)
+    frame = frame.sort_values(["calls", "syscall"], ascending=[False, True], kind="stable")
+    return frame.reset_index(drop=True)[columns]
+
+
+# --------------------------------------------------------------------------- trace parsing
+
+
+@dataclass
+class TraceCall:
+    """One system call from `strace -f -y`, with its arguments as strace printed them."""
+
+    pid: str
+    syscall: str
+    args: list[str]
+    ret: int | None
+    ret_annotation: str | None  # the raw -y path behind a returned descriptor, e.g. of openat
+
+    @property
+    def succeeded(self) -> bool:
+        return self.ret is not None and self.ret >= 0
+
+
+def parse_call(pid: str, text: str) -> TraceCall | None:
+    """Parse `name(args) = ret` (without the pid); None if the text is not a whole call."""
+    start = _CALL_START.match(text)
+    if not start:
+        return None
+    args, end = _split_args(text, start.end())
+    if end is None:
+        return None
+    result = _RESULT.match(text, end)
+    ret = None
+    if result and result.group(1) != "?":
+        ret = int(result.group(1), 0)
+    return TraceCall(pid, start.group(1), args, ret, result.group(2) if result else None)
+
+
+def _split_args(text: str, start: int) -> tuple[list[str], int | None]:
+    """Split top-level arguments up to the call's closing parenthesis.
+
+    Quoted strings and <...> path annotations are single tokens (strace escapes quotes, <
+    and > inside them), so paths with spaces, commas or parentheses do not split arguments.
+    """
+    args: list[str] = []
+    depth, begin = 0, start
+    for token in _TOKEN.finditer(text, start):
+        kind = token.lastgroup
+        if kind == "open":
+            depth += 1
+        elif kind == "close":
+            if depth == 0:
+                args.append(text[begin:token.start()].strip())
+                return ([] if args == [""] else args), token.end()
+            depth -= 1
+        elif kind == "comma" and depth == 0:
+            args.append(text[begin:token.start()].strip())
+            begin = token.end()
+    return args, None
+
+
+class TraceReader:
+    """Turns the lines of `strace -f` into whole calls, each counted once.
+
+    With several threads or processes strace splits a call into `name(args <unfinished ...>`
+    and, later, `<... name resumed>rest`; the halves are joined per pid before parsing.
+    `unparsed` counts lines that were neither a call nor a known status line.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[str, str] = {}
+        self.unparsed = 0
+
+    def calls(self, lines: Iterable[str]) -> Iterator[TraceCall]:
+        for line in lines:
+            call = self._feed(line.rstrip("\n"))
+            if call is not None:
+                yield call
+        for pid, text in self.pending.items():  # never resumed: the process died mid-call
+            call = parse_call(pid, text + ") = ?")
+            if call is not None:
+                yield call
+        self.pending.clear()
+
+    def _feed(self, line: str) -> TraceCall | None:
+        pid, _, rest = line.partition(" ")
+        if not pid.isdigit():
+            pid, rest = "0", line
+        rest = rest.lstrip()
+        if not rest or rest.startswith(("+++", "---", "[ ")):
+            return None
+        if rest.endswith(_UNFINISHED):
+            self.pending[pid] = rest[: -len(_UNFINISHED)]
+            return None
+        resumed = _RESUMED.match(rest)
+        if resumed:
+            return self._resume(pid, resumed.group(1), resumed.group(2))
+        return self._parsed(pid, rest)
+
+    def _resume(self, pid: str, name: str, tail: str) -> TraceCall | None:
+        head = self.pending.pop(pid, None)
+        if head is None or not head.startswith(name + "("):
+            # The first half was not seen: count the call, without arguments to attribute.
+            return TraceCall(pid, name, [], None, None)
+        return self._parsed(pid, head + tail)
+
+    def _parsed(self, pid: str, text: str) -> TraceCall | None:
+        call = parse_call(pid, text)
+        if call is None:
+            self.unparsed += 1
+        return call
+
+
+def unescape_strace(text: str) -> str:
+    """Undo strace's C-style escapes (\\303\\251, \\", \\n, \\76 for >) to get the real path."""
+    if "\\" not in text:
+        return text
+    out = bytearray()
+    pos = 0
+    for match in _ESCAPE.finditer(text):
+        out += text[pos:match.start()].encode("utf-8", "surrogateescape")
+        code = match.group(1)
+        if code[0] == "x" and len(code) == 3:
+            out.append(int(code[1:], 16))
+        elif code[0] in "01234567":
+            out.append(int(code, 8) & 0xFF)
+        else:
+            out += bytes([_SIMPLE_ESCAPES[code]]) if code in _SIMPLE_ESCAPES else code.encode()
+        pos = match.end()
+    out += text[pos:].encode("utf-8", "surrogateescape")
+    return os.fsdecode(bytes(out))
+
+
+def _annotation(arg: str) -> str | None:
+    """The raw path strace -y printed behind a descriptor argument (`3</a/b>`), else None."""
+    match = _FD_ANNOTATION.fullmatch(arg)
+    return match.group(1) if match else None
+
+
+def _fd_path(raw: str) -> str | None:
+    """A file-system path from an annotation; pipes, sockets and anon inodes have none."""
+    path = unescape_strace(raw)
+    return path if path.startswith("/") else None
+
+
+def _quoted(arg: str) -> str:
+    return unescape_strace(arg.removesuffix("...")[1:-1])
+
+
+def _join(base: str, path: str) -> str:
+    return os.path.normpath(os.path.join(base, path)) if path else base
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+@dataclass
+class Attribution:
+    """Traced file and descriptor calls of one command, split by what they touched.
+
+    Targets: `dataset` (the path, from an argument or from the descriptor's -y annotation,
+    lies in data_dir, the directory itself included), `other_files` (any other path:
+    interpreter, libraries, /proc, /dev, ...) and `no_path` (no file: anonymous mmap, pipes,
+    sockets, event fds, or a descriptor strace could not name). Only %file and %desc calls
+    are traced, so `total_calls` is not every system call (see strace_summary for that).
+    `dataset_open_counts` maps each dataset file (path relative to data_dir) to its
+    successful opens, e.g. to check that each of 7300 files was opened exactly once.
+    """
+
+    command: list[str]
+    data_dir: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    by_syscall: pd.DataFrame
+    dataset_opens: int
+    dataset_dir_opens: int
+    other_opens: int
+    dataset_calls: int
+    other_calls: int
+    dataset_reads: int
+    dataset_bytes_read: int
+    dataset_seeks: int
+    dataset_stats: int
+    dataset_open_counts: dict[str, int]
+    unparsed_lines: int
+
+    @property
+    def total_calls(self) -> int:
+        return self.dataset_calls + self.other_calls
+
+
+class _Tally:
+    """Attributes each call to a target and keeps the dataset's opens, reads, seeks, stats."""
+
+    def __init__(self, roots: Sequence[str], cwd: str) -> None:
+        self.roots = roots
+        self.cwd = cwd
+        self.by_syscall: Counter[tuple[str, str]] = Counter()
+        self.open_counts: Counter[str] = Counter()
+        self.numbers: Counter[str] = Counter()
+
+    def add(self, call: TraceCall) -> None:
+        path = self._path_of(call)
+        relative = _relative_to_roots(path, self.roots) if path else None
+        target = "no_path" if path is None else "dataset" if relative is not None else "other_files"
+        self.by_syscall[(call.syscall, target)] += 1
+        if call.syscall in OPENS and call.succeeded:
+            self._count_open(call, relative)
+        elif relative is not None:
+            self._count_dataset_access(call)
+
+    def _count_open(self, call: TraceCall, relative: str | None) -> None:
+        is_dir = any("O_DIRECTORY" in arg for arg in call.args[1:])
+        if relative is None:
+            if not is_dir:
+                self.numbers["other_opens"] += 1
+        elif is_dir:
+            self.numbers["dataset_dir_opens"] += 1
+        else:
+            self.numbers["dataset_opens"] += 1
+            self.open_counts[relative] += 1
+
+    def _count_dataset_access(self, call: TraceCall) -> None:
+        if call.syscall in READS:
+            self.numbers["dataset_reads"] += 1
+            self.numbers["dataset_bytes_read"] += max(call.ret or 0, 0)
+        elif call.syscall in SEEKS:
+            self.numbers["dataset_seeks"] += 1
+        elif call.syscall in STATS:
+            self.numbers["dataset_stats"] += 1
+
+    def _path_of(self, call: TraceCall) -> str | None:
+        """The absolute path a call touched, or None when it touched no file."""
+        args = call.args
+        if call.syscall in OPENS and call.succeeded and call.ret_annotation is not None:
+            return _fd_path(call.ret_annotation)  # the kernel's canonical name of what was opened
+        if call.syscall in NO_PATH_CALLS or not args:
+            return None
+        if self._takes_dirfd(call) and len(args) >= 2 and args[1].startswith('"'):
+            path = _quoted(args[1])
+            base = self.cwd if args[0] == "AT_FDCWD" else _fd_path(_annotation(args[0]) or "")
+            return _join("/", path) if path.startswith("/") else _join(base, path) if base else None
+        if args[0].startswith('"'):
+            return _join(self.cwd, _quoted(args[0]))
+        raw = next((ann for ann in map(_annotation, args) if ann is not None), None)
+        return _fd_path(raw) if raw is not None else None
+
+    @staticmethod
+    def _takes_dirfd(call: TraceCall) -> bool:
+        name = call.syscall
+        return name in DIRFD_CALLS or (name.endswith(("at", "at2")) and name != "creat")
+
+    def frame(self) -> pd.DataFrame:
+        rows = [(name, target, calls) for (name, target), calls in self.by_syscall.items()]
+        frame = pd.DataFrame(rows, columns=["syscall", "target", "calls"]).astype({"calls": "int64"})
+        frame = frame.sort_values(["calls", "syscall", "target"], ascending=[False, True, True])
+        return frame.reset_index(drop=True)
+
+    def calls_on(self, dataset: bool) -> int:
+        return sum(n for (_, target), n in self.by_syscall.items() if (target == "dataset") == dataset)
+
+
+def trace_attributed(cmd: Sequence[str], data_dir: str | os.PathLike,
+                     cwd: str | os.PathLike | None = None,
+                     env: Mapping[str, str] | None = None) -> Attribution:
+    """Trace cmd (and its children) with `strace -f -y` and attribute every call.
+
+    Relative paths are resolved against the directory strace shows for AT_FDCWD (which
+    follows chdir) or, for old-style calls such as open/stat/access, against cwd. A relative
+    data_dir is taken relative to this process's working directory. The trace file lives in
+    the workspace only while it is read, line by line, and is deleted afterwards.
+    """
+    roots = _dataset_roots(data_dir)
+    cmd = _check_command(cmd, cwd, env)
+    tally = _Tally(roots, os.path.abspath(cwd or os.getcwd()))
+    reader = TraceReader()
+    with _scratch("strace") as scratch:
+        trace_file = scratch / "trace.txt"
+        finished = _run_strace(TRACE_OPTIONS, cmd, cwd, env, trace_file)
+        with open(trace_file, encoding="utf-8", errors="surrogateescape") as lines:
+            for call in reader.calls(lines):
+                tally.add(call)
+    return Attribution(
+        command=cmd, data_dir=roots[0], exit_code=finished.exit_code,
+        stdout=finished.stdout, stderr=finished.stderr, by_syscall=tally.frame(),
+        dataset_opens=tally.numbers["dataset_opens"],
+        dataset_dir_opens=tally.numbers["dataset_dir_opens"],
+        other_opens=tally.numbers["other_opens"],
+        dataset_calls=tally.calls_on(dataset=True), other_calls=tally.calls_on(dataset=False),
+        dataset_reads=tally.numbers["dataset_reads"],
+        dataset_bytes_read=tally.numbers["dataset_bytes_read"],
+        dataset_seeks=tally.numbers["dataset_seeks"], dataset_stats=tally.numbers["dataset_stats"],
+        dataset_open_counts=dict(sorted(tally.open_counts.items())),
+        unparsed_lines=reader.unparsed,
+    )
+
+
+# --------------------------------------------------------------------------- one report, any method
+
+
+@dataclass
+class SyscallReport:
+    """Syscall counts of one command from whichever method could run here.
+
+    method is "strace", "audit-hook+proc-io" (a Python command counted from inside) or
+    "proc-io" (another command: only /proc/<pid>/io); note says why that method was used
+    and what it cannot see. A number the method cannot know is None, not 0. The read_/
+    write_syscalls, chars_* and storage_bytes_read fields cover the whole process (all
+    files); from strace they count traced read/write calls and the byte fields are None.
+    """
+
+    method: str
+    note: str
+    command: list[str]
+    data_dir: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    dataset_opens: int | None = None
+    dataset_dir_opens: int | None = None
+    other_opens: int | None = None
+    dataset_calls: int | None = None
+    other_calls: int | None = None
+    total_calls: int | None = None
+    dataset_reads: int | None = None
+    dataset_bytes_read: int | None = None
+    dataset_seeks: int | None = None
+    dataset_stats: int | None = None
+    read_syscalls: int | None = None
+    write_syscalls: int | None = None
+    chars_read: int | None = None
+    chars_written: int | None = None
+    storage_bytes_read: int | None = None
+    by_syscall: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {"syscall": pd.Series(dtype=object), "target": pd.Series(dtype=object),
+         "calls": pd.Series(dtype="int64")}))
+    dataset_open_counts: dict[str, int] | None = None
+
+    def to_json_dict(self) -> dict:
+        """The report as plain JSON types (by_syscall as a list of rows), no captured output."""
+        numbers = ("dataset_opens", "dataset_dir_opens", "other_opens", "dataset_calls",
+                   "other_calls", "total_calls", "dataset_reads", "dataset_bytes_read",
+                   "dataset_seeks", "dataset_stats", "read_syscalls", "write_syscalls",
+                   "chars_read", "chars_written", "storage_bytes_read")
+        return {
+            "method": self.method, "note": self.note, "command": self.command,
+            "data_dir": self.data_dir,
+            **{name: _plain(getattr(self, name)) for name in numbers},
+            "by_syscall": [{"syscall": str(r.syscall), "target": str(r.target), "calls": int(r.calls)}
+                           for r in self.by_syscall.itertuples(index=False)],
+            "exit_code": self.exit_code,
+        }
+
+
+def _plain(value: int | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def count_syscalls(cmd: Sequence[str], data_dir: str | os.PathLike, method: str = "auto",
+                   cwd: str | os.PathLike | None = None,
+                   env: Mapping[str, str] | None = None) -> SyscallReport:
+    """Count cmd's system calls on the dataset and elsewhere, with strace if it can trace.
+
+    method "auto" uses strace when strace_status() allows it and falls back otherwise;
+    "strace" raises a LabError saying how to get strace; "fallback" never traces.
+    """
+    if method not in METHODS:
+        raise LabError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")
+    status = strace_status()
+    if method == "strace" or (method == "auto" and status.available):
+        return _report_from_attribution(trace_attributed(cmd, data_dir, cwd, env), status)
+    why = ("the fallback method was asked for" if method == "fallback"
+           else f"strace was not used because {status.reason}")
+    return _count_from_inside(cmd, data_dir, cwd, env, why)
+
+
+def _report_from_attribution(att: Attribution, status: StraceStatus) -> SyscallReport:
+    calls = att.by_syscall.groupby("syscall")["calls"].sum()
+    read_calls = sum(int(n) for name, n in calls.items() if name in READS)
+    write_calls = sum(int(n) for name, n in calls.items() if name in WRITES)
+    return SyscallReport(
+        method="strace",
+        note=(f"strace {status.version} traced every file and descriptor system call of the "
+              "command and its child processes, each attributed by the path it touched"),
+        command=att.command, data_dir=att.data_dir, exit_code=att.exit_code,
+        stdout=att.stdout, stderr=att.stderr,
+        dataset_opens=att.dataset_opens, dataset_dir_opens=att.dataset_dir_opens,
+        other_opens=att.other_opens, dataset_calls=att.dataset_calls,
+        other_calls=att.other_calls, total_calls=att.total_calls,
+        dataset_reads=att.dataset_reads, dataset_bytes_read=att.dataset_bytes_read,
+        dataset_seeks=att.dataset_seeks, dataset_stats=att.dataset_stats,
+        read_syscalls=read_calls, write_syscalls=write_calls,
+        by_syscall=att.by_syscall, dataset_open_counts=att.dataset_open_counts,
+    )
+
+
+# --------------------------------------------------------------------------- fallback
+
+
+def _is_python(exe: str) -> bool:
+    return bool(_PYTHON_NAME.fullmatch(os.path.basename(exe)))
+
+
+def _wrap_python(cmd: list[str], data_dir: str, counts_file: Path) -> list[str]:
+    """Run the program under iolab/audit_open.py, keeping the interpreter and its options.
+
+    The wrapper is started by file path and uses only the standard library, so it works in
+    whatever directory and environment the program runs in.
+    """
+    options: list[str] = []
+    rest = cmd[1:]
+    while rest and rest[0].startswith("-") and rest[0] not in ("-c", "-m", "-", "--"):
+        takes_value = rest[0] in ("-X", "-W")
+        options += rest[: 2 if takes_value else 1]
+        rest = rest[2 if takes_value else 1:]
+    rest = rest[1:] if rest[:1] == ["--"] else rest
+    if not rest or rest[0] == "-" or (rest[0] in ("-c", "-m") and len(rest) < 2):
+        raise LabError("without strace only Python programs given as a script, `-c CODE` or "
+                       "`-m MODULE` can be counted; give the program that way")
+    wrapper = Path(__file__).with_name("audit_open.py")
+    return [cmd[0], *options, str(wrapper), "--data-dir", data_dir, "--out", str(counts_file.resolve()),
+            "--", *rest]
+
+
+def _count_from_inside(cmd: Sequence[str], data_dir, cwd, env, why: str) -> SyscallReport:
+    """Count without a tracer: an audit hook for a Python program's opens, /proc/<pid>/io for all."""
+    roots = _dataset_roots(data_dir)
+    cmd = _check_command(cmd, cwd, env)
+    python = _is_python(cmd[0])
+    with _scratch("audit") as scratch:
+        counts_file = scratch / "opens.json"
+        run_cmd = _wrap_python(cmd, roots[0], counts_file) if python else cmd
+        finished, io = _run_reading_proc_io(run_cmd, cwd, env, scratch)
+        opens = json.loads(counts_file.read_text()) if counts_file.exists() else None
+    report = SyscallReport(
+        method=FALLBACK_PYTHON if python else FALLBACK_OTHER,
+        note=_fallback_note(why, python, opens is not None, io is not None),
+        command=cmd, data_dir=roots[0], exit_code=finished.exit_code,
+        stdout=finished.stdout, stderr=finished.stderr,
+    )
+    if opens is not None:
+        report.dataset_opens = opens["dataset_opens"]
+        report.dataset_dir_opens = opens["dataset_dir_opens"]
+        report.other_opens = opens["other_opens"]
+        report.dataset_open_counts = opens["dataset_open_counts"]
+    if io is not None:
+        report.read_syscalls, report.write_syscalls = io.get("syscr"), io.get("syscw")
+        report.chars_read, report.chars_written = io.get("rchar"), io.get("wchar")
+        report.storage_bytes_read = io.get("read_bytes")
+    return report
+
+
+def _fallback_note(why: str, python: bool, have_opens: bool, have_io: bool) -> str:
+    parts = [why]
+    if python and have_opens:
+        parts.append("file and directory opens were counted by a Python audit hook (in the "
+                     "Python process only; files the interpreter opened while starting up are "
+                     "not seen)")
+    elif python:
+        parts.append("the program ended without saving its open counts (os._exit?), so "
+                     "opens are unknown")
+    else:
+        parts.append("opens cannot be counted for a program that is not Python")
+    parts.append("read/write system calls and bytes come from /proc/<pid>/io (the whole "
+                 "process and the children it waited for)" if have_io else
+                 "/proc/<pid>/io could not be read here, so read/write counts are unknown")
+    parts.append("reads, seeks and stats per file need strace")
+    return "; ".join(parts)
+
+
+def _run_reading_proc_io(cmd: list[str], cwd, env, scratch: Path) -> tuple[_Finished, dict | None]:
+    """Run cmd with output captured to files, reading /proc/<pid>/io before the child is reaped.
+
+    After the child exits it stays a zombie until waited for, and its /proc/<pid>/io then
+    holds the final counts (including children it reaped), so the numbers are complete.
+    """
+    out_path, err_path = scratch / "stdout.txt", scratch / "stderr.txt"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        try:
+            exit_code, io = _wait_reading_io(proc)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    finished = _Finished(exit_code, out_path.read_text(errors="replace"),
+                         err_path.read_text(errors="replace"))
+    return finished, io
+
+
+def _wait_reading_io(proc: subprocess.Popen) -> tuple[int, dict | None]:
+    if not hasattr(os, "waitid"):  # macOS, Windows: no way to look at an exited child
+        return proc.wait(), None
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    io = _read_proc_io(proc.pid)
+    _, status = os.waitpid(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, io
+
+
+def _read_proc_io(pid: int) -> dict[str, int] | None:
+    """The kernel's I/O counters of a process (syscr, syscw, rchar, wchar, read_bytes, ...)."""
+    try:
+        text = Path(f"/proc/{pid}/io").read_text()
+    except OSError:
+        return None
+    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {key.strip(): int(value) for key, value in pairs}
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    """Add `syscalls`: python -m iolab syscalls --data-dir DIR [--json] [--method M] -- CMD..."""
+    parser = subparsers.add_parser(
+        "syscalls",
+        help="count a command's system calls, split into the dataset's files and everything else",
+        description=(
+            "Run a command under strace (or, without strace, with in-process counters) and "
+            "count its system calls on the dataset's files apart from those of the interpreter "
+            "and its libraries. The command's own output goes to stderr; exits with its exit code."
+        ),
+    )
+    parser.add_argument("--data-dir", required=True, type=Path,
+                        help="directory holding the dataset; calls on paths inside it count as dataset calls")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--method", choices=METHODS, default="auto",
+                        help="strace, fallback (audit hook and /proc/<pid>/io), or auto: strace if it can trace")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to measure, after --")
+    parser.set_defaults(func=_cli_syscalls)
+
+
+def _cli_syscalls(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    report = count_syscalls(command, args.data_dir, method=args.method)
+    sys.stderr.write(report.stdout + report.stderr)
+    print(json.dumps(report.to_json_dict()) if args.json else format_report(report))
+    return report.exit_code
+
+
+def format_report(report: SyscallReport, top: int = 12) -> str:
+    """A small readable table of a report: dataset numbers, everything else, busiest calls."""
+    def show(value: int | None) -> str:
+        return "n/a" if value is None else f"{value:,}"
+
+    sections = {
+        "on the dataset's files": [
+            ("file opens", report.dataset_opens), ("directory opens", report.dataset_dir_opens),
+            ("reads", report.dataset_reads), ("bytes read", report.dataset_bytes_read),
+            ("seeks", report.dataset_seeks), ("stat calls", report.dataset_stats),
+            ("all traced calls", report.dataset_calls)],
+        "everything else": [("file opens", report.other_opens), ("all traced calls", report.other_calls)],
+        "whole process": [
+            ("read calls", report.read_syscalls), ("write calls", report.write_syscalls),
+            ("bytes read (all files)", report.chars_read),
+            ("bytes read from storage", report.storage_bytes_read)],
+    }
+    lines = [f"command:  {' '.join(report.command)}", f"data dir: {report.data_dir}",
+             f"method:   {report.method} ({report.note})", f"exit code: {report.exit_code}"]
+    for title, rows in sections.items():
+        lines += ["", title] + [f"  {label:<26}{show(value):>12}" for label, value in rows]
+    if not report.by_syscall.empty:
+        table = report.by_syscall.pivot_table(index="syscall", columns="target", values="calls",
+                                              aggfunc="sum", fill_value=0)
+        table = table.reindex(columns=list(TARGETS), fill_value=0)
+        table = table.loc[table.sum(axis=1).sort_values(ascending=False).index[:top]]
+        lines += ["", f"busiest traced system calls (top {top}, calls)", table.to_string()]
+    return "\n".join(lines)
