@@ -14,8 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from iolab.errors import LabError
 from iolab.workspace import default_dataset_dir, ensure_writable_dir, repo_root, workdir
 
@@ -46,16 +44,13 @@ def prepare_dataset(dataset_dir: Path) -> dict:
 
 def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataFrame:
     """Time each reader, then count its system calls in a separate traced run."""
-    from iolab.readers import count_reader_syscalls, syscalls_frame, time_readers
+    from iolab.readers import count_reader_syscalls, syscalls_frame, time_readers, timing_frame
 
     timings = time_readers(dataset_dir, repeats=repeats)
-    rows = []
-    for measurement in timings:
-        result = measurement.result or {}
-        rows.append({**measurement.summary_row(),
-                     "rows": result.get("rows"),
-                     "mean_matches_manifest": result.get("mean") == manifest["expected_mean"]})
-    times = pd.DataFrame(rows).rename(columns={"label": "reader"})
+    times = timing_frame(timings)
+    times["rows"] = [m.result["rows"] for m in timings]
+    times["mean_matches_manifest"] = [m.result["mean"] == manifest["expected_mean"]
+                                      for m in timings]
     calls = syscalls_frame(count_reader_syscalls(dataset_dir))
     return times.merge(calls, on="reader")
 
@@ -135,7 +130,7 @@ def run_lab(repeats: int = 5) -> int:
     step(5, total, "Building the site from this machine's notebooks")
     site_ok = build_site(executed, out / "site")
 
-    columns = ["reader", "wall_median_s", "wall_min_s", "wall_max_s", "cpu_median_s",
+    columns = ["reader", "wall_median_s", "wall_min_s", "wall_max_s", "in_reader_median_s",
                "dataset_file_opens", "total_calls", "rows", "mean_matches_manifest"]
     print("\nSummary (this machine, warm page cache)")
     print(to_markdown(summary[[c for c in columns if c in summary.columns]]))

@@ -56,6 +56,23 @@ def time_readers(dataset_dir: Path, names=READER_NAMES, repeats: int = 5) -> lis
             for name in names]
 
 
+def timing_frame(measurements: list) -> pd.DataFrame:
+    """Summary of reader timings, plus the readers' own timer (which excludes start-up).
+
+    The process wall time includes starting Python and importing pandas; each reader also
+    reports the time it spent reading and parsing (`time_s` in its JSON line). The gap
+    between the two is the cost of starting the program, paid once per run.
+    """
+    from statistics import median
+
+    from iolab.measure import summarize
+
+    frame = summarize(measurements).rename(columns={"label": "reader"})
+    frame.insert(frame.columns.get_loc("cpu_median_s") + 1, "in_reader_median_s",
+                 [median(r["time_s"] for r in m.results if r) for m in measurements])
+    return frame
+
+
 def count_reader_syscalls(dataset_dir: Path, names=READER_NAMES, method: str = "auto") -> dict:
     """Attributed system-call counts of each reader: {name: SyscallReport}."""
     from iolab.syscalls import count_syscalls

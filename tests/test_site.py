@@ -1,0 +1,167 @@
+"""The published site: it builds strictly, every local link resolves, and it works offline.
+
+The site is built once per module with the same strictness as `make html` (`-W -n`), from
+the repository root, into a temporary directory. The built pages are then parsed with the
+standard library's HTML parser: a learner reading the site on a cluster without internet
+access must not meet a broken link, a missing image, or a page that waits for a CDN.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LESSONS = ["01-file-access", "02-small-files", "03-random-access"]
+NOTEBOOKS = LESSONS  # each lesson pairs with the notebook of the same stem
+BUILD_TIMEOUT_S = 900
+LESSON_ADMONITIONS = ["objectives", "instructor-note", "exercise", "solution", "keypoints"]
+
+
+class PageParser(HTMLParser):
+    """Collect what a page links to, what it loads, and the classes of its blocks."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[tuple[str, str]] = []  # (tag/attribute, url) of every reference
+        self.loads: list[tuple[str, str]] = []  # resources the browser fetches by itself
+        self.images: list[str] = []
+        self.div_classes: list[set[str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attr = {name: value or "" for name, value in attrs}
+        for name in ("href", "src"):
+            if attr.get(name):
+                self.links.append((f"<{tag} {name}>", attr[name]))
+        if tag in ("script", "img", "iframe", "source", "video", "audio") and attr.get("src"):
+            self.loads.append((tag, attr["src"]))
+        if tag == "img":
+            self.images.append(attr.get("src", ""))
+        if tag == "link" and attr.get("href"):
+            rel = set(attr.get("rel", "").lower().split())
+            if rel & {"stylesheet", "icon", "preload", "modulepreload", "prefetch"}:
+                self.loads.append((f"link rel={' '.join(sorted(rel))}", attr["href"]))
+        if tag == "div" and attr.get("class"):
+            self.div_classes.append(set(attr["class"].split()))
+
+
+def is_remote(url: str) -> bool:
+    """True for an absolute URL on another host (http, https, or protocol-relative //)."""
+    return url.startswith(("http://", "https://", "//"))
+
+
+def local_target(page: Path, url: str) -> Path | None:
+    """The file a relative link of `page` points to, or None if it is not a local file link."""
+    if is_remote(url) or url.startswith(("mailto:", "data:", "javascript:", "tel:")):
+        return None
+    parts = urlsplit(url)
+    if parts.scheme or parts.netloc or not parts.path:  # other schemes, or "#anchor" only
+        return None
+    return (page.parent / unquote(parts.path)).resolve()
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+    """Build the site from the repository root exactly as strictly as `make html` does."""
+    out = tmp_path_factory.mktemp("site")
+    html = out / "html"
+    command = [
+        sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going",
+        "-d", str(out / "doctrees"), "-b", "html", str(REPO), str(html),
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=REPO
+    )
+    return result, html
+
+
+@pytest.fixture(scope="module")
+def pages(build: tuple[subprocess.CompletedProcess, Path]) -> dict[Path, PageParser]:
+    """Every built HTML page, parsed; skips the crawl when the build itself failed."""
+    result, html = build
+    if result.returncode != 0:
+        pytest.skip("the site did not build; see test_site_builds_without_warnings")
+    parsed = {}
+    for page in sorted(html.rglob("*.html")):
+        parser = PageParser()
+        parser.feed(page.read_text(encoding="utf-8"))
+        parsed[page] = parser
+    assert parsed, f"the build wrote no HTML pages into {html}"
+    return parsed
+
+
+def test_paired_notebooks_exist() -> None:
+    """The index lists the notebooks, so the site cannot build without them."""
+    missing = [f"notebooks/{stem}.ipynb" for stem in NOTEBOOKS
+               if not (REPO / "notebooks" / f"{stem}.ipynb").is_file()]
+    assert not missing, f"the site's toctree needs these executed notebooks: {missing}"
+
+
+def test_site_builds_without_warnings(build: tuple[subprocess.CompletedProcess, Path]) -> None:
+    result, _ = build
+    assert result.returncode == 0, (
+        f"sphinx-build -W -n failed (exit {result.returncode}); its warnings:\n"
+        f"{result.stderr[-8000:]}"
+    )
+
+
+def test_every_local_link_and_source_exists(build, pages: dict[Path, PageParser]) -> None:
+    _, html = build
+    broken = []
+    for page, parser in pages.items():
+        for where, url in parser.links:
+            target = local_target(page, url)
+            if target is not None and not target.exists():
+                broken.append(f"{page.relative_to(html)}: {where} {url}")
+    assert not broken, "links to files missing from the built site:\n" + "\n".join(broken)
+
+
+def test_every_image_exists(build, pages: dict[Path, PageParser]) -> None:
+    _, html = build
+    missing = []
+    for page, parser in pages.items():
+        for src in parser.images:
+            target = local_target(page, src)
+            if not src or (target is not None and not target.is_file()):
+                missing.append(f"{page.relative_to(html)}: <img src={src!r}>")
+    assert not missing, "images that will not display:\n" + "\n".join(missing)
+
+
+def test_no_page_loads_anything_from_another_host(build, pages: dict[Path, PageParser]) -> None:
+    _, html = build
+    remote = [
+        f"{page.relative_to(html)}: {what} {url}"
+        for page, parser in pages.items()
+        for what, url in parser.loads
+        if is_remote(url)
+    ]
+    assert not remote, "the site must work offline, but these pages load remote files:\n" + (
+        "\n".join(remote)
+    )
+
+
+@pytest.mark.parametrize("stem", LESSONS)
+def test_lesson_has_the_lesson_admonitions(build, pages: dict[Path, PageParser], stem: str) -> None:
+    _, html = build
+    page = html / "lessons" / f"{stem}.html"
+    assert page in pages, f"lessons/{stem}.md was not built into {page}"
+    present = set().union(*(classes for classes in pages[page].div_classes
+                            if "admonition" in classes))
+    missing = [name for name in LESSON_ADMONITIONS if name not in present]
+    assert not missing, f"lessons/{stem} lacks the sphinx-lesson blocks {missing}"
+
+
+def test_index_links_lessons_and_notebooks(build, pages: dict[Path, PageParser]) -> None:
+    _, html = build
+    index = html / "index.html"
+    assert index in pages, "index.md was not built"
+    targets = {local_target(index, url) for _, url in pages[index].links} - {None}
+    expected = [html / "lessons" / f"{stem}.html" for stem in LESSONS]
+    expected += [html / "notebooks" / f"{stem}.html" for stem in NOTEBOOKS]
+    missing = [str(path.relative_to(html)) for path in expected if path.resolve() not in targets]
+    assert not missing, f"index.html does not link to {missing}"
