@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from iolab.errors import LabError
 from iolab.workspace import default_dataset_dir, ensure_writable_dir, repo_root, workdir
 
@@ -44,15 +46,23 @@ def prepare_dataset(dataset_dir: Path) -> dict:
 
 def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataFrame:
     """Time each reader, then count its system calls in a separate traced run."""
-    from iolab.readers import count_reader_syscalls, syscalls_frame, time_readers, timing_frame
+    from iolab.readers import (READER_NAMES, count_reader_syscalls, syscalls_frame,
+                               time_readers, timing_frame)
 
-    timings = time_readers(dataset_dir, repeats=repeats)
+    timings = []
+    for name in READER_NAMES:
+        timings += time_readers(dataset_dir, names=(name,), repeats=repeats)
+        print(f"  {name}: median {timings[-1].wall_median_s:.3f} s", flush=True)
     times = timing_frame(timings)
     times["rows"] = [m.result["rows"] for m in timings]
     times["mean_matches_manifest"] = [m.result["mean"] == manifest["expected_mean"]
                                       for m in timings]
-    calls = syscalls_frame(count_reader_syscalls(dataset_dir))
-    return times.merge(calls, on="reader")
+    reports = {}
+    for name in READER_NAMES:
+        reports.update(count_reader_syscalls(dataset_dir, names=(name,)))
+        print(f"  {name}: {reports[name].dataset_opens} dataset-file opens "
+              f"({reports[name].method})", flush=True)
+    return times.merge(syscalls_frame(reports), on="reader")
 
 
 def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
