@@ -38,7 +38,7 @@ bench: $(STAMP)
 	$(PY) -m iolab bench
 
 clean:
-	$(PYTHON) -m iolab clean
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m iolab clean
 	rm -rf _build jupyter_execute .pytest_cache
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 

@@ -11,26 +11,9 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 
-from iolab.workspace import workdir
-
-#: What the lab writes inside its workspace; `clean` removes these and nothing else.
-WORKSPACE_ENTRIES = ("dataset", "tmp", "lab")
-
-
-def clean() -> int:
-    """Remove everything the lab wrote in its workspace, and the workspace if then empty."""
-    root = workdir()
-    for name in WORKSPACE_ENTRIES:
-        target = root / name
-        if target.exists():
-            print(f"removing {target}")
-            shutil.rmtree(target)
-    if root.is_dir() and not any(root.iterdir()):
-        root.rmdir()
-    return 0
+from iolab.cleanup import clean
 
 
 def build_parser(full: bool = True) -> argparse.ArgumentParser:
@@ -42,13 +25,15 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     if not full:
         return parser
 
-    from iolab import measure, syscalls, tools
+    from iolab import locations, measure, netmount, syscalls, tools
     from iolab.bench import run_bench
     from iolab.lab import run_lab
 
     tools.add_cli(commands)
+    locations.add_cli(commands)
     syscalls.add_cli(commands)
     measure.add_cli(commands)
+    netmount.add_cli(commands)
     lab = commands.add_parser("lab", help="the whole lab on this machine (make lab)")
     lab.add_argument("--repeats", type=int, default=5, help="timed repeats per reader")
     lab.set_defaults(func=lambda args: run_lab(args.repeats))

@@ -7,6 +7,11 @@ time.perf_counter, the child's user and system CPU time from os.wait4) with its 
 spread, the cache state, and the machine and file system it ran on. Comparing wall with
 CPU time tells whether a reader waits for storage or is busy parsing.
 
+Warm runs measure the page cache as much as the storage. A cold run evicts the command's
+input before every timed repeat (a `before_each` hook, e.g. iolab.cache.evict), and the record
+keeps what the hook reported, so the table shows how much was still cached when each repeat
+started instead of asking to be trusted.
+
 Timings are taken here without strace: tracing slows every system call and would distort
 exactly what is being measured. Syscall counts come from iolab.syscalls, separately.
 """
@@ -25,14 +30,18 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
 
 import pandas as pd
 from tqdm import tqdm
 
+from iolab.cache import Eviction
 from iolab.context import context_frame, machine_context, public_text
 from iolab.errors import LabError
 from iolab.tools import install_hint
+
+#: What a record may say about the page cache: after warm-up runs, or after eviction.
+CACHE_STATES = ("warm", "cold")
 
 #: How much of a command's output is kept (the end of it, where the JSON result line is).
 OUTPUT_TAIL_BYTES = 64 * 1024
@@ -45,6 +54,7 @@ SUMMARY_COLUMNS = [
     "wall_max_s",
     "cpu_median_s",
     "cache_state",
+    "resident_before_max_pct",
     "location",
     "fs_type",
 ]
@@ -59,6 +69,9 @@ class Measurement:
     `results` the same per repeat (None where a repeat printed none). `location` is the
     directory the command worked on; it and `command` have the home directory and the user
     name masked (see iolab.context.public_text), since records end up in published notebooks.
+    `prepared` holds what the `before_each` hook returned before each timed repeat, and
+    `resident_pct_before` the percentage of the input still cached when each repeat started
+    (from the hook's Eviction; None where the hook did not say, or there was no hook).
     """
 
     label: str
@@ -73,6 +86,8 @@ class Measurement:
     result: dict | None
     results: list[dict | None]
     context: dict = field(repr=False)
+    prepared: list = field(default_factory=list)
+    resident_pct_before: list[float | None] = field(default_factory=list)
 
     @property
     def cpu_s(self) -> list[float]:
@@ -97,6 +112,15 @@ class Measurement:
         """Median CPU time; far below the wall time means the command waited (for I/O)."""
         return statistics.median(self.cpu_s)
 
+    @property
+    def resident_before_max_pct(self) -> float | None:
+        """The most of the input any repeat found cached; None when no repeat knew.
+
+        A cold run is only cold if this is near 0: one warm repeat would hide in the median.
+        """
+        known = [pct for pct in self.resident_pct_before if pct is not None]
+        return max(known) if known else None
+
     def runs_frame(self) -> pd.DataFrame:
         """One row per timed repeat (numbered from 1), tidy for plotting and pooling."""
         return pd.DataFrame(
@@ -120,6 +144,7 @@ class Measurement:
             "wall_max_s": self.wall_max_s,
             "cpu_median_s": self.cpu_median_s,
             "cache_state": self.cache_state,
+            "resident_before_max_pct": self.resident_before_max_pct,
             "location": self.location,
             "fs_type": self.context.get("location_fs_type"),
         }
@@ -267,6 +292,11 @@ def _run_once(cmd: list[str], cwd: Path | str | None, env: dict | None) -> _Run:
     return _Run(wall_s, usage.ru_utime, usage.ru_stime, _json_result(tails[0]))
 
 
+def _resident_pct_after(prepared: object) -> float | None:
+    """How much was cached after a before_each hook ran, if the hook says (an Eviction does)."""
+    return prepared.after.resident_pct if isinstance(prepared, Eviction) else None
+
+
 def time_command(
     cmd: list[str],
     *,
@@ -277,15 +307,20 @@ def time_command(
     env: dict[str, str] | None = None,
     location: Path | str | None = None,
     cache_state: str = "warm",
+    before_each: Callable[[], object] | None = None,
     progress: bool | None = None,
 ) -> Measurement:
     """Run `cmd` `warmup` times untimed, then `repeats` times timed, and record it all.
 
     `location` is the directory the command reads or writes; its file system is recorded.
-    `cache_state` is recorded as given: "warm" means after the warm-up runs, which leave the
-    command's files in the page cache. `env` replaces the child's environment as in
-    subprocess (None inherits). A progress bar is shown when `progress` is True, or when it
-    is None and stderr is a terminal. A failing or missing command raises LabError.
+    `cache_state` ("warm" or "cold") is recorded as given: "warm" means after the warm-up
+    runs, which leave the command's files in the page cache; "cold" should come with a
+    `before_each` that evicts them, e.g. `lambda: iolab.cache.evict(path)`. The hook runs
+    untimed before every timed repeat; what it returns is kept in `prepared`, and an
+    Eviction's after-residency in `resident_pct_before`, the proof that the run was cold.
+    `env` replaces the child's environment as in subprocess (None inherits). A progress bar
+    is shown when `progress` is True, or when it is None and stderr is a terminal. A failing
+    or missing command raises LabError.
     """
     if not cmd:
         raise LabError("no command to time was given; pass the command and its arguments")
@@ -293,19 +328,29 @@ def time_command(
         raise LabError(
             f"repeats must be at least 1 and warmup at least 0 (got {repeats} and {warmup})"
         )
+    if cache_state not in CACHE_STATES:
+        raise LabError(
+            f"cache_state must be 'warm' or 'cold', not {cache_state!r}; pass one of those"
+        )
     if cwd is not None and not Path(cwd).is_dir():
         raise LabError(f"the working directory {cwd} does not exist; pass an existing cwd")
     cmd = [str(arg) for arg in cmd]
     context = machine_context(location)
     show = sys.stderr.isatty() if progress is None else progress
-    runs = []
+    runs, prepared = [], []
     with tqdm(total=warmup + repeats, desc=label or cmd[0], disable=not show, leave=False) as bar:
         for index in range(warmup + repeats):
+            timed = index >= warmup
+            if timed and before_each is not None:
+                prepared.append(before_each())
             run = _run_once(cmd, cwd, env)
-            if index >= warmup:
+            if timed:
                 runs.append(run)
             bar.update()
     results = [run.result for run in runs]
+    resident_pct_before = (
+        [_resident_pct_after(p) for p in prepared] if before_each is not None else [None] * repeats
+    )
     public_command = [public_text(arg) for arg in cmd]
     return Measurement(
         label=label or shlex.join(public_command),
@@ -320,6 +365,8 @@ def time_command(
         result=results[-1],
         results=results,
         context=context,
+        prepared=prepared,
+        resident_pct_before=resident_pct_before,
     )
 
 

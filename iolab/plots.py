@@ -47,3 +47,29 @@ def split_count_bars(frame: pd.DataFrame, label: str, dataset: str, other: str, 
     ax.legend(loc="lower right", fontsize="small")
     ax.grid(axis="x", alpha=0.3)
     return ax
+
+
+def site_grid(grid: pd.DataFrame, value: str = "in_reader_median_s", *,
+              title: str = "") -> plt.Figure:
+    """One panel per site; per reader a cold and a warm bar, on a shared log scale."""
+    sites = list(dict.fromkeys(grid["site"]))
+    readers = list(dict.fromkeys(grid["reader"]))
+    fig, axes = plt.subplots(1, len(sites), figsize=(4.2 * len(sites), 0.6 + 0.5 * len(readers)),
+                             sharex=True, sharey=True, squeeze=False)
+    colours = {"cold": "#1b9e77", "warm": DATA_COLOUR}
+    for ax, site in zip(axes[0], sites):
+        rows = grid[grid["site"] == site]
+        for offset, cache in ((-0.2, "cold"), (0.2, "warm")):
+            values = rows[rows["cache_state"] == cache].set_index("reader").reindex(readers)[value]
+            ax.barh([i + offset for i in range(len(readers))], values, height=0.4,
+                    color=colours[cache], label=cache)
+        ax.set_yticks(range(len(readers)), readers)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_title(site, fontsize="medium")
+        ax.set_xlabel(f"{value} (log scale)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].legend(loc="lower right", fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -47,12 +47,24 @@ def reader_command(name: str, dataset_dir: Path, *extra: str) -> list[str]:
     return [sys.executable, str(script), "--data", str(dataset_dir), "--json", *extra]
 
 
-def time_readers(dataset_dir: Path, names=READER_NAMES, repeats: int = 5) -> list:
-    """Time each reader (untimed warm-up first), returning iolab.measure Measurements."""
+def time_readers(dataset_dir: Path, names=READER_NAMES, repeats: int = 5,
+                 cache: str = "warm") -> list:
+    """Time each reader, warm or cold, returning iolab.measure Measurements.
+
+    "warm": one untimed warm-up run first, so every timed repeat reads from the page cache.
+    "cold": no warm-up; before every repeat the whole dataset directory (data/ and data.tar,
+    whichever the reader uses) is flushed and evicted, and the residency left is recorded.
+    Cold = the dataset is evicted, not the interpreter: Python and pandas stay cached, as do
+    the dataset's directory entries and inodes, so start-up and lookups remain warm.
+    """
+    from iolab.cache import evict
     from iolab.measure import time_command
 
-    return [time_command(reader_command(name, dataset_dir), repeats=repeats, warmup=1,
-                         label=name, location=dataset_dir, cache_state="warm")
+    cold = cache == "cold"
+    return [time_command(reader_command(name, dataset_dir), repeats=repeats,
+                         warmup=0 if cold else 1, label=name, location=dataset_dir,
+                         cache_state=cache,
+                         before_each=(lambda: evict(dataset_dir)) if cold else None)
             for name in names]
 
 

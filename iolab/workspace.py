@@ -8,6 +8,7 @@ on a shared login node running out of either hurts everyone.
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import tempfile
@@ -18,6 +19,14 @@ from iolab.errors import LabError
 #: Headroom kept free beyond what a write needs (bytes, inodes).
 SPACE_MARGIN_BYTES = 256 * 1024**2
 INODE_MARGIN = 10_000
+
+
+def user_name() -> str:
+    """The login name, or uid<N> in a container whose user has no passwd entry."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid{os.getuid()}"
 
 
 def repo_root() -> Path:

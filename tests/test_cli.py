@@ -13,7 +13,10 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from iolab.lab import execute_notebook
+from iolab.cleanup import clean
+from iolab.netmount import loopback_sshfs, sshfs_status
 from iolab.syscalls import strace_status
+from iolab.workspace import user_name
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_strace = pytest.mark.skipif(not strace_status().available,
@@ -74,15 +77,38 @@ def test_unusable_workspace_is_one_sentence(tmp_path: Path) -> None:
 
 def test_clean_removes_what_the_lab_wrote_and_nothing_else(tmp_path: Path) -> None:
     workspace = tmp_path / "scratch-of-a-user"
-    for name in ("dataset/data", "tmp/strace-1", "lab/site"):
+    marked, unmarked = tmp_path / "tmpbase", tmp_path / "otherbase"
+    (marked / f"iolab-{user_name()}").mkdir(parents=True)
+    (marked / f"iolab-{user_name()}" / ".iolab-location").write_text("")
+    (unmarked / f"iolab-{user_name()}").mkdir(parents=True)
+    for name in ("dataset/data", "tmp/strace-1", "lab/site", "loc/x"):
         (workspace / name).mkdir(parents=True)
         (workspace / name / "f").write_text("x")
     (workspace / "my-own-results.txt").write_text("keep")
+    env = {**os.environ, "IOLAB_WORKDIR": str(workspace), "TMPDIR": str(marked),
+           "SCRATCH": str(unmarked)}
     proc = subprocess.run([sys.executable, "-m", "iolab", "clean"], cwd=ROOT, text=True,
-                          capture_output=True, env={**os.environ, "IOLAB_WORKDIR": str(workspace)})
+                          capture_output=True, env=env)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in workspace.iterdir()) == ["my-own-results.txt"]
+    assert not (marked / f"iolab-{user_name()}").exists()
+    assert (unmarked / f"iolab-{user_name()}").is_dir()  # no marker: not the lab's
     (workspace / "my-own-results.txt").unlink()
     subprocess.run([sys.executable, "-m", "iolab", "clean"], cwd=ROOT, check=True,
                    capture_output=True, env={**os.environ, "IOLAB_WORKDIR": str(workspace)})
     assert not workspace.exists()  # an empty workspace the lab made goes too
+
+
+@pytest.mark.skipif(not sshfs_status().available, reason=sshfs_status().reason)
+def test_clean_unmounts_first_and_never_deletes_through_a_mount(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "precious.txt").write_text("keep")
+    with loopback_sshfs(export) as mount:
+        assert (mount.mount_point / "precious.txt").read_text() == "keep"
+        clean()
+        assert not mount.mount_point.exists()
+    assert (export / "precious.txt").read_text() == "keep"
+    assert not (tmp_path / "ws").exists()

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 import pandas as pd
 import pytest
 
+from iolab.cache import Eviction, evict, residency
+from iolab.context import MEMORY_FS, mount_for
 from iolab.errors import LabError
 from iolab.measure import (
     SUMMARY_COLUMNS,
@@ -116,6 +119,55 @@ def test_record_carries_cache_state_location_and_context(sleeper, tmp_path):
     assert m.context["kernel"] and m.context["cpu_count"] >= 1
     assert sleeper.summary_row()["fs_type"] is None
     json.dumps(m.to_dict())
+
+
+@pytest.fixture
+def file_on_disk(tmp_path):
+    """16 MiB of random bytes on a disk-backed file system (tmpfs pages cannot be evicted)."""
+    if mount_for(tmp_path).fs_type in MEMORY_FS:
+        pytest.skip(f"{tmp_path} is on a memory file system, whose pages cannot be evicted")
+    path = tmp_path / "input.bin"
+    path.write_bytes(os.urandom(16 * 1024**2))
+    return path
+
+
+def test_cold_runs_prove_their_input_was_evicted(file_on_disk):
+    m = time_command(["cat", str(file_on_disk)], repeats=3, warmup=0, cache_state="cold",
+                     before_each=lambda: evict(file_on_disk))
+    assert len(m.prepared) == 3 and all(isinstance(p, Eviction) for p in m.prepared)
+    assert len(m.resident_pct_before) == 3
+    assert all(pct <= 5 for pct in m.resident_pct_before)
+    assert m.summary_row()["resident_before_max_pct"] == max(m.resident_pct_before)
+    # Every repeat but the first found the file cached by the previous cat, and evicted it.
+    assert all(p.before.resident_pct >= 95 for p in m.prepared[1:])
+    assert residency(file_on_disk).resident_pct >= 95  # the last cat read it back in
+    json.dumps(m.to_dict())
+
+
+def test_before_each_runs_only_before_timed_repeats():
+    calls = []
+    m = time_command([PY, "-c", "pass"], repeats=2, warmup=1,
+                     before_each=lambda: calls.append("hook") or len(calls))
+    assert calls == ["hook", "hook"] and m.prepared == [1, 2]
+    # A hook that is not an eviction proves nothing about the cache.
+    assert m.resident_pct_before == [None, None]
+    assert m.summary_row()["resident_before_max_pct"] is None
+
+
+def test_warm_runs_record_no_residency(file_on_disk):
+    m = time_command(["cat", str(file_on_disk)], repeats=2, warmup=1)
+    assert m.cache_state == "warm" and m.prepared == []
+    assert m.resident_pct_before == [None, None]
+    row = summarize([m]).iloc[0]
+    assert pd.isna(row["resident_before_max_pct"])
+    last_line = to_markdown(summarize([m])).splitlines()[-1]
+    cells = [cell.strip() for cell in last_line.strip("|").split("|")]
+    assert cells[SUMMARY_COLUMNS.index("resident_before_max_pct")] == "n/a"
+
+
+def test_invalid_cache_state_raises_lab_error():
+    with pytest.raises(LabError, match="'warm' or 'cold'"):
+        time_command([PY, "-c", "pass"], repeats=1, cache_state="lukewarm")
 
 
 def test_runs_frame_is_tidy(sleeper):

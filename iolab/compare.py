@@ -1,0 +1,109 @@
+"""The same dataset in several places, read by every reader, cold and warm.
+
+A claim like "many small files are slow" depends on where the files are: on a local disk
+with a warm page cache they are served from RAM, on a network file system every open and
+stat is a round trip. This module puts a copy of the dataset at each available place (the
+workspace on local disk, the RAM disk /dev/shm, and a real network file system: the
+workspace mounted over sshfs through a loopback sshd), runs the reader grid, and removes
+every copy and mount afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pandas as pd
+
+from iolab.context import fs_kind, mount_for
+from iolab.errors import LabError
+from iolab.workspace import default_dataset_dir, repo_root
+
+
+@dataclass(frozen=True)
+class Site:
+    """One place holding a complete copy of the dataset."""
+
+    name: str
+    dataset_dir: Path
+    fs_type: str
+    kind: str
+
+
+def site_for(name: str, dataset_dir: Path) -> Site:
+    """Describe a dataset copy by the file system it sits on."""
+    fs_type = mount_for(dataset_dir).fs_type
+    return Site(name, dataset_dir, fs_type, fs_kind(fs_type))
+
+
+def build_dataset(out: Path) -> None:
+    """Generate the default dataset and its archive at `out`, as a learner would."""
+    for script in ("generate_data.py", "create_archive.py"):
+        proc = subprocess.run([sys.executable, str(repo_root() / "data_generators" / script),
+                               "--out", str(out), *(["--quiet"] if script.startswith("gen") else [])],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise LabError(proc.stderr.strip().removeprefix("error: "))
+
+
+@contextlib.contextmanager
+def dataset_sites(ram_disk: bool = True, network: bool = True) -> Iterator[list[Site]]:
+    """Yield the available sites; copies on the RAM disk and the mount vanish afterwards.
+
+    Sites that cannot be had here (no /dev/shm, no sshfs) are left out; `skipped_sites()`
+    says why.
+    """
+    from iolab.locations import discover_locations, remove_user_dir, user_dir
+    from iolab.netmount import loopback_sshfs, sshfs_status
+
+    local = default_dataset_dir()
+    build_dataset(local)
+    sites = [site_for("workspace (local disk)", local)]
+    with contextlib.ExitStack() as cleanup:
+        shm = [loc for loc in discover_locations(probe=False) if loc.name == "shm"]
+        if ram_disk and shm and shm[0].writable:
+            cleanup.callback(remove_user_dir, shm[0])
+            copy = user_dir(shm[0]) / "dataset"
+            build_dataset(copy)
+            sites.append(site_for("/dev/shm (RAM disk)", copy))
+        if network and sshfs_status().available:
+            mount = cleanup.enter_context(loopback_sshfs(local, name="dataset"))
+            sites.append(site_for("sshfs over loopback (network)", mount.mount_point))
+        yield sites
+
+
+def skipped_sites() -> list[str]:
+    """Why a site is missing from dataset_sites() on this machine, one sentence each."""
+    from iolab.locations import discover_locations
+    from iolab.netmount import sshfs_status
+
+    notes = []
+    if not [loc for loc in discover_locations(probe=False) if loc.name == "shm"]:
+        notes.append("no /dev/shm on this machine: the RAM-disk site is left out")
+    status = sshfs_status()
+    if not status.available:
+        notes.append(f"no network site: {status.reason}")
+    return notes
+
+
+def reader_grid(sites: Sequence[Site], names: Sequence[str], repeats: int = 3,
+                caches: Sequence[str] = ("cold", "warm")) -> pd.DataFrame:
+    """Every reader at every site in every cache state: one tidy row per combination."""
+    from iolab.readers import time_readers, timing_frame
+
+    frames = []
+    for site in sites:
+        for cache in caches:
+            frame = timing_frame(time_readers(site.dataset_dir, names=names, repeats=repeats,
+                                              cache=cache))
+            frame.insert(0, "site", site.name)
+            frame["fs_type"] = site.fs_type
+            frames.append(frame)
+    grid = pd.concat(frames, ignore_index=True)
+    columns = ["site", "fs_type", "reader", "cache_state", "repeats", "wall_median_s",
+               "wall_min_s", "wall_max_s", "in_reader_median_s", "resident_before_max_pct"]
+    return grid[[c for c in columns if c in grid.columns]]
