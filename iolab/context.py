@@ -46,7 +46,7 @@ MEMORY_FS = frozenset({"tmpfs", "ramfs"})
 PRIVATE_MOUNT_OPTIONS = frozenset({"addr", "clientaddr", "mountaddr", "username", "user", "domain"})
 
 #: Most tools print their version with --version; these use another flag.
-VERSION_FLAGS = {"strace": "-V"}
+VERSION_FLAGS = {"strace": "-V", "sshd": "-V", "/usr/sbin/sshd": "-V"}
 VERSION_TIMEOUT_S = 5.0
 
 
@@ -181,8 +181,9 @@ def public_mount_options(options: str) -> str:
 def tool_version(name: str) -> str | None:
     """The version line a tool prints, None if the tool is not on PATH; never raises.
 
-    The first output line that contains a digit is taken (MPICH's mpiexec starts with a
-    "HYDRA build details:" heading); a tool that fails its version flag gives "unknown".
+    The first line naming the tool and holding a digit is taken (sshfs prints fusermount's
+    version first), else the first line with a digit (MPICH's mpiexec starts with a "HYDRA
+    build details:" heading); a tool that fails its version flag gives "unknown".
     """
     path = shutil.which(name)
     if path is None:
@@ -199,9 +200,12 @@ def tool_version(name: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     lines = [line.strip() for line in (proc.stdout or proc.stderr).splitlines() if line.strip()]
+    name = Path(name).name
     if proc.returncode != 0 or not lines:
         return "unknown"
-    return next((line for line in lines if any(c.isdigit() for c in line)), lines[0])
+    versioned = [line for line in lines if any(c.isdigit() for c in line)]
+    named = [line for line in versioned if name.lower() in line.lower()]
+    return (named or versioned or lines)[0]
 
 
 def _proc_field(path: str, key: str) -> str | None:

@@ -45,18 +45,25 @@ def prepare_dataset(dataset_dir: Path) -> dict:
 
 
 def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataFrame:
-    """Time each reader, then count its system calls in a separate traced run."""
+    """Time each reader warm and cold, then count its system calls in a separate traced run."""
     from iolab.readers import (READER_NAMES, count_reader_syscalls, syscalls_frame,
                                time_readers, timing_frame)
 
-    timings = []
+    warm, cold = [], []
     for name in READER_NAMES:
-        timings += time_readers(dataset_dir, names=(name,), repeats=repeats)
-        print(f"  {name}: median {timings[-1].wall_median_s:.3f} s", flush=True)
-    times = timing_frame(timings)
-    times["rows"] = [m.result["rows"] for m in timings]
-    times["mean_matches_manifest"] = [m.result["mean"] == manifest["expected_mean"]
-                                      for m in timings]
+        warm += time_readers(dataset_dir, names=(name,), repeats=repeats)
+        cold += time_readers(dataset_dir, names=(name,), repeats=repeats, cache="cold")
+        print(f"  {name}: median {warm[-1].wall_median_s:.3f} s warm, "
+              f"{cold[-1].wall_median_s:.3f} s cold "
+              f"(at most {cold[-1].resident_before_max_pct:.0f}% cached before a cold run)",
+              flush=True)
+    times = timing_frame(warm)
+    cold_times = timing_frame(cold)
+    times["cold_wall_median_s"] = cold_times["wall_median_s"]
+    times["cold_in_reader_median_s"] = cold_times["in_reader_median_s"]
+    times["rows"] = [m.result["rows"] for m in warm]
+    times["mean_matches_manifest"] = [
+        all(m.result["mean"] == manifest["expected_mean"] for m in pair) for pair in zip(warm, cold)]
     reports = {}
     for name in READER_NAMES:
         reports.update(count_reader_syscalls(dataset_dir, names=(name,)))
@@ -116,19 +123,23 @@ def build_site(executed: Path, site: Path) -> bool:
 
 def run_lab(repeats: int = 5) -> int:
     """The `make lab` sequence; returns the exit code."""
+    from iolab.locations import discover_locations, locations_frame
     from iolab.measure import to_markdown
     from iolab.tools import check_tools, format_report
 
     total = 5
     out = ensure_writable_dir(lab_dir())
-    step(1, total, "System tools")
+    step(1, total, "System tools and the places to compare")
     print(format_report(check_tools()))
+    print()
+    print(to_markdown(locations_frame(discover_locations())[
+        ["name", "path", "fs_type", "kind", "free_GB", "o_direct"]]))
 
     step(2, total, "Dataset and archive (workspace: %s)" % workdir())
     dataset_dir = default_dataset_dir()
     manifest = prepare_dataset(dataset_dir)
 
-    step(3, total, f"The five readers: {repeats} timed repeats each, then one traced run each")
+    step(3, total, f"The five readers: {repeats} timed repeats warm and cold each, then one traced run each")
     summary = measure_readers(dataset_dir, manifest, repeats)
     summary.to_csv(out / "readers.csv", index=False)
 
@@ -140,9 +151,10 @@ def run_lab(repeats: int = 5) -> int:
     step(5, total, "Building the site from this machine's notebooks")
     site_ok = build_site(executed, out / "site")
 
-    columns = ["reader", "wall_median_s", "wall_min_s", "wall_max_s", "in_reader_median_s",
-               "dataset_file_opens", "total_calls", "rows", "mean_matches_manifest"]
-    print("\nSummary (this machine, warm page cache)")
+    columns = ["reader", "wall_median_s", "in_reader_median_s", "cold_wall_median_s",
+               "cold_in_reader_median_s", "dataset_file_opens", "total_calls", "rows",
+               "mean_matches_manifest"]
+    print("\nSummary (this machine; warm, and cold = dataset evicted before each repeat)")
     print(to_markdown(summary[[c for c in columns if c in summary.columns]]))
     print(f"\nResults: {out / 'readers.csv'}")
     print(f"Executed notebooks: {executed}")

@@ -73,11 +73,29 @@ TOOLS: tuple[ToolSpec, ...] = (
         module="fio",
     ),
     ToolSpec(
+        "fincore",
+        "cross-checks how much of a file is in the page cache",
+        required=False,
+        apt="util-linux",
+        dnf="util-linux",
+        fallback="the lab asks the kernel itself (mincore) without it",
+    ),
+    ToolSpec(
         "sshfs",
-        "mounts a remote directory to show network file-system latency",
+        "mounts the workspace over ssh: a real network file system on any machine",
         required=False,
         apt="sshfs",
         dnf="fuse-sshfs",
+        fallback="without it (or sshd) the lessons leave out the network file system",
+    ),
+    ToolSpec(
+        "sshd",
+        "serves the loopback sshfs mount, started by the lab as you",
+        required=False,
+        apt="openssh-server",
+        dnf="openssh-server",
+        fallback="without it (or sshfs) the lessons leave out the network file system",
+        executables=("sshd", "/usr/sbin/sshd"),
     ),
     ToolSpec(
         "lfs",
@@ -211,7 +229,7 @@ def _detail(status: ToolStatus) -> str:
     spec = TOOLS_BY_NAME.get(status.name)
     if spec is None:
         return f"{status.purpose}; try {status.how_to_get}"
-    role = "required" if spec.required else "used by later lessons"
+    role = "required" if spec.required else "optional" if spec.fallback else "used by later lessons"
     fallback = f"; {spec.fallback}" if spec.fallback else ""
     return f"{role} ({spec.purpose}{fallback}): {spec.how_to_get}"
 
