@@ -71,6 +71,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         apt="fio",
         dnf="fio",
         module="fio",
+        fallback="without it the fio lesson shows the recorded runs",
     ),
     ToolSpec(
         "fincore",

@@ -17,7 +17,10 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-LESSONS = ["01-file-access", "02-small-files", "03-random-access", "04-page-cache"]
+LESSONS = [
+    "01-file-access", "02-small-files", "03-random-access", "04-page-cache",
+    "05-fio", "06-file-sizes-metadata",
+]
 NOTEBOOKS = LESSONS  # each lesson pairs with the notebook of the same stem
 BUILD_TIMEOUT_S = 900
 LESSON_ADMONITIONS = ["objectives", "instructor-note", "exercise", "solution", "keypoints"]

@@ -40,7 +40,8 @@ def test_missing_tools_are_reported_with_why_and_how(monkeypatch, tmp_path):
     strace, fio, lfs, mpiexec = report
     assert strace.split()[:2] == ["strace", "missing"]
     assert "required" in strace and "apt-get install strace" in strace and "audit hooks" in strace
-    assert "used by later lessons" in fio and "apt-get install fio" in fio
+    assert "optional" in fio and "recorded runs" in fio and "apt-get install fio" in fio
+    assert "used by later lessons" in lfs
     assert "module load fio" in fio
     assert "Lustre client" in lfs and "apt-get" not in lfs
     assert "pip install mpich" in mpiexec

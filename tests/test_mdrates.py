@@ -1,0 +1,133 @@
+"""mdtest-lite: exact operation counts, the two directory layouts, 3901-byte files, the caps,
+and nothing left behind, also when a worker or the caller fails in the middle."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from iolab import mdrates
+from iolab.errors import LabError
+
+ROOT = Path(__file__).resolve().parent.parent
+OPERATIONS = ["File creation", "File stat", "File read", "File removal"]
+
+
+def layout_after_each_phase(seen: dict) -> Callable[[str, Path], None]:
+    """A between_phases hook that records how many files each subdirectory holds."""
+    def look(operation: str, iteration_dir: Path) -> None:
+        seen[operation] = {sub.name: len(os.listdir(sub)) for sub in iteration_dir.iterdir()}
+    return look
+
+
+@pytest.mark.parametrize("shared_dir,expected", [
+    (False, {"process.0": 30, "process.1": 30}),
+    (True, {"shared": 60}),
+])
+def test_counts_are_exact_in_both_layouts(tmp_path: Path, shared_dir: bool,
+                                          expected: dict) -> None:
+    seen: dict = {}
+    table = mdrates.run_mdtest(tmp_path, 30, processes=2, shared_dir=shared_dir, progress=False,
+                               between_phases=layout_after_each_phase(seen))
+    assert list(table["Operation"]) == OPERATIONS
+    assert (table["ops_per_iteration"] == 60).all()
+    assert seen["File creation"] == seen["File stat"] == seen["File read"] == expected
+    assert seen["File removal"] == {name: 0 for name in expected}
+    for column in mdrates.RATE_COLUMNS[:3]:
+        assert (table[column] > 0).all()
+    # One iteration: nothing to spread over, as in mdtest.
+    assert (table["Max (ops/s)"] == table["Min (ops/s)"]).all()
+    assert (table["Std Dev (ops/s)"] == 0).all()
+    assert (table["shared_dir"] == shared_dir).all() and (table["processes"] == 2).all()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_io500_hard_files_have_3901_bytes_in_every_iteration(tmp_path: Path) -> None:
+    sizes: Counter = Counter()
+
+    def stat_files(operation: str, iteration_dir: Path) -> None:
+        if operation == "File creation":
+            sizes.update(path.stat().st_size for path in iteration_dir.rglob("file.*"))
+
+    table = mdrates.run_mdtest(tmp_path, 25, processes=2, shared_dir=True,
+                               file_bytes=mdrates.IO500_HARD_FILE_BYTES, iterations=2,
+                               progress=False, between_phases=stat_files)
+    assert sizes == Counter({3901: 2 * 25 * 2})
+    assert (table["iterations"] == 2).all() and (table["file_bytes"] == 3901).all()
+    assert (table["Min (ops/s)"] <= table["Mean (ops/s)"]).all()
+    assert (table["Mean (ops/s)"] <= table["Max (ops/s)"]).all()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("files,processes,message", [
+    (10_001, 2, "20002 files in total"),
+    (100, 5, "5 processes"),
+    (0, 1, "at least 1"),
+])
+def test_requests_beyond_the_caps_are_refused_before_anything_is_written(
+        tmp_path: Path, files: int, processes: int, message: str) -> None:
+    with pytest.raises(LabError, match=message):
+        mdrates.run_mdtest(tmp_path, files, processes=processes, progress=False)
+    with pytest.raises(LabError, match=message):
+        mdrates.mdtest_grid(tmp_path, processes=(1, processes), files_per_process=files,
+                            progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failing_worker_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
+    def remove_one_file(operation: str, iteration_dir: Path) -> None:
+        if operation == "File creation":
+            next(iteration_dir.rglob("file.*")).unlink()
+
+    with pytest.raises(LabError, match="failed in the file stat phase"):
+        mdrates.run_mdtest(tmp_path, 20, processes=2, progress=False,
+                           between_phases=remove_one_file)
+    assert multiprocessing.active_children() == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_between_phases_stops_the_workers_and_removes_the_files(
+        tmp_path: Path) -> None:
+    def interrupt(operation: str, iteration_dir: Path) -> None:
+        assert len(list(iteration_dir.rglob("file.*"))) == 40
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        mdrates.run_mdtest(tmp_path, 20, processes=2, progress=False, between_phases=interrupt)
+    assert multiprocessing.active_children() == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_grid_is_tidy(tmp_path: Path) -> None:
+    grid = mdrates.mdtest_grid(tmp_path, processes=(1, 2), files_per_process=20,
+                               shared_dir=(False, True), file_bytes=(3901,), progress=False)
+    assert len(grid) == 2 * 2 * 4
+    combos = grid.groupby(["processes", "shared_dir"])["Operation"].apply(list)
+    assert all(operations == OPERATIONS for operations in combos)
+    assert (grid["ops_per_iteration"] == grid["processes"] * 20).all()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_prints_json_rows_and_refuses_the_cap_in_one_line(tmp_path: Path) -> None:
+    def iolab(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "iolab", "mdrates", "--directory",
+                               str(tmp_path), *args], cwd=ROOT, text=True,
+                              capture_output=True, timeout=300)
+
+    proc = iolab("-n", "20", "-P", "2", "--shared", "--bytes", "3901", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [row["Operation"] for row in rows] == OPERATIONS
+    assert all(row["ops_per_iteration"] == 40 and row["file_bytes"] == 3901 for row in rows)
+    refused = iolab("-n", "20000", "-P", "2")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: 40000 files") and "Traceback" not in refused.stderr
+    assert list(tmp_path.iterdir()) == []
