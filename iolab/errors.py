@@ -7,8 +7,11 @@ print that sentence and exit, so nobody is left reading a stack trace on a login
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
-from typing import Callable, NoReturn
+import threading
+from typing import Callable, Iterator, NoReturn
 
 
 class LabError(Exception):
@@ -26,3 +29,24 @@ def run_cli(main: Callable[[], int | None]) -> NoReturn:
         print("interrupted: nothing half-written is kept.", file=sys.stderr)
         sys.exit(130)
     sys.exit(code or 0)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Inside the block, SIGTERM (`kill`, a batch system's time limit) unwinds like Ctrl-C.
+
+    Code that must clean up (a mount, a benchmark's files) already handles KeyboardInterrupt;
+    this makes the same cleanup run when a job is killed politely.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set signal handlers
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)

@@ -56,7 +56,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -65,7 +64,7 @@ from typing import Iterator
 import pandas as pd
 
 from iolab.context import machine_context, public_text
-from iolab.errors import LabError
+from iolab.errors import LabError, sigterm_as_interrupt
 from iolab.fio_parse import fio_frame, latency_cdf, loads_fio, parse_size_bytes, summary_frame
 from iolab.locations import discover_locations, probe_o_direct, user_dir
 from iolab.measure import to_markdown
@@ -357,23 +356,6 @@ def _without_direct_jobs(profile: Profile, note: str) -> tuple[Profile, str]:
                                          f"direct jobs {', '.join(skipped)}")
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM (Slurm's time limit, `kill`) like Ctrl-C, so the cleanup runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _stop(proc: subprocess.Popen) -> None:
     """Stop fio and the job processes it forked before their files are deleted.
 
@@ -463,7 +445,7 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
              ] if gentle else []
     run_dir = Path(tempfile.mkdtemp(prefix="fio-", dir=directory))
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             direct_io = probe_o_direct(run_dir)
             if direct_io.supported is False:
                 profile, note = _without_direct_jobs(profile, direct_io.note)

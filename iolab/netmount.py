@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from iolab.context import parse_proc_mounts
-from iolab.errors import LabError
+from iolab.errors import LabError, sigterm_as_interrupt
 from iolab.workspace import ensure_writable_dir, remove_tree, scratch_dir, workdir
 
 FS_TYPE = "fuse.sshfs"
@@ -217,7 +217,7 @@ def loopback_sshfs(export_dir: Path, name: str = "sshfs") -> Iterator[SshfsMount
     if not export.is_dir():
         raise LabError(f"the directory to export, {export}, does not exist; create it or "
                        "pass an existing directory")
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         cleanup = contextlib.ExitStack()
         try:
             yield _mount(cleanup, status, export, name)
@@ -488,23 +488,6 @@ def _remove_mount_point(mount_point: Path) -> None:
     for directory in (mount_point, mount_point.parent):
         with contextlib.suppress(OSError):
             directory.rmdir()
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Inside the block, SIGTERM (from `kill` or a batch system) unwinds like Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set signal handlers
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 @contextlib.contextmanager

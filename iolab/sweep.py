@@ -52,7 +52,7 @@ from tqdm import tqdm
 
 from iolab.cache import evict
 from iolab.context import machine_context, mount_for, public_text
-from iolab.errors import LabError
+from iolab.errors import LabError, sigterm_as_interrupt
 from iolab.measure import to_markdown
 from iolab.plots import DATA_COLOUR, OTHER_COLOUR
 from iolab.workspace import check_capacity
@@ -156,11 +156,12 @@ def run_directory(directory: Path | str, name: str) -> Iterator[Path]:
     """A fresh directory iolab-<name>-XXXXXXXX inside `directory`, removed with its contents after.
 
     A benchmark writes only there, so cleaning up can never touch anything else in
-    `directory`, and the finally clause removes it after an error or Ctrl-C as well.
+    `directory`, and the finally clause removes it after an error, Ctrl-C or SIGTERM as well.
     """
     run_dir = Path(tempfile.mkdtemp(prefix=f"iolab-{name}-", dir=existing_directory(directory)))
     try:
-        yield run_dir
+        with sigterm_as_interrupt():
+            yield run_dir
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
         if run_dir.exists():
