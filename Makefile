@@ -5,6 +5,7 @@
 #   make jupyter  JupyterLab on the notebooks
 #   make html     the site from the committed notebooks, into _build/html
 #   make bench    this machine's timings: generation, each reader, and the raw-read floor
+#   make torch    optional: PyTorch (CPU build) for the DataLoader and checkpoint lessons
 #   make clean    remove everything the lab wrote (workspace, builds); distclean also .venv
 
 PYTHON ?= python3
@@ -12,7 +13,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-requirements
 
-.PHONY: lab test jupyter html bench clean distclean
+.PHONY: lab test jupyter html bench torch clean distclean
 
 $(STAMP): requirements.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "error: the lab needs Python 3.10 or newer; load a newer one (e.g. module load python) and retry")'
@@ -36,6 +37,11 @@ html: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m iolab bench
+
+# PyTorch is optional (the lessons fall back to webdataset and numpy); this installs the pinned
+# release. Where pip would pick a CUDA build, add --index-url for the CPU wheels of your site.
+torch: $(STAMP)
+	$(PY) -m pip install --quiet -r requirements-torch.txt
 
 clean:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m iolab clean

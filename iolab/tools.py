@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,8 +112,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         apt="mpich",
         dnf="mpich",
         module="mpich",
-        other="pip install mpich, which needs no root",
-        executables=("mpiexec", "mpirun"),
+        other="pip install mpich mpi4py (in the lab's requirements.txt; no root)",
+        # The PyPI mpich wheel puts mpiexec beside the venv's python, which may not be on PATH.
+        executables=("mpiexec", "mpirun", str(Path(sys.executable).parent / "mpiexec")),
     ),
     ToolSpec(
         "sbatch",

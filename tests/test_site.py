@@ -19,7 +19,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 LESSONS = [
     "01-file-access", "02-small-files", "03-random-access", "04-page-cache",
-    "05-fio", "06-file-sizes-metadata",
+    "05-fio", "06-file-sizes-metadata", "07-lustre-striping", "08-mpi-io", "09-dataloader",
+    "10-checkpoints", "11-storage-hygiene",
 ]
 NOTEBOOKS = LESSONS  # each lesson pairs with the notebook of the same stem
 BUILD_TIMEOUT_S = 900
