@@ -25,7 +25,7 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     if not full:
         return parser
 
-    from iolab import (fio, locations, lustre, mdrates, measure, netmount, perception, sweep,
+    from iolab import (fio, hygiene, locations, lustre, mdrates, measure, netmount, perception, sweep,
                        syscalls, tools)
     from iolab.bench import run_bench
     from iolab.lab import run_lab
@@ -40,6 +40,7 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     sweep.add_cli(commands)
     mdrates.add_cli(commands)
     lustre.add_cli(commands)
+    hygiene.add_cli(commands)
     lab = commands.add_parser("lab", help="the whole lab on this machine (make lab)")
     lab.add_argument("--repeats", type=int, default=5, help="timed repeats per reader")
     lab.set_defaults(func=lambda args: run_lab(args.repeats))
