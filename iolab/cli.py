@@ -25,8 +25,8 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     if not full:
         return parser
 
-    from iolab import (fio, hygiene, locations, lustre, mdrates, measure, netmount, perception, sweep,
-                       syscalls, tools)
+    from iolab import (fio, hygiene, locations, lustre, mdrates, measure, netmount,
+                       perception, sweep, syscalls, tools)
     from iolab.bench import run_bench
     from iolab.lab import run_lab
 
