@@ -25,7 +25,7 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     if not full:
         return parser
 
-    from iolab import (fio, hygiene, locations, lustre, mdrates, measure, netmount,
+    from iolab import (checkpoint, fio, hygiene, locations, lustre, mdrates, measure, netmount,
                        perception, sweep, syscalls, tools)
     from iolab.bench import run_bench
     from iolab.lab import run_lab
@@ -41,6 +41,7 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     mdrates.add_cli(commands)
     lustre.add_cli(commands)
     hygiene.add_cli(commands)
+    checkpoint.add_cli(commands)
     lab = commands.add_parser("lab", help="the whole lab on this machine (make lab)")
     lab.add_argument("--repeats", type=int, default=5, help="timed repeats per reader")
     lab.set_defaults(func=lambda args: run_lab(args.repeats))
