@@ -1,0 +1,261 @@
+"""MPI-IO demo and iolab.mpiio: bytes verified independently, hints read back, exact call counts.
+
+The counts asserted exactly are the ones ROMIO's algorithms fix (MPICH 5.0.2, one node):
+a collective write with one aggregator makes one pwrite per cb_buffer_size piece; data
+sieving makes one pwrite per 512 KiB window per rank; without sieving every block is one
+pwrite. The reads of data sieving race with other ranks' writes and vary by a few calls, so
+they are not asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iolab import mpiio
+from iolab.errors import LabError
+from iolab.syscalls import strace_status
+
+ROOT = Path(__file__).resolve().parent.parent
+MPI_OK, MPI_REASON = mpiio.mpi_available()
+needs_mpi = pytest.mark.skipif(not MPI_OK, reason=MPI_REASON)
+needs_strace = pytest.mark.skipif(not strace_status().available, reason=strace_status().reason)
+
+KIB = 1024
+BLOCK = 4 * KIB
+
+
+def expected_shared_words(ranks: int, blocks_per_rank: int, block: int = BLOCK) -> np.ndarray:
+    """The specification: word k of the shared file holds k XOR 0x9E3779B97F4A7C15."""
+    words = ranks * blocks_per_rank * block // 8
+    return np.arange(words, dtype=np.uint64) ^ np.uint64(0x9E3779B97F4A7C15)
+
+
+def read_words(path: Path) -> np.ndarray:
+    return np.fromfile(path, dtype="<u8")
+
+
+# --------------------------------------------------------------------------- without MPI
+
+
+def test_missing_mpiexec_is_one_sentence(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(LabError, match=r"pip install mpich mpi4py.*module load mpich"):
+        mpiio.find_mpiexec(python=str(tmp_path / "python"))
+
+
+def test_mpiexec_beside_the_interpreter_comes_first(tmp_path, monkeypatch):
+    beside = tmp_path / "mpiexec"
+    beside.write_text("#!/bin/sh\n")
+    beside.chmod(0o755)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert mpiio.find_mpiexec(python=str(tmp_path / "python")) == str(beside)
+
+
+def test_hints_file_parsing_and_errors(tmp_path):
+    good = tmp_path / "hints.txt"
+    good.write_text("# comment\n\ncb_nodes 2   # trailing comment\ncb_config_list *:2\n")
+    assert mpiio.read_hints_file(good) == {"cb_nodes": "2", "cb_config_list": "*:2"}
+    example = mpiio.read_hints_file(ROOT / mpiio.EXAMPLE_HINTS_FILE)
+    assert set(example) == set(mpiio.LESSON_HINTS)
+    with pytest.raises(LabError, match="does not exist"):
+        mpiio.read_hints_file(tmp_path / "missing.txt")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("cb_nodes\n")
+    with pytest.raises(LabError, match="line 1 .* not `key value`"):
+        mpiio.read_hints_file(bad)
+
+
+def test_printed_hints_are_parsed():
+    text = ("key = cb_buffer_size            value = 1048576   \n"
+            "key = romio_filesystem_type     value = UFS: Generic ROMIO driver\n"
+            '{"mode": "collective"}\n')
+    assert mpiio.parse_printed_hints(text) == {
+        "cb_buffer_size": "1048576", "romio_filesystem_type": "UFS: Generic ROMIO driver"}
+
+
+def test_wrong_bytes_are_counted_from_the_file(tmp_path):
+    words = expected_shared_words(2, 3)
+    words.tofile(tmp_path / "shared.dat")
+    assert mpiio.count_wrong_bytes(tmp_path, "collective", 2, BLOCK, 3) == 0
+    words[100] ^= np.uint64(1)
+    words.tofile(tmp_path / "shared.dat")
+    assert mpiio.count_wrong_bytes(tmp_path, "collective", 2, BLOCK, 3) == 8
+    assert mpiio.count_wrong_bytes(tmp_path, "file-per-process", 2, BLOCK, 3) == 2 * 3 * BLOCK
+
+
+def test_predicted_counts():
+    assert mpiio.collective_writes_one_aggregator(64 * 1024**2, 16 * 1024**2) == 4
+    assert mpiio.collective_writes_one_aggregator(5 * 1024**2, 2 * 1024**2) == 3
+    assert mpiio.sieving_writes(4, 64 * 1024**2) == 512
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(LabError, match="unknown mode"):
+        mpiio.run_demo(2, "shared")
+    with pytest.raises(LabError, match="multiple of 8"):
+        mpiio.run_demo(2, "collective", block_size=100)
+
+
+def test_demo_help_and_bad_hint():
+    demo = str(ROOT / mpiio.DEMO)
+    shown = subprocess.run([sys.executable, demo, "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0 and "--mode" in shown.stdout
+    bad = subprocess.run([sys.executable, demo, "--out", "x", "--hint", "cb_nodes"],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0
+    assert bad.stderr.strip().splitlines() == [
+        "error: --hint 'cb_nodes' is not KEY=VALUE, e.g. --hint cb_nodes=2"]
+
+
+# --------------------------------------------------------------------------- with MPI
+
+
+@needs_mpi
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("mode", mpiio.MODES)
+def test_every_byte_is_written_where_it_belongs(tmp_path, ranks, mode):
+    blocks = 16
+    run = mpiio.run_demo(ranks, mode, out_dir=tmp_path, blocks_per_rank=blocks)
+    assert run.verified and run.result["bytes_written"] == ranks * blocks * BLOCK
+    expected = expected_shared_words(ranks, blocks)
+    if mode == "file-per-process":
+        # Rank r's file holds the shared file's blocks r, r+P, r+2P, ... in order.
+        by_block = expected.reshape(blocks, ranks, BLOCK // 8)
+        for rank in range(ranks):
+            got = read_words(tmp_path / f"rank-{rank:04d}.dat")
+            np.testing.assert_array_equal(got, by_block[:, rank, :].ravel())
+        assert not (tmp_path / "shared.dat").exists()
+    else:
+        np.testing.assert_array_equal(read_words(tmp_path / "shared.dat"), expected)
+    assert sorted(run.result["pids"]) == sorted(set(run.result["pids"]))
+
+
+@needs_mpi
+def test_demo_alone_prints_verified(tmp_path):
+    proc = subprocess.run(
+        [mpiio.find_mpiexec(), "-n", "2", sys.executable, str(ROOT / mpiio.DEMO), "--out",
+         str(tmp_path), "--mode", "independent", "--blocks-per-rank", "8", "--remove"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "verified" in proc.stdout and proc.stdout.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_mpi
+def test_cb_nodes_needs_cb_config_list_on_one_node():
+    alone = mpiio.run_demo(4, "collective", hints={"cb_nodes": "2"}, blocks_per_rank=8)
+    assert alone.result["hints"]["cb_nodes"] == "1"
+    assert alone.result["aggregators"] == [0]
+    both = mpiio.run_demo(4, "collective", hints={"cb_nodes": "2", "cb_config_list": "*:2"},
+                          blocks_per_rank=8)
+    assert both.result["hints"]["cb_nodes"] == "2"
+    assert both.result["hints"]["cb_config_list"] == "*:2"
+    assert both.result["aggregators"] == [0, 1]
+
+
+@needs_mpi
+def test_hints_from_file_info_and_print_hints():
+    example = ROOT / mpiio.EXAMPLE_HINTS_FILE
+    run = mpiio.run_demo(2, "collective", hints={"cb_buffer_size": "1048576"},
+                         hints_file=example, print_hints=True, blocks_per_rank=8)
+    back = run.result["hints"]
+    assert back["romio_ds_write"] == "disable"      # from the file
+    assert back["striping_unit"] == "1048576"       # echoed, though UFS ignores it
+    assert back["cb_buffer_size"] == "1048576"      # Info wins over the file's 4194304
+    assert run.printed_hints["cb_buffer_size"] == "1048576"
+    assert run.printed_hints["romio_ds_write"] == "disable"
+    table = mpiio.hints_frame(run).set_index("hint")
+    assert list(table.index) == list(mpiio.LESSON_HINTS)
+    assert table.loc["cb_buffer_size", "source"] == "MPI.Info"
+    assert table.loc["cb_nodes", "source"] == "ROMIO_HINTS file"
+    assert table.loc["cb_nodes", "value_read_back"] == "2"
+    quiet = mpiio.run_demo(2, "collective", blocks_per_rank=8)
+    assert quiet.printed_hints == {}
+    assert quiet.result["hints"]["cb_buffer_size"] == "16777216"
+    assert mpiio.hints_frame(quiet).set_index("hint").loc["cb_nodes", "source"] == "default"
+
+
+@needs_mpi
+@needs_strace
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_syscall_counts_on_the_data_file(ranks):
+    blocks = 256  # 1 MiB per rank
+    total = ranks * blocks * BLOCK
+    runs = [
+        mpiio.run_demo(ranks, "independent", blocks_per_rank=blocks, trace=True),
+        mpiio.run_demo(ranks, "independent", hints={"romio_ds_write": "disable"},
+                       blocks_per_rank=blocks, trace=True, label="no sieving"),
+        mpiio.run_demo(ranks, "collective", hints={"cb_buffer_size": str(256 * KIB)},
+                       blocks_per_rank=blocks, trace=True),
+        mpiio.run_demo(ranks, "collective", hints={"cb_buffer_size": str(256 * KIB),
+                                                   "cb_nodes": "2", "cb_config_list": "*:2"},
+                       blocks_per_rank=blocks, trace=True, label="2 aggregators"),
+    ]
+    table = mpiio.syscall_frame(runs).set_index("run")
+    sieving, plain, collective, two = (table.iloc[i] for i in range(4))
+    assert sieving["data_write_calls"] == mpiio.sieving_writes(ranks, total) == ranks * total // (512 * KIB)
+    assert sieving["data_write_bytes"] > total          # windows are written back whole
+    assert plain["data_write_calls"] == ranks * blocks
+    assert plain["data_write_bytes"] == total
+    assert plain["data_read_calls"] == ranks            # read-back: one 4 MiB sieve window each
+    assert collective["data_write_calls"] == mpiio.collective_writes_one_aggregator(total, 256 * KIB)
+    assert collective["data_read_calls"] == collective["data_write_calls"]
+    assert collective["writer_ranks"] == "0"
+    assert two["writer_ranks"] == "0 1" == two["aggregators_reported"]
+    assert two["data_write_calls"] == collective["data_write_calls"]
+    assert collective["data_write_calls"] * 50 < plain["data_write_calls"]
+    assert all(table["other_calls"] > 0)
+
+
+@needs_mpi
+def test_cli_compares_modes_without_trace(capsys):
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    mpiio.add_cli(sub)
+    args = parser.parse_args(["mpiio", "--ranks", "2", "--blocks-per-rank", "8", "--no-trace"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "every run verified byte for byte" in out
+    for label, _, _ in mpiio.COMPARISON:
+        assert f"| {label}" in out
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(cmdline.parent.name)
+        except OSError:
+            continue
+    return found
+
+
+@needs_mpi
+def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
+    workspace = tmp_path / "ws"
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from iolab import mpiio; "
+              "from iolab.errors import run_cli; run_cli(lambda: mpiio.run_demo(4, 'independent', "
+              "hints={'romio_ds_write': 'disable'}, blocks_per_rank=16384) and 0)")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(ROOT)], text=True,
+                            env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(workspace.glob("tmp/mpiio-*/shared.dat")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the demo never started writing"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted: nothing half-written is kept."
+    assert list(workspace.glob("tmp/mpiio-*")) == []
+    assert _processes_mentioning(str(workspace)) == []
