@@ -19,7 +19,7 @@ from iolab.errors import LabError
 from iolab.workspace import user_name, workdir
 
 #: What the lab writes inside its workspace; removed recursively once nothing is mounted.
-WORKSPACE_ENTRIES = ("dataset", "tmp", "lab", "loc")
+WORKSPACE_ENTRIES = ("dataset", "tmp", "lab", "loc", "images", "slurm-results")
 #: Mount points live here; only ever removed with rmdir.
 MOUNT_DIR = "mnt"
 LOCATION_MARKER = ".iolab-location"

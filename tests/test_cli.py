@@ -81,7 +81,8 @@ def test_clean_removes_what_the_lab_wrote_and_nothing_else(tmp_path: Path) -> No
     (marked / f"iolab-{user_name()}").mkdir(parents=True)
     (marked / f"iolab-{user_name()}" / ".iolab-location").write_text("")
     (unmarked / f"iolab-{user_name()}").mkdir(parents=True)
-    for name in ("dataset/data", "tmp/strace-1", "lab/site", "loc/x"):
+    for name in ("dataset/data", "tmp/strace-1", "lab/site", "loc/x", "images/shards",
+                 "slurm-results/17"):
         (workspace / name).mkdir(parents=True)
         (workspace / name / "f").write_text("x")
     (workspace / "my-own-results.txt").write_text("keep")

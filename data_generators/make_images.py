@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Write a synthetic image-like dataset, as many files and as webdataset shards.
+
+Real training images (JPEG, 100 KB to a few MB) are incompressible bytes read whole; these
+samples are pseudo-random bytes of a chosen size, deterministic from --seed, so nothing is
+downloaded and the same seed gives byte-identical files and shards. Each sample's class is
+derivable from its bytes (first byte modulo 10), and shards also carry it as KEY.cls, the
+webdataset convention for a label.
+
+    DIR/files/000000.bin ...     one file per sample
+    DIR/shards/shard-000000.tar  members 000000.bin, 000000.cls, ... (+ shards.json)
+    DIR/manifest.json            count, bytes, label sum, per-sample sha256 and label (last)
+
+    python data_generators/make_images.py --out workspace/images
+    python data_generators/make_images.py --out workspace/images --count 64 --sample-kb 2048 --shard-mb 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's iolab/ package
+
+from iolab import samples as sm  # noqa: E402
+from iolab import shards as sh  # noqa: E402
+from iolab.dataset import sha256_of  # noqa: E402
+from iolab.errors import LabError, run_cli  # noqa: E402
+from iolab.workspace import check_capacity, ensure_writable_dir, workdir  # noqa: E402
+
+MANIFEST_NAME = "manifest.json"
+MARKER_NAME = ".iolab-images"
+MIN_SAMPLE_KB, MAX_SAMPLE_KB = 100, 8192
+MAX_COUNT = 100_000
+DEFAULTS = {"count": 512, "sample_kb": 256, "seed": 1, "shard_mb": 16.0}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Write a deterministic image-like dataset as files and as webdataset shards.",
+        epilog=f"Defaults ({DEFAULTS['count']} x {DEFAULTS['sample_kb']} KB = 128 MB) suit a shared "
+               "login node. A dataset that already verifies with the same options is reused.",
+    )
+    parser.add_argument("--out", type=Path, default=workdir() / "images",
+                        help="dataset directory (default: <workspace>/images)")
+    parser.add_argument("--count", type=int, default=DEFAULTS["count"], help="number of samples")
+    parser.add_argument("--sample-kb", type=int, default=DEFAULTS["sample_kb"],
+                        help=f"bytes per sample in KB (1024 bytes), {MIN_SAMPLE_KB} to {MAX_SAMPLE_KB}")
+    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="random seed")
+    parser.add_argument("--shard-mb", type=float, default=DEFAULTS["shard_mb"],
+                        help="largest shard size in MB (10^6 bytes)")
+    parser.add_argument("--verify", action="store_true", help="only check DIR against its manifest")
+    return parser.parse_args(argv)
+
+
+def check_request(count: int, sample_kb: int, shard_mb: float) -> None:
+    """One sentence for each impossible request, before anything is written."""
+    if not MIN_SAMPLE_KB <= sample_kb <= MAX_SAMPLE_KB:
+        raise LabError(f"--sample-kb {sample_kb} is out of range; choose {MIN_SAMPLE_KB} to "
+                       f"{MAX_SAMPLE_KB} (100 KB to 8 MB, the size of typical training images)")
+    if not 1 <= count <= MAX_COUNT:
+        raise LabError(f"--count {count} is out of range; choose 1 to {MAX_COUNT} samples")
+    if not 0.1 <= shard_mb <= 100_000:
+        raise LabError(f"--shard-mb {shard_mb} is out of range; choose 0.1 to 100000 MB")
+
+
+def label_member(label: int) -> bytes:
+    """The KEY.cls member: the class as decimal text, as webdataset's decoders expect."""
+    return str(label).encode()
+
+
+def verify_images(out: Path) -> list[str]:
+    """Problems found checking files and shards against the manifest; empty if none."""
+    path = out / MANIFEST_NAME
+    if not path.is_file():
+        return [f"no manifest at {path} (the dataset was never completed)"]
+    try:
+        manifest = json.loads(path.read_text())
+        entries = manifest["samples"]
+    except (ValueError, KeyError, TypeError):
+        return [f"the manifest {path} is corrupted"]
+    problems = []
+    files = out / sm.IMAGE_FILES_DIR
+    for entry in entries:
+        sample = files / f"{entry['key']}.bin"
+        if not sample.is_file() or sha256_of(sample) != entry["sha256"]:
+            problems.append(f"{sample.name} is missing or differs from the manifest")
+    on_disk = set(os.listdir(files)) if files.is_dir() else set()
+    extra = on_disk - {f"{entry['key']}.bin" for entry in entries}
+    problems += [f"{name} is not in the manifest" for name in sorted(extra)]
+    return problems + sh.verify_shards(out / sm.SHARDS_DIR)
+
+
+def clear_previous(out: Path) -> None:
+    """Remove an earlier (possibly half-written) dataset, but only one this lab made."""
+    for name in (sm.IMAGE_FILES_DIR, sm.SHARDS_DIR):
+        if (out / name).exists() and not (out / MARKER_NAME).exists():
+            raise LabError(f"{out / name} exists but was not written by this lab; "
+                           "choose an empty directory for --out")
+    (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: a half-rebuilt dataset never looks complete
+    shutil.rmtree(out / sm.IMAGE_FILES_DIR, ignore_errors=True)
+    (out / MARKER_NAME).write_text("written by the storage I/O lab's make_images.py\n")
+
+
+def write_dataset(out: Path, count: int, sample_kb: int, seed: int, shard_mb: float) -> dict:
+    """Write files, then shards, then the manifest last."""
+    size = sample_kb * 1024
+    files = out / sm.IMAGE_FILES_DIR
+    files.mkdir()
+    entries = []
+    for i in range(count):
+        payload = sm.image_payload(seed, i, size)
+        (files / f"{sm.image_key(i)}.bin").write_bytes(payload)
+        entries.append({"key": sm.image_key(i), "sha256": hashlib.sha256(payload).hexdigest(),
+                        "label": sm.image_label(payload)})
+    shard_dir = out / sm.SHARDS_DIR
+    sh.prepare_shard_dir(shard_dir)
+    per_sample = sh.sample_tar_bytes([size, len(label_member(0))])
+    plan = sh.plan_shards([per_sample] * count, shard_bytes=int(shard_mb * 1e6))
+
+    def shard_samples(indices: range):
+        for i in indices:
+            payload = (files / f"{sm.image_key(i)}.bin").read_bytes()
+            yield sm.image_key(i), {"bin": payload, sm.LABEL_EXT: label_member(sm.image_label(payload))}
+
+    shard_entries = [sh.write_shard(shard_dir / sh.SHARD_NAME.format(n), shard_samples(indices))
+                     for n, indices in enumerate(plan)]
+    label_sum = sum(entry["label"] for entry in entries)
+    request = {"count": count, "sample_kb": sample_kb, "seed": seed, "shard_mb": shard_mb}
+    sh.write_index(shard_dir, {
+        "format_version": sh.INDEX_FORMAT_VERSION, "generator": "data_generators/make_images.py",
+        "kind": sm.IMAGES, "payload_ext": sm.PAYLOAD_EXT[sm.IMAGES], "source": request,
+        "shard_count": len(shard_entries), "sample_count": count, "payload_bytes": count * size,
+        "shard_bytes": sum(e["bytes"] for e in shard_entries), "label_sum": label_sum,
+        "shards": shard_entries,
+    })
+    manifest = {"format_version": 1, "generator": "data_generators/make_images.py", **request,
+                "sample_bytes": size, "total_bytes": count * size, "classes": sm.IMAGE_CLASSES,
+                "label_sum": label_sum, "shard_count": len(shard_entries), "samples": entries}
+    partial = out / (MANIFEST_NAME + ".partial")
+    partial.write_text(json.dumps(manifest, indent=0))
+    os.replace(partial, out / MANIFEST_NAME)
+    return manifest
+
+
+def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULTS["sample_kb"],
+             seed: int = DEFAULTS["seed"], shard_mb: float = DEFAULTS["shard_mb"]) -> tuple[dict, bool]:
+    """Make sure `out` holds the requested, verified dataset; returns (manifest, reused)."""
+    check_request(count, sample_kb, shard_mb)
+    out = ensure_writable_dir(out)
+    if not verify_images(out):
+        manifest = json.loads((out / MANIFEST_NAME).read_text())
+        if all(manifest.get(k) == v for k, v in
+               {"count": count, "sample_kb": sample_kb, "seed": seed, "shard_mb": shard_mb}.items()):
+            return manifest, True
+    clear_previous(out)
+    total = count * sample_kb * 1024
+    check_capacity(out, 2 * total + 2 * count * sh.TAR_BLOCK, count + 100)  # files + shards
+    return write_dataset(out, count, sample_kb, seed, shard_mb), False
+
+
+def main() -> int:
+    args = parse_args()
+    if args.verify:
+        problems = verify_images(args.out)
+        print(f"{args.out}: " + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3])))
+        return 0 if not problems else 1
+    start = time.perf_counter()
+    manifest, reused = generate(args.out, args.count, args.sample_kb, args.seed, args.shard_mb)
+    verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
+    print(f"Images {args.out}: {manifest['count']} samples x {manifest['sample_bytes']} bytes "
+          f"as files and {manifest['shard_count']} shards, label sum {manifest['label_sum']}, {verb}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

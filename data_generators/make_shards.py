@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Pack the activity dataset into webdataset shards: one sample per day, KEY.csv members.
+
+Each sample's key is its day (2004-01-01) and its `csv` member holds the daily file's bytes
+exactly, so a mean computed from the shards equals the dataset manifest's expected mean. The
+shards are plain ustar tars (GNU `tar -tf` lists them) with fixed header fields, so two
+builds are byte-identical; shards.json (shard list, samples, size, sha256) is written last.
+
+    python data_generators/make_shards.py --data workspace/dataset
+    python data_generators/make_shards.py --data workspace/dataset --shard-size-mb 2
+    python data_generators/make_shards.py --data workspace/dataset --verify
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's iolab/ package
+
+from iolab import dataset as ds  # noqa: E402
+from iolab import samples as sm  # noqa: E402
+from iolab import shards as sh  # noqa: E402
+from iolab.errors import run_cli  # noqa: E402
+from iolab.workspace import check_capacity, default_dataset_dir, ensure_writable_dir  # noqa: E402
+
+DEFAULT_SAMPLES_PER_SHARD = 1000
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Write webdataset shards (one sample per day) from the verified activity dataset.",
+        epilog="Shards that already verify for the same dataset and sharding are reused.",
+    )
+    parser.add_argument("--data", type=Path, default=default_dataset_dir(),
+                        help="dataset directory with manifest.json (default: the workspace's dataset)")
+    parser.add_argument("--out", type=Path, help="shard directory (default: DATA/shards)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--samples-per-shard", type=int,
+                      help=f"samples in each shard (default {DEFAULT_SAMPLES_PER_SHARD})")
+    size.add_argument("--shard-size-mb", type=float,
+                      help="largest shard size in MB (10^6 bytes) instead of a sample count")
+    parser.add_argument("--verify", action="store_true", help="only check the shards against their index")
+    args = parser.parse_args(argv)
+    if args.samples_per_shard is not None and args.samples_per_shard < 1:
+        parser.error("--samples-per-shard must be at least 1")
+    if args.shard_size_mb is not None and not 0.01 <= args.shard_size_mb <= 100_000:
+        parser.error("--shard-size-mb must be between 0.01 and 100000")
+    if args.samples_per_shard is None and args.shard_size_mb is None:
+        args.samples_per_shard = DEFAULT_SAMPLES_PER_SHARD
+    args.out = args.out or args.data / sm.SHARDS_DIR
+    return args
+
+
+def sharding(samples_per_shard: int | None, shard_size_mb: float | None) -> dict:
+    """How the shards were cut, recorded in the index so a different request rebuilds."""
+    return {"samples_per_shard": samples_per_shard, "shard_size_mb": shard_size_mb}
+
+
+def source_identity(manifest: dict) -> dict:
+    """What identifies the dataset the shards came from (a regenerated dataset differs)."""
+    keys = ("seed", "first_day", "file_count", "total_rows", "total_bytes", "activity_sum", "expected_mean")
+    return {key: manifest[key] for key in keys}
+
+
+def reusable(out: Path, source: dict, cut: dict) -> dict | None:
+    """The existing index if its shards verify and were cut from this dataset this way."""
+    if sh.verify_shards(out):
+        return None
+    index = sh.load_shard_index(out)
+    if index.get("source") == source and index.get("sharding") == cut:
+        return index
+    return None
+
+
+def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES_PER_SHARD,
+          shard_size_mb: float | None = None) -> tuple[dict, bool]:
+    """Make sure `out` holds verified shards of the dataset in `data`; returns (index, reused)."""
+    manifest = ds.require_verified(data)
+    source, cut = source_identity(manifest), sharding(samples_per_shard, shard_size_mb)
+    out = ensure_writable_dir(out)
+    existing = reusable(out, source, cut)
+    if existing is not None:
+        return existing, True
+    files = manifest["files"]
+    sizes = [sh.sample_tar_bytes([entry["bytes"]]) for entry in files]
+    plan = sh.plan_shards(sizes, samples_per_shard,
+                          None if shard_size_mb is None else int(shard_size_mb * 1e6))
+    sh.prepare_shard_dir(out)
+    check_capacity(out, sum(sizes) + len(plan) * sh.TAR_RECORD, len(plan) + 10)
+    first_day = date.fromisoformat(manifest["first_day"])
+
+    def day_samples(indices: range):
+        for i in indices:
+            key = (first_day + timedelta(days=i)).isoformat()
+            yield key, {sm.PAYLOAD_EXT[sm.ACTIVITY]: (data / files[i]["path"]).read_bytes()}
+
+    entries = [sh.write_shard(out / sh.SHARD_NAME.format(n), day_samples(indices))
+               for n, indices in enumerate(plan)]
+    index = {
+        "format_version": sh.INDEX_FORMAT_VERSION,
+        "generator": "data_generators/make_shards.py",
+        "kind": sm.ACTIVITY,
+        "payload_ext": sm.PAYLOAD_EXT[sm.ACTIVITY],
+        "source": source,
+        "sharding": cut,
+        "shard_count": len(entries),
+        "sample_count": sum(entry["samples"] for entry in entries),
+        "payload_bytes": manifest["total_bytes"],
+        "shard_bytes": sum(entry["bytes"] for entry in entries),
+        "expected_mean": manifest["expected_mean"],
+        "shards": entries,
+    }
+    sh.write_index(out, index)
+    return index, False
+
+
+def main() -> int:
+    args = parse_args()
+    if args.verify:
+        problems = sh.verify_shards(args.out)
+        print(f"{args.out}: " + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3])))
+        return 0 if not problems else 1
+    start = time.perf_counter()
+    index, reused = build(args.data, args.out, args.samples_per_shard, args.shard_size_mb)
+    verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
+    print(f"Shards {args.out}: {index['shard_count']} shards, {index['sample_count']} samples, "
+          f"{index['shard_bytes']} bytes ({index['payload_bytes']} payload), {verb}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

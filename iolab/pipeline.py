@@ -1,0 +1,348 @@
+"""Feeding a training loop: samples from files or shards, with or without DataLoader workers.
+
+API summary (every sample is a (key, payload bytes) tuple; batches are lists of samples):
+
+    torch_available() -> bool
+    dataset_shards(data_dir) -> list[Path]                  shards of DIR/shards (index checked)
+    file_samples(data_dir, order=None) -> iterator          one open+read per sample
+    shard_samples(shards, shardshuffle=False, seed=0, buffer_size=0) -> iterator (webdataset)
+        shards: a dataset directory (reads DIR/shards/shards.json) or a list of shard paths
+    batches(data_dir, source="files"|"shards", workers=None|0|1|2|4, batch_size=32,
+            sampler=None, shardshuffle=False, buffer_size=0, seed=0) -> iterator of lists
+        workers=None: no DataLoader (plain Python, webdataset alone for shards);
+        workers=0..N: a torch DataLoader (files: map-style dataset over paths, optional
+        `sampler` such as iolab.shuffling.EpochSampler; shards: WebDataset as an
+        IterableDataset, shards split across workers by webdataset's split_by_worker).
+    read_throughput(data_dir, source, workers=None, batch_size=32, limit=None) -> ReadResult
+        .samples .payload_bytes .wall_s .cpu_s .samples_per_s .bw_MiBps .mean .row()
+    throughput_frame(data_dir, sources, workers, repeats=3, limit=None) -> DataFrame (warm)
+    expected_result(data_dir) -> {"samples", "mean"}        what a full read must give
+    read_samples_command(data_dir, source, workers=None, limit=None) -> argv of the demo
+    count_read_syscalls(data_dir, source, workers=None, limit=None, method="auto") -> SyscallReport
+    syscalls_per_sample_frame({label: SyscallReport}) -> DataFrame
+
+Layouts: DIR/data/ (activity CSVs) or DIR/files/ (image-like samples), shards in DIR/shards/
+(built by data_generators/make_shards.py and make_images.py). Shuffle orders, their
+locality and the resumable EpochSampler are in iolab.shuffling.
+
+Why both layouts: one file per sample costs an open (and a directory lookup) per sample,
+which a shared file system's metadata server pays for every reader at once; a shard costs
+one open per few hundred samples and is read sequentially. The numbers that prove it
+(dataset-file opens per sample) are deterministic; the timings depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import pandas as pd
+
+from iolab import samples as sm
+from iolab import shards as sh
+from iolab.errors import LabError
+from iolab.workspace import repo_root
+
+SOURCES = ("files", "shards")
+Sample = tuple[str, bytes]
+NO_TORCH = ("PyTorch is not installed, so there are no DataLoader workers; read without "
+            "workers (webdataset alone, --workers omitted) or install it with `make torch`")
+
+
+def torch_available() -> bool:
+    """Whether PyTorch can be imported: the lab uses it for DataLoader workers when it is there."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def dataset_shards(data_dir: Path) -> list[Path]:
+    """The shards of a dataset (DIR/shards), from an index that says the build finished."""
+    shard_dir = Path(data_dir) / sm.SHARDS_DIR
+    return sh.shard_paths(shard_dir, sh.require_shards(shard_dir))
+
+
+def _read(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def file_samples(data_dir: Path, order: Iterable[int] | None = None) -> Iterator[Sample]:
+    """Every sample stored as its own file (listing the tree first), in key order or `order`."""
+    files = sm.sample_files(data_dir)  # listed now: a missing dataset is reported at the call
+    indices = range(len(files)) if order is None else order
+    return ((files[i][0], _read(files[i][1])) for i in indices)
+
+
+class _KeyPayload:
+    """Turns a webdataset sample dict into (key, payload); a class so workers can pickle it."""
+
+    def __init__(self, ext: str) -> None:
+        self.ext = ext
+
+    def __call__(self, sample: dict) -> Sample:
+        return sample["__key__"], sample[self.ext]
+
+
+def _shard_set(shards: Path | Sequence[Path]) -> tuple[list[Path], str]:
+    """Shard paths and payload extension, reading the index once (a dataset dir or shard paths)."""
+    if isinstance(shards, (str, Path)):
+        shard_dir = Path(shards) / sm.SHARDS_DIR
+        index = sh.require_shards(shard_dir)
+        return sh.shard_paths(shard_dir, index), index["payload_ext"]
+    paths = [Path(path) for path in shards]
+    if not paths:
+        raise LabError("no shards were given; pass a dataset directory or at least one shard path")
+    return paths, sh.load_shard_index(paths[0].parent)["payload_ext"]
+
+
+def _webdataset(shards: Path | Sequence[Path], shardshuffle: int | bool, seed: int, buffer_size: int):
+    import webdataset as wds  # imports torch when installed (seconds): only when shards are read
+
+    paths, ext = _shard_set(shards)
+    dataset = wds.WebDataset([str(path) for path in paths], shardshuffle=shardshuffle, seed=seed,
+                             empty_check=False, verbose=0)
+    if buffer_size > 0:
+        dataset = dataset.shuffle(buffer_size, seed=seed)
+    return dataset.map(_KeyPayload(ext))
+
+
+def shard_samples(shards: Path | Sequence[Path], shardshuffle: int | bool = False, seed: int = 0,
+                  buffer_size: int = 0) -> Iterator[Sample]:
+    """Samples read by webdataset from shards (a dataset directory or a list of shard paths).
+
+    shardshuffle=False reads shards in order; a number N shuffles the shard list with a
+    buffer of N. buffer_size > 0 adds webdataset's sample shuffle buffer. Both use `seed`.
+    """
+    return iter(_webdataset(shards, shardshuffle, seed, buffer_size))
+
+
+class FileDataset:
+    """A map-style dataset over the sample files: item i is opened and read when asked for."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.files = sm.sample_files(data_dir)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> Sample:
+        key, path = self.files[i]
+        return key, _read(path)
+
+
+def _as_list(batch: list) -> list:
+    """Collate that keeps a batch as a list of (key, bytes): nothing to turn into tensors."""
+    return batch
+
+
+def _chunks(items: Iterator[Sample], size: int) -> Iterator[list[Sample]]:
+    while chunk := list(islice(items, size)):
+        yield chunk
+
+
+def batches(data_dir: Path, source: str = "files", workers: int | None = None, batch_size: int = 32,
+            sampler: Iterable[int] | None = None, shardshuffle: int | bool = False,
+            buffer_size: int = 0, seed: int = 0) -> Iterator[list[Sample]]:
+    """Batches of samples as a training loop receives them; see the module docstring.
+
+    Bad arguments are refused here, before any reading starts (not at the first batch).
+    """
+    if source not in SOURCES:
+        raise LabError(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+    if batch_size < 1:
+        raise LabError(f"the batch size must be at least 1, not {batch_size}")
+    if sampler is not None and source == "shards":
+        raise LabError("a sampler needs random access, which shards do not give; use "
+                       "shardshuffle= and buffer_size= for shards, or read files")
+    if workers is not None and workers < 0:
+        raise LabError(f"the number of workers must be 0 or more, not {workers}")
+    if workers is not None and not torch_available():
+        raise LabError(NO_TORCH)
+    return _batches(Path(data_dir), source, workers, batch_size, sampler, shardshuffle, buffer_size, seed)
+
+
+def _batches(data_dir: Path, source: str, workers: int | None, batch_size: int,
+             sampler: Iterable[int] | None, shardshuffle: int | bool, buffer_size: int,
+             seed: int) -> Iterator[list[Sample]]:
+    if workers is None:
+        items = (file_samples(data_dir, sampler) if source == "files"
+                 else shard_samples(data_dir, shardshuffle, seed, buffer_size))
+        yield from _chunks(items, batch_size)
+        return
+    from torch.utils.data import DataLoader
+
+    with warnings.catch_warnings():
+        # The lab sweeps worker counts past the CPU count on purpose (the machine context
+        # records the CPUs); torch's advice to use fewer would only clutter every table.
+        warnings.filterwarnings("ignore", message="This DataLoader will create")
+        if source == "files":
+            loader = DataLoader(FileDataset(data_dir), batch_size=batch_size, sampler=sampler,
+                                num_workers=workers, collate_fn=_as_list)
+        else:
+            dataset = _webdataset(data_dir, shardshuffle, seed, buffer_size)
+            loader = DataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=_as_list)
+        loading = iter(loader)
+    yield from loading
+
+
+@dataclass
+class ReadResult:
+    """One timed read: how many samples and bytes, how long, and the value they add up to."""
+
+    source: str
+    workers: int | None
+    samples: int
+    payload_bytes: int
+    wall_s: float
+    cpu_s: float
+    value_sum: int
+    value_count: int
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.wall_s
+
+    @property
+    def bw_MiBps(self) -> float:
+        return self.payload_bytes / 2**20 / self.wall_s
+
+    @property
+    def mean(self) -> float | None:
+        """Mean of the values read: activity level (activity dataset) or label (images)."""
+        return self.value_sum / self.value_count if self.value_count else None
+
+    def row(self) -> dict:
+        """One tidy row, units in the column names."""
+        return {"source": self.source, "workers": "none" if self.workers is None else str(self.workers),
+                "samples": self.samples, "payload_bytes": self.payload_bytes,
+                "wall_s": self.wall_s, "cpu_s": self.cpu_s, "samples_per_s": self.samples_per_s,
+                "bw_MiBps": self.bw_MiBps, "mean": self.mean}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its reaped children (finished DataLoader workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def read_throughput(data_dir: Path, source: str = "files", workers: int | None = None,
+                    batch_size: int = 32, limit: int | None = None) -> ReadResult:
+    """Read (up to `limit`) samples once and time it, worker start-up included.
+
+    Each payload is decoded to its value (activity levels, or the label) so the read is
+    checked: a full read of the activity dataset gives exactly the manifest's expected mean.
+    CPU time includes worker processes once they have exited (they have, when this returns).
+    """
+    kind = sm.dataset_kind(data_dir)
+    if source == "shards":
+        import webdataset  # noqa: F401  (imported before the clock starts: it takes seconds)
+    if workers is not None:
+        torch_available()  # likewise torch
+    samples = payload = value_sum = value_count = 0
+    cpu_start, wall_start = _cpu_seconds(), time.perf_counter()
+    stream = batches(data_dir, source, workers, batch_size)
+    try:
+        for batch in stream:
+            for _key, data in batch[: None if limit is None else limit - samples]:
+                total, count = sm.sample_value(kind, data)
+                samples, payload = samples + 1, payload + len(data)
+                value_sum, value_count = value_sum + total, value_count + count
+            if limit is not None and samples >= limit:
+                break
+    finally:
+        stream.close()  # stops DataLoader workers now, so their CPU time is counted
+    return ReadResult(source, workers, samples, payload, time.perf_counter() - wall_start,
+                      _cpu_seconds() - cpu_start, value_sum, value_count)
+
+
+def throughput_frame(data_dir: Path, sources: Sequence[str] = SOURCES,
+                     workers: Sequence[int | None] = (None, 0, 1, 2, 4), repeats: int = 3,
+                     limit: int | None = None) -> pd.DataFrame:
+    """Warm read rates: each (source, workers) is read once untimed, then `repeats` times.
+
+    Worker counts need PyTorch; without it only workers=None is measured (and the frame's
+    attrs["note"] says why). One row per timed repeat; see ReadResult.row for the columns.
+    """
+    have_torch = torch_available()
+    rows = []
+    for source in sources:
+        for count in workers:
+            if count is not None and not have_torch:
+                continue
+            read_throughput(data_dir, source, count, limit=limit)  # warm-up: page cache, imports
+            rows += [{**read_throughput(data_dir, source, count, limit=limit).row(), "repeat": r}
+                     for r in range(1, repeats + 1)]
+    frame = pd.DataFrame(rows)
+    frame.attrs["note"] = "" if have_torch else NO_TORCH
+    return frame
+
+
+def expected_result(data_dir: Path) -> dict:
+    """What a full read must give, from the manifest: sample count and mean value."""
+    data_dir = Path(data_dir)
+    if sm.dataset_kind(data_dir) == sm.ACTIVITY:
+        from iolab.dataset import load_manifest
+
+        manifest = load_manifest(data_dir)
+        return {"samples": manifest["file_count"], "mean": manifest["expected_mean"]}
+    path = data_dir / "manifest.json"
+    if not path.is_file():
+        raise LabError(f"no manifest at {path}; build the dataset with "
+                       f"`python data_generators/make_images.py --out {data_dir}`")
+    manifest = json.loads(path.read_text())
+    return {"samples": manifest["count"], "mean": manifest["label_sum"] / manifest["count"]}
+
+
+def read_samples_command(data_dir: Path, source: str, workers: int | None = None,
+                         limit: int | None = None) -> list[str]:
+    """The command line of demos/read_samples.py, as a learner would type it."""
+    cmd = [sys.executable, str(repo_root() / "demos" / "read_samples.py"),
+           "--source", source, "--data", str(data_dir)]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    if limit is not None:
+        cmd += ["--limit", str(limit)]
+    return cmd
+
+
+def count_read_syscalls(data_dir: Path, source: str, workers: int | None = None,
+                        limit: int | None = None, method: str = "auto"):
+    """Attributed system calls of one demo run (iolab.syscalls.SyscallReport)."""
+    from iolab.syscalls import count_syscalls
+
+    return count_syscalls(read_samples_command(data_dir, source, workers, limit), data_dir, method=method)
+
+
+def sample_file_opens(open_counts: dict[str, int]) -> int:
+    """Opens of files that hold samples (shards or per-sample files), not of indexes or manifests."""
+    holders = (".tar", ".csv", ".bin")
+    return sum(count for path, count in open_counts.items() if path.endswith(holders))
+
+
+def syscalls_per_sample_frame(reports: dict) -> pd.DataFrame:
+    """One row per labelled run: samples read (from the demo's JSON line) and calls per sample."""
+    rows = []
+    for label, report in reports.items():
+        result = json.loads(report.stdout.strip().splitlines()[-1])
+        opens = None if report.dataset_open_counts is None else sample_file_opens(report.dataset_open_counts)
+        rows.append({
+            "run": label, "method": report.method, "samples": result["samples"],
+            "sample_file_opens": opens,
+            "opens_per_sample": None if opens is None else opens / result["samples"],
+            "dataset_reads": report.dataset_reads,
+            "reads_per_sample": (None if report.dataset_reads is None
+                                 else report.dataset_reads / result["samples"]),
+            "dataset_dir_opens": report.dataset_dir_opens,
+            "other_calls": report.other_calls,
+        })
+    return pd.DataFrame(rows)
