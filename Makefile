@@ -46,6 +46,7 @@ torch: $(STAMP)
 clean:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m iolab clean
 	rm -rf _build jupyter_execute .pytest_cache
+	rm -f slurm-iolab-*.out  # the job scripts' Slurm logs, written where they were submitted
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean

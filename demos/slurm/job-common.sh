@@ -1,0 +1,145 @@
+# Shared by the job scripts in demos/slurm/ (sourced, not run): where things are, and the
+# cleanup every job needs. Read this once; the scripts only say what differs.
+#
+# What a job gets from lab_job_start:
+#   CHECKOUT       the lab's checkout ($SLURM_SUBMIT_DIR: submit from the checkout's root,
+#                  since Slurm runs a copy of the script from its spool directory)
+#   PY             $CHECKOUT/.venv/bin/python when present (`make lab` creates it), else
+#                  python3 from PATH: uncomment a `module load` in the job script for that
+#   WORKSPACE      the lab's workspace, $IOLAB_WORKDIR or $CHECKOUT/workspace (shared
+#                  storage on a cluster, visible from the login node)
+#   RESULTS        $WORKSPACE/slurm-results/$SLURM_JOB_ID: where results are copied back
+#   JOB_LOCAL      a fresh per-job directory on the node-local disk; removed when the job
+#                  ends, also on failure, scancel or the time limit
+#   LOCAL_RESULTS  $JOB_LOCAL/results: write results here; copied to RESULTS at the end
+#
+# The node-local disk is the first of these that is a writable directory: IOLAB_NODE_LOCAL
+# (set it to override), SLURM_TMPDIR (a per-job directory at the Alliance/Compute Canada and
+# Mila), LOCAL_SCRATCH (e.g. CSC Puhti/Mahti with --gres=nvme:N), TMPDIR (per-job on sites
+# using job_container/tmpfs or a prolog; else Slurm sets it to /tmp), then /tmp. Check your
+# site's documentation: on some clusters /tmp is small or shared memory.
+#
+# Signals: the scripts ask for `#SBATCH --signal=B:TERM@60`, so Slurm sends SIGTERM to this
+# shell a minute before the time limit. Long steps run in the background (run_step) so the
+# shell can react at once: the trap stops the step, copies back what exists and cleans up.
+
+lab_die() {
+    echo "error: $*" >&2
+    exit 2
+}
+
+lab_node_local_base() {
+    local name
+    for name in IOLAB_NODE_LOCAL SLURM_TMPDIR LOCAL_SCRATCH TMPDIR; do
+        if [[ -n "${!name:-}" && -d "${!name}" && -w "${!name}" ]]; then
+            echo "${!name} (from \$$name)"
+            return
+        fi
+    done
+    echo "/tmp (no IOLAB_NODE_LOCAL, SLURM_TMPDIR, LOCAL_SCRATCH or TMPDIR set)"
+}
+
+lab_job_start() {
+    local name=$1 base
+    [[ -n "${SLURM_JOB_ID:-}" ]] || lab_die "this is a Slurm job script: submit it with" \
+        "\`sbatch demos/slurm/$name.sbatch\` from the lab's checkout (SLURM_JOB_ID is not set)"
+    if [[ -x "$CHECKOUT/.venv/bin/python" ]]; then
+        PY=$CHECKOUT/.venv/bin/python
+    else
+        PY=$(command -v python3) || lab_die "no Python: run \`make lab\` in $CHECKOUT on the" \
+            "login node, or load one in the job script (module load python)"
+    fi
+    "$PY" -c "import pandas" 2>/dev/null || lab_die "$PY lacks pandas: run \`make lab\` in" \
+        "$CHECKOUT (it creates .venv) or load a Python module that has it"
+    export IOLAB_WORKDIR=${IOLAB_WORKDIR:-$CHECKOUT/workspace}
+    WORKSPACE=$IOLAB_WORKDIR
+    mkdir -p "$WORKSPACE" || lab_die "cannot create the workspace $WORKSPACE; set IOLAB_WORKDIR"
+    RESULTS=$WORKSPACE/slurm-results/$SLURM_JOB_ID
+    base=$(lab_node_local_base)
+    JOB_LOCAL=$(mktemp -d "${base%% (*}/iolab-$name-$SLURM_JOB_ID-XXXXXX") ||
+        lab_die "cannot create a directory on the node-local disk ${base%% (*}; set" \
+            "IOLAB_NODE_LOCAL to a writable node-local directory"
+    LOCAL_RESULTS=$JOB_LOCAL/results
+    mkdir "$LOCAL_RESULTS"
+    LAB_STEP_PID=
+    LAB_JOB_DONE=
+    LAB_EXTRA_CLEANUP=()
+    exec {LAB_OUT}>&1 {LAB_ERR}>&2  # the job's own output, for the trap (see lab_job_end)
+    trap lab_job_end EXIT
+    trap lab_job_terminated TERM
+    cd "$CHECKOUT"
+    echo "job $SLURM_JOB_ID on ${SLURMD_NODENAME:-?}: checkout $CHECKOUT, python $PY"
+    echo "node-local directory: $JOB_LOCAL, node-local base $base"
+}
+
+lab_job_terminated() {
+    echo "job $SLURM_JOB_ID: SIGTERM (time limit or scancel): stopping" >&"$LAB_ERR"
+    exit 143
+}
+
+# run_step CMD...: run one long step in the background and wait, so a SIGTERM is handled now.
+run_step() {
+    "$@" {LAB_OUT}>&- {LAB_ERR}>&- &
+    LAB_STEP_PID=$!
+    wait "$LAB_STEP_PID"
+    LAB_STEP_PID=
+}
+
+# remove_at_end DIR: a directory the job made elsewhere (e.g. on scratch) to delete at the end.
+remove_at_end() {
+    LAB_EXTRA_CLEANUP+=("$1")
+}
+
+lab_job_end() {
+    local status=$? dir
+    trap - TERM
+    # A trap may fire inside a step whose output is redirected to a file: talk to the job's log.
+    exec >&"$LAB_OUT" 2>&"$LAB_ERR"
+    if [[ -n "$LAB_STEP_PID" ]]; then
+        kill -TERM "$LAB_STEP_PID" 2>/dev/null || true
+        wait "$LAB_STEP_PID" 2>/dev/null || true
+    fi
+    if mkdir -p "$RESULTS" && cp -R "$LOCAL_RESULTS/." "$RESULTS/"; then
+        echo "results copied back to $RESULTS"
+    else
+        echo "error: could not copy the results back to $RESULTS" >&2
+        status=1
+    fi
+    for dir in "${LAB_EXTRA_CLEANUP[@]}" "$JOB_LOCAL"; do
+        rm -rf -- "$dir"
+    done
+    echo "removed the node-local directory $JOB_LOCAL"
+    if [[ -n "$LAB_JOB_DONE" && $status -eq 0 ]]; then
+        echo "job $SLURM_JOB_ID: COMPLETED"
+    else
+        [[ $status -ne 0 ]] || status=1
+        echo "job $SLURM_JOB_ID: FAILED (exit $status); partial results in $RESULTS" >&2
+    fi
+    exit "$status"
+}
+
+# scratch_workdir: the per-user lab directory on $SCRATCH (made and marked by iolab, so
+# `make clean` knows it), or the workspace's tmp when SCRATCH is not set.
+scratch_workdir() {
+    "$PY" - <<'EOF'
+import os
+from pathlib import Path
+
+from iolab.errors import LabError
+from iolab.locations import discover_locations, user_dir
+from iolab.workspace import ensure_writable_dir, workdir
+
+scratch = os.environ.get("SCRATCH")
+if not scratch:
+    print(ensure_writable_dir(workdir() / "tmp"))
+elif not Path(scratch).is_dir():
+    raise SystemExit(f"error: SCRATCH={scratch} is not a directory; fix it or unset it")
+else:
+    base = Path(scratch).resolve()
+    location = next(loc for loc in discover_locations(probe=False) if loc.base == base)
+    try:
+        print(user_dir(location))
+    except LabError as err:
+        raise SystemExit(f"error: {err}")
+EOF
+}
