@@ -47,6 +47,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from iolab.context import mount_for
+from iolab.dataset import sha256_of
 from iolab.errors import LabError, sigterm_as_interrupt
 from iolab.workspace import check_capacity, ensure_writable_dir, remove_tree, scratch_dir
 
@@ -239,22 +240,13 @@ def load_checkpoint(path: Path) -> dict[str, np.ndarray]:
         return {str(name): np.load(handle, allow_pickle=False) for name in names}
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file as read back now (from the page cache or the server)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def verify_checkpoint(path: Path) -> bool:
     """Whether `path` is complete: its sidecar exists and names the file's current sha256."""
     try:
         recorded = sidecar(Path(path)).read_text().split()[0]
     except (OSError, IndexError):
         return False
-    return recorded == file_sha256(path)
+    return recorded == sha256_of(path)
 
 
 def complete_checkpoints(directory: Path) -> list[Path]:
@@ -322,7 +314,7 @@ def copy_checkpoint(saved: Saved, dest_dir: Path, fsync: bool = False,
                         raise CopyCancelled
 
     copied = _atomic_write(Path(dest_dir) / saved.path.name, write, fsync)
-    read_back = file_sha256(copied.path)
+    read_back = sha256_of(copied.path)
     if read_back == saved.sha256:
         _write_sidecar(copied.path, read_back, fsync)
     return CopyRecord(saved.path.name, copied.size_bytes, start - clock_zero,

@@ -25,8 +25,8 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     if not full:
         return parser
 
-    from iolab import (checkpoint, fio, hygiene, locations, lustre, mdrates, measure, mpiio,
-                       netmount, perception, sweep, syscalls, tools)
+    from iolab import (accelerator, checkpoint, fio, hygiene, locations, lustre, mdrates,
+                       measure, mpiio, netmount, perception, sweep, syscalls, tools)
     from iolab.bench import run_bench
     from iolab.lab import run_lab
 
@@ -43,6 +43,7 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     hygiene.add_cli(commands)
     checkpoint.add_cli(commands)
     mpiio.add_cli(commands)
+    accelerator.add_cli(commands)
     lab = commands.add_parser("lab", help="the whole lab on this machine (make lab)")
     lab.add_argument("--repeats", type=int, default=5, help="timed repeats per reader")
     lab.set_defaults(func=lambda args: run_lab(args.repeats))

@@ -9,7 +9,6 @@ real `sha256sum -c` verifies it on any Linux machine, as Python's own check does
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -18,21 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.dataset import sha256_of
 from iolab.errors import LabError
 from iolab.workspace import check_capacity, workdir
 
 MANIFEST_NAME = "SHA256SUMS"
-CHUNK_BYTES = 1 << 20
 SHA256SUM_TIMEOUT_S = 600
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB pieces."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(CHUNK_BYTES):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _relative_files(root: Path) -> list[str]:
@@ -58,7 +48,7 @@ def manifest_text(root: Path | str) -> str:
     root = Path(root)
     if not root.is_dir():
         raise LabError(f"{root} is not a directory; pass the directory to checksum")
-    return "".join(f"{sha256_file(root / rel)}  {rel}\n" for rel in _relative_files(root))
+    return "".join(f"{sha256_of(root / rel)}  {rel}\n" for rel in _relative_files(root))
 
 
 def _inside_workspace(path: Path) -> Path:
@@ -123,7 +113,7 @@ def verify_in_python(manifest: Path | str) -> ChecksumCheck:
     failed = []
     for digest, rel in entries:
         path = manifest.parent / rel
-        if not path.is_file() or sha256_file(path) != digest:
+        if not path.is_file() or sha256_of(path) != digest:
             failed.append(rel)
     return ChecksumCheck("python hashlib", len(entries), failed)
 
