@@ -170,15 +170,18 @@ def test_sweep_frame_columns_units_and_cache_states(small_files: Path) -> None:
     assert sorted(set(frame["cache_state"])) == ["cold", "warm"]
     assert (frame["samples_per_s"] > 0).all() and frame["au_pct"].between(0, 100).all()
     warm = frame[frame["cache_state"] == "warm"]
-    assert (warm["resident_before_pct"] == 100).all()
+    # just read, so (nearly) all cached; the kernel may reclaim a page at any moment
+    assert (warm["resident_before_pct"] >= 90).all()
     # MB/s is samples/s x 64 KiB per sample (decimal MB)
     expected = frame["samples_per_s"] * 64 * 1024 / 1e6
     assert np.allclose(frame["MBps"], expected)
 
 
-def test_warming_several_paths_counts_all_their_bytes(small_files: Path) -> None:
+def test_cold_and_warm_over_several_paths(small_files: Path) -> None:
     files = sorted(small_files.iterdir())
-    assert acc.prepare_cache(files[:3], "warm") == 100.0
+    assert acc.prepare_cache(files[:3], "cold") <= 10.0  # evicted (fsync first if dirty)
+    # just read, so (nearly) all cached; the kernel may reclaim a page at any moment
+    assert acc.prepare_cache(files[:3], "warm") >= 90.0
 
 
 def test_unknown_cache_state_is_one_sentence(small_files: Path) -> None:
