@@ -1,32 +1,59 @@
-# The storage I/O lab. Every target builds .venv from the pinned requirements.txt itself.
-#   make lab      the main job: check tools, generate data, run the readers and every notebook
-#                 on this machine, build the site from those results, print a summary
-#   make test     unit tests, nbval on every notebook, the site with -W -n and its links
-#   make jupyter  JupyterLab on the notebooks
-#   make html     the site from the committed notebooks, into _build/html
-#   make bench    this machine's timings: generation, each reader, and the raw-read floor
-#   make torch    optional: PyTorch (CPU build) for the DataLoader and checkpoint lessons
-#   make clean    remove everything the lab wrote (workspace, builds); distclean also .venv
+# The storage I/O lab. Every target builds .venv itself (the lab's requirements at the
+# versions of requirements-lock.txt, and iolab installed editable from this checkout).
+#   make lab        the main job: check tools, generate data, run the readers and every notebook
+#                   on this machine, build the site from those results, print a summary
+#   make test       every test: unit tests, nbval on every notebook, the site with -W -n and its links
+#   make test-fast  the unit tests only (no notebooks, no mounts, no MPI runs, no Slurm): minutes
+#   make jupyter    JupyterLab on the notebooks
+#   make html       the site from the committed notebooks, into _build/html
+#   make bench      this machine's timings: generation, each reader, and the raw-read floor
+#   make torch      optional: PyTorch for the DataLoader and checkpoint lessons
+#   make lock       maintainers: re-resolve requirements-lock.txt against the public index
+#   make record     maintainers: re-execute the notebooks in place, recording their results
+#   make clean      remove everything the lab wrote (workspace, builds); distclean also .venv
+#
+# Supported: CPython 3.10, 3.11, 3.12 and 3.13. Another interpreter: PYTHON=python3.12 make lab
 
 PYTHON ?= python3
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-requirements
+LOCK := requirements-lock.txt
+# Extra pytest arguments for `make test`, e.g. PYTEST_ARGS='-m needs tests'
+PYTEST_ARGS ?=
+# The lock holds what the public index offered on this day (uv's --exclude-newer), so
+# re-running `make lock` gives the same file until the day is moved on purpose.
+LOCK_DATE := 2026-11-25
 
-.PHONY: lab test jupyter html bench torch clean distclean
+# 2.7-compatible on purpose: an old python3 must get this sentence, not a syntax error.
+CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
+  sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-$(STAMP): requirements.txt constraints.txt
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "error: the lab needs Python 3.10 or newer; load a newer one (e.g. module load python) and retry")'
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+.PHONY: lab test test-fast jupyter html bench torch lock record clean distclean
+
+# The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
+STAMP := $(VENV)/.installed-python$(PYTHON_VERSION)
+
+$(STAMP): requirements.txt $(LOCK) pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) was not found: load a Python 3.10 to 3.13 (e.g. \`module load python/3.11\`) or name one (\`PYTHON=python3.12 make lab\`)"; exit 1; }
+	@$(PYTHON) -c '$(CHECK_PYTHON)'
+	@if [ -x $(PY) ] && [ "$$($(PY) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')" != "$(PYTHON_VERSION)" ]; then \
+	  echo "$(VENV) was made with another Python than $(PYTHON) $(PYTHON_VERSION): making it anew"; rm -rf $(VENV); fi
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "error: $(PYTHON) cannot create a virtual environment: install its venv module (Debian/Ubuntu: apt-get install python3-venv) or load another Python (module load python/3.11)"; exit 1; }
+	$(PY) -m pip install --quiet -c $(LOCK) -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	@rm -f $(VENV)/.installed-*
 	@touch $@
 
 lab: $(STAMP)
 	$(PY) -m iolab lab
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow" tests
 
 jupyter: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks
@@ -38,10 +65,24 @@ html: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m iolab bench
 
-# PyTorch is optional (the lessons fall back to webdataset and numpy); this installs the pinned
-# release. Where pip would pick a CUDA build, add --index-url for the CPU wheels of your site.
+# PyTorch is optional (the lessons fall back to webdataset and numpy). PyPI serves a CUDA
+# build of several GB for Linux; for the CPU build give pip a place that has it, e.g.
+# PIP_FIND_LINKS=/path/to/wheels make torch, or PIP_INDEX_URL of your site's mirror.
 torch: $(STAMP)
-	$(PY) -m pip install --quiet -r requirements-torch.txt
+	$(PY) -m pip install --quiet -c $(LOCK) -r requirements-torch.txt
+
+# Needs the network. uv resolves for every supported interpreter at once (environment
+# markers), against the public index only (--no-config ignores local mirrors and settings).
+lock: $(STAMP)
+	$(PY) -m pip install --quiet 'uv>=0.9,<1'
+	$(VENV)/bin/uv pip compile --quiet --no-config --universal --python-version 3.10 \
+	  --index-url https://pypi.org/simple --exclude-newer $(LOCK_DATE) \
+	  requirements.txt -o $(LOCK)
+
+# Maintainers, on a machine with every tool of apt.txt: re-execute the notebooks in place and
+# record each result that a machine without the tool is shown instead (notebooks/recorded/).
+record: $(STAMP)
+	cd notebooks && IOLAB_RECORD=1 ../$(PY) -m jupyter execute --inplace --timeout=1800 [0-9]*.ipynb
 
 clean:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m iolab clean
@@ -50,4 +91,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) iolab.egg-info

@@ -47,7 +47,10 @@ exclude_patterns = [
     "iolab",
     "README.md",
     ".ci",
-    "constraints.txt",
+    "requirements-lock.txt",
+    "requirements-torch.txt",
+    "pyproject.toml",
+    "notebooks/recorded",
     "requirements.txt",
     "Makefile",
 ]

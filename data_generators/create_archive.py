@@ -15,23 +15,21 @@ from __future__ import annotations
 
 import argparse
 import calendar
-import hashlib
+import contextlib
 import io
 import json
 import os
-import sys
 import tarfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's iolab/ package
+from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
+
+quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
 from iolab import dataset as ds  # noqa: E402
-from iolab.errors import run_cli  # noqa: E402
 from iolab.workspace import check_capacity  # noqa: E402
 
-ARCHIVE_NAME = "data.tar"
-ARCHIVE_INFO_NAME = "archive.json"
 BLOCK = tarfile.BLOCKSIZE
 
 
@@ -80,57 +78,93 @@ def default_format_size(dataset_dir: Path, paths: list[str]) -> int:
     return sink.size
 
 
-def archive_is_current(dataset_dir: Path, manifest_sha: str) -> bool:
+def archive_is_current(dataset_dir: Path) -> bool:
     """Whether an existing archive was made from this manifest and is unchanged since."""
-    info_path, archive = dataset_dir / ARCHIVE_INFO_NAME, dataset_dir / ARCHIVE_NAME
-    if not (info_path.is_file() and archive.is_file()):
-        return False
-    try:
-        info = json.loads(info_path.read_text())
-    except ValueError:
-        return False
-    return (info.get("manifest_sha256") == manifest_sha
-            and info.get("archive_bytes") == archive.stat().st_size
-            and info.get("archive_sha256") == ds.sha256_of(archive))
+    return (dataset_dir / ds.ARCHIVE_INFO_NAME).is_file() and not ds.verify_archive(dataset_dir)
 
 
-def create_archive(dataset_dir: Path) -> tuple[dict, bool]:
-    """Make sure DIR/data.tar matches the verified dataset; returns (archive info, reused)."""
-    dataset_dir = Path(dataset_dir)
-    manifest = ds.require_verified(dataset_dir)
-    manifest_sha = ds.sha256_of(dataset_dir / ds.MANIFEST_NAME)
-    if archive_is_current(dataset_dir, manifest_sha):
-        return json.loads((dataset_dir / ARCHIVE_INFO_NAME).read_text()), True
-    paths = sorted(entry["path"] for entry in manifest["files"])
-    payload = manifest["total_bytes"]
-    check_capacity(dataset_dir, len(paths) * 2 * BLOCK + payload, 2)
-    (dataset_dir / ARCHIVE_INFO_NAME).unlink(missing_ok=True)
-    partial = dataset_dir / (ARCHIVE_NAME + ".partial")
-    try:
-        write_ustar(dataset_dir, paths, partial)
-        os.replace(partial, dataset_dir / ARCHIVE_NAME)
-    finally:
-        partial.unlink(missing_ok=True)
-    size = (dataset_dir / ARCHIVE_NAME).stat().st_size
+def archive_info(dataset_dir: Path, paths: list[str], partial: Path, payload: int) -> dict:
+    """What archive.json records about a finished archive (still under its partial name)."""
+    size = partial.stat().st_size
     pax_size = default_format_size(dataset_dir, paths)
-    info = {
-        "archive": ARCHIVE_NAME,
+    return {
+        "archive": ds.ARCHIVE_NAME,
         "format": "ustar",
         "members": len(paths),
         "member_order": "sorted by path",
         "payload_bytes": payload,
         "archive_bytes": size,
-        "archive_sha256": ds.sha256_of(dataset_dir / ARCHIVE_NAME),
+        "archive_sha256": ds.sha256_of(partial),
         "bytes_per_member": size / len(paths),
         "overhead_ratio": size / payload,
         "default_format": "pax (Python's tarfile default, float mtimes from tar.add)",
         "default_format_bytes": pax_size,
         "default_overhead_ratio": pax_size / payload,
-        "manifest_sha256": manifest_sha,
+        "manifest_sha256": ds.sha256_of(dataset_dir / ds.MANIFEST_NAME),
     }
-    partial_info = dataset_dir / (ARCHIVE_INFO_NAME + ".partial")
-    partial_info.write_text(json.dumps(info, indent=1))
-    os.replace(partial_info, dataset_dir / ARCHIVE_INFO_NAME)
+
+
+def commit(dataset_dir: Path, partial: Path, info: dict) -> None:
+    """Replace the archive and its description together, uninterrupted."""
+    with interrupts_held():
+        (dataset_dir / ds.ARCHIVE_INFO_NAME).unlink(missing_ok=True)
+        os.replace(partial, dataset_dir / ds.ARCHIVE_NAME)
+        partial_info = dataset_dir / (ds.ARCHIVE_INFO_NAME + ".partial")
+        partial_info.write_text(json.dumps(info, indent=1))
+        os.replace(partial_info, dataset_dir / ds.ARCHIVE_INFO_NAME)
+
+
+def write_archive(dataset_dir: Path, manifest: dict) -> dict:
+    """Write data.tar under a partial name, describe it, and swap both into place.
+
+    Until the swap the previous archive and archive.json stay as they were; an interrupt or
+    an error removes the partial archive.
+    """
+    paths = sorted(entry["path"] for entry in manifest["files"])
+    payload = manifest["total_bytes"]
+    check_capacity(dataset_dir, len(paths) * 2 * BLOCK + payload, 2)
+    partial = dataset_dir / (ds.ARCHIVE_NAME + ".partial")
+    archive = dataset_dir / ds.ARCHIVE_NAME
+    try:
+        write_ustar(dataset_dir, paths, partial)
+        info = archive_info(dataset_dir, paths, partial, payload)
+    except KeyboardInterrupt:
+        with contextlib.suppress(KeyboardInterrupt), interrupts_held():
+            partial.unlink(missing_ok=True)
+        raise Interrupted(f"the half-written archive was removed; {archive} is as it was "
+                          "before") from None
+    except OSError as err:
+        partial.unlink(missing_ok=True)
+        raise LabError(f"writing {archive} failed ({err.strerror or err}); the half-written "
+                       "archive was removed") from None
+    try:
+        commit(dataset_dir, partial, info)
+    except KeyboardInterrupt:
+        raise Interrupted(f"the new archive {archive} was complete") from None
+    except OSError as err:
+        raise LabError(f"putting {archive} in place failed ({err.strerror or err}); run "
+                       f"`python data_generators/create_archive.py --out {dataset_dir}` again") from None
+    return info
+
+
+def create_archive(dataset_dir: Path) -> tuple[dict, bool]:
+    """Make sure DIR/data.tar matches the verified dataset; returns (archive info, reused).
+
+    A current archive is reused without writing anything (also in a read-only place); a new
+    one is written by one run at a time and reported only once it verifies on disk.
+    """
+    dataset_dir = Path(dataset_dir)
+    manifest = ds.require_verified(dataset_dir)
+    if archive_is_current(dataset_dir):
+        return ds.load_archive_info(dataset_dir), True
+    with ds.writer_lock(dataset_dir):
+        manifest = ds.require_verified(dataset_dir)  # another run may have replaced it meanwhile
+        if archive_is_current(dataset_dir):
+            return ds.load_archive_info(dataset_dir), True
+        info = write_archive(dataset_dir, manifest)
+        problems = ds.verify_archive(dataset_dir)
+        if problems:
+            raise LabError(f"the archive written to {dataset_dir} does not verify ({problems[0]})")
     return info, False
 
 
@@ -142,7 +176,7 @@ def main() -> int:
     start = time.perf_counter()
     info, reused = create_archive(args.out)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Archive {args.out / ARCHIVE_NAME}: {info['members']} members, "
+    print(f"Archive {args.out / ds.ARCHIVE_NAME}: {info['members']} members, "
           f"{info['archive_bytes']} bytes for {info['payload_bytes']} bytes of data "
           f"({info['overhead_ratio']:.1f}x), {verb}")
     print(f"Python's default tar format would take {info['default_format_bytes']} bytes "

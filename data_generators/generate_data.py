@@ -7,6 +7,11 @@ written for it works unchanged. Unlike that demo this one is seeded (same seed, 
 files), covers real consecutive days, and writes a manifest (per-file sha256, rows, bytes and
 the exact expected mean) that the readers' results are checked against.
 
+The files are written into a hidden sibling of data/ and renamed into place when complete,
+the manifest last; one run at a time may write a dataset directory (a lock file), and
+"written" is printed only after the manifest on disk has verified as this run's. Ctrl-C or
+SIGTERM removes the half-written files.
+
     python data_generators/generate_data.py --out workspace/dataset
     python data_generators/generate_data.py --out workspace/dataset --verify
 """
@@ -14,6 +19,7 @@ the exact expected mean) that the readers' results are checked against.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -23,22 +29,27 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's iolab/ package
+from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
+
+quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
 from iolab import dataset as ds  # noqa: E402
-from iolab.errors import LabError, run_cli  # noqa: E402
 from iolab.workspace import check_capacity, ensure_writable_dir  # noqa: E402
 
 #: Disk use per file: one block on most file systems, however small the file.
 BYTES_PER_FILE_ON_DISK = 4096
 #: Room to leave for the archive written next to the dataset (ustar: 1 KiB per member).
 ARCHIVE_BYTES_PER_FILE = 1024
+#: Where a run writes before renaming into place, and where the replaced data waits to go.
+PARTIAL_NAME = ".data.partial"
+REPLACED_NAME = ".data.replaced"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Write the lab's deterministic small-files dataset and its manifest.",
-        epilog="A dataset that already verifies is reused; one that does not is rebuilt.",
+        epilog="A dataset that already verifies is reused (also in a read-only place); one "
+               "that does not is rebuilt. One run at a time may write a directory.",
     )
     parser.add_argument("--out", type=Path, required=True, help="dataset directory to write")
     parser.add_argument(
@@ -46,7 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"number of daily files (default {ds.DEFAULT_FILES}: 20 years from 2004-01-01)",
     )
     parser.add_argument("--seed", type=int, default=ds.DEFAULT_SEED, help="random seed (default 1)")
-    parser.add_argument("--verify", action="store_true", help="only check DIR against its manifest")
+    parser.add_argument("--verify", action="store_true",
+                        help="only check DIR against its manifest (data files and data.tar)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if not 1 <= args.files <= 100_000:
@@ -59,16 +71,25 @@ def matches_request(manifest: dict, files: int, seed: int) -> bool:
     return manifest.get("file_count") == files and manifest.get("seed") == seed
 
 
-def clear_previous(out: Path) -> None:
-    """Remove an earlier (possibly half-written) dataset, but only one this lab made."""
-    data = out / "data"
+def reusable(out: Path, files: int, seed: int) -> dict | None:
+    """The manifest of a dataset in `out` that verifies and is the one asked for, else None.
+
+    Only reads, so a valid dataset in a read-only place is reused. The archive is not part
+    of this check: create_archive.py rebuilds a damaged one without regenerating the files.
+    """
+    existing = ds.verify_dataset(out, archive=False)
+    if existing.ok and matches_request(existing.manifest, files, seed):
+        return existing.manifest
+    return None
+
+
+def refuse_foreign_data(out: Path) -> None:
+    """Replace an earlier dataset only if this lab wrote it (it carries the lab's marker)."""
+    data = out / ds.DATA_DIR
     if data.exists() and not (out / ds.MARKER_NAME).exists():
         raise LabError(
             f"{data} exists but was not written by this lab; choose an empty directory for --out"
         )
-    for name in (ds.MANIFEST_NAME, "archive.json", "data.tar"):
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(data, ignore_errors=True)
 
 
 def progress(iterable, total: int, quiet: bool):
@@ -80,18 +101,17 @@ def progress(iterable, total: int, quiet: bool):
     return tqdm(iterable, total=total, unit="file", desc="generating", file=sys.stderr)
 
 
-def write_dataset(out: Path, files: int, seed: int, quiet: bool) -> dict:
-    """Write every file, then the manifest last so that only a finished run looks complete."""
+def write_files(partial: Path, files: int, seed: int, quiet: bool) -> dict:
+    """Write every file below `partial` (standing in for data/); returns the manifest."""
     rng = random.Random(seed)
     entries = []
     total_rows = total_bytes = activity_sum = 0
-    (out / ds.MARKER_NAME).write_text("written by the storage I/O lab's generate_data.py\n")
     made_dirs: set[Path] = set()
     for day in progress(ds.days(files), files, quiet):
         levels = [rng.randint(1, 4) for _ in range(ds.HOURS_PER_FILE)]
         payload = ds.csv_text(levels).encode()
         rel = ds.day_path(day)
-        path = out / rel
+        path = partial / Path(rel).relative_to(ds.DATA_DIR)
         if path.parent not in made_dirs:
             path.parent.mkdir(parents=True, exist_ok=True)
             made_dirs.add(path.parent)
@@ -101,7 +121,7 @@ def write_dataset(out: Path, files: int, seed: int, quiet: bool) -> dict:
         total_rows += len(levels)
         total_bytes += len(payload)
         activity_sum += sum(levels)
-    manifest = {
+    return {
         "format_version": ds.FORMAT_VERSION,
         "generator": "data_generators/generate_data.py",
         "seed": seed,
@@ -114,22 +134,94 @@ def write_dataset(out: Path, files: int, seed: int, quiet: bool) -> dict:
         "expected_mean": activity_sum / total_rows,
         "files": entries,
     }
-    partial = out / (ds.MANIFEST_NAME + ".partial")
-    partial.write_text(json.dumps(manifest, indent=0))
-    os.replace(partial, out / ds.MANIFEST_NAME)
+
+
+def commit(out: Path, partial: Path, manifest: dict) -> None:
+    """Put the finished files in place of the old dataset, then the manifest, uninterrupted.
+
+    The old manifest and the archive made from the old files go first, so no moment exists
+    in which a manifest describes files that are not the ones on disk.
+    """
+    replaced = out / REPLACED_NAME
+    with interrupts_held():
+        for name in (ds.MANIFEST_NAME, ds.ARCHIVE_INFO_NAME, ds.ARCHIVE_NAME):
+            (out / name).unlink(missing_ok=True)
+        (out / ds.MARKER_NAME).write_text("written by the storage I/O lab's generate_data.py\n")
+        if (out / ds.DATA_DIR).exists():
+            os.rename(out / ds.DATA_DIR, replaced)
+        os.rename(partial, out / ds.DATA_DIR)
+        manifest_partial = out / (ds.MANIFEST_NAME + ".partial")
+        manifest_partial.write_text(json.dumps(manifest, indent=0))
+        os.replace(manifest_partial, out / ds.MANIFEST_NAME)
+        shutil.rmtree(replaced, ignore_errors=True)
+
+
+def discard(partial: Path) -> None:
+    """Remove half-written files; a second Ctrl-C meanwhile must not stop the removal."""
+    with contextlib.suppress(KeyboardInterrupt), interrupts_held():
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def write_dataset(out: Path, files: int, seed: int, quiet: bool) -> dict:
+    """Write the files into a hidden sibling of data/, commit, and check what is on disk.
+
+    Called with the directory's lock held, so a sibling left by a killed run is ours to
+    remove. Nothing half-written stays, and an interrupt says truly what was left.
+    """
+    partial = out / PARTIAL_NAME
+    for leftover in (partial, out / REPLACED_NAME):
+        shutil.rmtree(leftover, ignore_errors=True)
+    try:
+        manifest = write_files(partial, files, seed, quiet)
+    except KeyboardInterrupt:
+        discard(partial)
+        raise Interrupted(f"the half-written files were removed; whatever {out} held "
+                          "before is unchanged") from None
+    except OSError as err:
+        discard(partial)
+        raise LabError(f"writing the dataset in {out} failed ({err.strerror or err}); the "
+                       "half-written files were removed") from None
+    try:
+        commit(out, partial, manifest)
+        confirm_written(out, manifest)
+    except KeyboardInterrupt:
+        raise Interrupted(f"the new dataset in {out} was complete; check it with "
+                          f"{ds.verify_command(out)}") from None
+    except OSError as err:
+        raise LabError(f"putting the new dataset in place in {out} failed "
+                       f"({err.strerror or err}); run {ds.create_command(out)} again") from None
     return manifest
+
+
+def confirm_written(out: Path, manifest: dict) -> None:
+    """Make sure the dataset on disk is the one this run wrote, before saying so."""
+    try:
+        on_disk = ds.load_manifest(out)
+    except LabError:
+        on_disk = None
+    result = ds.verify_dataset(out, archive=False)
+    if on_disk != manifest or not result.ok:
+        problem = result.problems[0] if result.problems else "another run replaced it"
+        raise LabError(f"the dataset written to {out} does not verify ({problem}); run "
+                       f"{ds.create_command(out)} again")
 
 
 def generate(out: Path, files: int = ds.DEFAULT_FILES, seed: int = ds.DEFAULT_SEED,
              quiet: bool = False) -> tuple[dict, bool]:
     """Make sure `out` holds the requested, verified dataset; returns (manifest, reused)."""
+    out = Path(out)
+    manifest = reusable(out, files, seed)
+    if manifest is not None:
+        return manifest, True
     out = ensure_writable_dir(out)
-    existing = ds.verify_dataset(out)
-    if existing.ok and matches_request(existing.manifest, files, seed):
-        return existing.manifest, True
-    clear_previous(out)
-    check_capacity(out, files * (BYTES_PER_FILE_ON_DISK + ARCHIVE_BYTES_PER_FILE), files + 1000)
-    return write_dataset(out, files, seed, quiet), False
+    with ds.writer_lock(out):
+        manifest = reusable(out, files, seed)  # another run may have finished it meanwhile
+        if manifest is not None:
+            return manifest, True
+        refuse_foreign_data(out)
+        check_capacity(out, files * (BYTES_PER_FILE_ON_DISK + ARCHIVE_BYTES_PER_FILE), files + 1000)
+        manifest = write_dataset(out, files, seed, quiet)
+    return manifest, False
 
 
 def main() -> int:

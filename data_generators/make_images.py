@@ -18,6 +18,7 @@ webdataset convention for a label.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -26,12 +27,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's iolab/ package
+from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
+
+quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
 from iolab import samples as sm  # noqa: E402
 from iolab import shards as sh  # noqa: E402
-from iolab.dataset import sha256_of  # noqa: E402
-from iolab.errors import LabError, run_cli  # noqa: E402
+from iolab.dataset import sha256_of, writer_lock  # noqa: E402
 from iolab.workspace import check_capacity, ensure_writable_dir, workdir  # noqa: E402
 
 MANIFEST_NAME = "manifest.json"
@@ -149,20 +151,55 @@ def write_dataset(out: Path, count: int, sample_kb: int, seed: int, shard_mb: fl
     return manifest
 
 
+def reusable(out: Path, request: dict) -> dict | None:
+    """The manifest of a dataset in `out` that verifies and was made with `request`, else None.
+
+    Only reads, so a valid dataset in a read-only place is reused.
+    """
+    if not out.is_dir() or verify_images(out):
+        return None
+    manifest = json.loads((out / MANIFEST_NAME).read_text())
+    return manifest if all(manifest.get(k) == v for k, v in request.items()) else None
+
+
+def discard(out: Path) -> None:
+    """Remove a half-written dataset; a second Ctrl-C meanwhile must not stop the removal."""
+    with contextlib.suppress(KeyboardInterrupt), interrupts_held():
+        (out / (MANIFEST_NAME + ".partial")).unlink(missing_ok=True)
+        for name in (sm.IMAGE_FILES_DIR, sm.SHARDS_DIR):
+            shutil.rmtree(out / name, ignore_errors=True)
+
+
 def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULTS["sample_kb"],
              seed: int = DEFAULTS["seed"], shard_mb: float = DEFAULTS["shard_mb"]) -> tuple[dict, bool]:
-    """Make sure `out` holds the requested, verified dataset; returns (manifest, reused)."""
+    """Make sure `out` holds the requested, verified dataset; returns (manifest, reused).
+
+    One run at a time writes a directory (its lock); an interrupt removes the half-written
+    files, and the result is reported only once it verifies on disk.
+    """
     check_request(count, sample_kb, shard_mb)
+    request = {"count": count, "sample_kb": sample_kb, "seed": seed, "shard_mb": shard_mb}
+    manifest = reusable(Path(out), request)
+    if manifest is not None:
+        return manifest, True
     out = ensure_writable_dir(out)
-    if not verify_images(out):
-        manifest = json.loads((out / MANIFEST_NAME).read_text())
-        if all(manifest.get(k) == v for k, v in
-               {"count": count, "sample_kb": sample_kb, "seed": seed, "shard_mb": shard_mb}.items()):
+    with writer_lock(out):
+        manifest = reusable(out, request)  # another run may have finished it meanwhile
+        if manifest is not None:
             return manifest, True
-    clear_previous(out)
-    total = count * sample_kb * 1024
-    check_capacity(out, 2 * total + 2 * count * sh.TAR_BLOCK, count + 100)  # files + shards
-    return write_dataset(out, count, sample_kb, seed, shard_mb), False
+        clear_previous(out)
+        total = count * sample_kb * 1024
+        check_capacity(out, 2 * total + 2 * count * sh.TAR_BLOCK, count + 100)  # files + shards
+        try:
+            manifest = write_dataset(out, count, sample_kb, seed, shard_mb)
+        except KeyboardInterrupt:
+            discard(out)
+            raise Interrupted(f"the half-written dataset in {out} was removed") from None
+        problems = verify_images(out)
+        if problems:
+            raise LabError(f"the dataset written to {out} does not verify ({problems[0]}); run "
+                           "make_images.py again")
+    return manifest, False
 
 
 def main() -> int:

@@ -14,17 +14,17 @@ builds are byte-identical; shards.json (shard list, samples, size, sha256) is wr
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from datetime import date, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's iolab/ package
+from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
+
+quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
 from iolab import dataset as ds  # noqa: E402
 from iolab import samples as sm  # noqa: E402
 from iolab import shards as sh  # noqa: E402
-from iolab.errors import run_cli  # noqa: E402
 from iolab.workspace import check_capacity, default_dataset_dir, ensure_writable_dir  # noqa: E402
 
 DEFAULT_SAMPLES_PER_SHARD = 1000
@@ -76,21 +76,10 @@ def reusable(out: Path, source: dict, cut: dict) -> dict | None:
     return None
 
 
-def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES_PER_SHARD,
-          shard_size_mb: float | None = None) -> tuple[dict, bool]:
-    """Make sure `out` holds verified shards of the dataset in `data`; returns (index, reused)."""
-    manifest = ds.require_verified(data)
-    source, cut = source_identity(manifest), sharding(samples_per_shard, shard_size_mb)
-    out = ensure_writable_dir(out)
-    existing = reusable(out, source, cut)
-    if existing is not None:
-        return existing, True
+def write_shards(data: Path, out: Path, manifest: dict, source: dict, cut: dict,
+                 plan: list[range]) -> dict:
+    """Write the planned shards as partials, then swap them in with their index, uninterrupted."""
     files = manifest["files"]
-    sizes = [sh.sample_tar_bytes([entry["bytes"]]) for entry in files]
-    plan = sh.plan_shards(sizes, samples_per_shard,
-                          None if shard_size_mb is None else int(shard_size_mb * 1e6))
-    sh.prepare_shard_dir(out)
-    check_capacity(out, sum(sizes) + len(plan) * sh.TAR_RECORD, len(plan) + 10)
     first_day = date.fromisoformat(manifest["first_day"])
 
     def day_samples(indices: range):
@@ -98,8 +87,10 @@ def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES
             key = (first_day + timedelta(days=i)).isoformat()
             yield key, {sm.PAYLOAD_EXT[sm.ACTIVITY]: (data / files[i]["path"]).read_bytes()}
 
-    entries = [sh.write_shard(out / sh.SHARD_NAME.format(n), day_samples(indices))
-               for n, indices in enumerate(plan)]
+    try:
+        entries = sh.write_partial_shards(out, (day_samples(indices) for indices in plan))
+    except KeyboardInterrupt:
+        raise Interrupted(f"the half-written shards were removed; {out} is as it was before") from None
     index = {
         "format_version": sh.INDEX_FORMAT_VERSION,
         "generator": "data_generators/make_shards.py",
@@ -114,7 +105,41 @@ def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES
         "expected_mean": manifest["expected_mean"],
         "shards": entries,
     }
-    sh.write_index(out, index)
+    try:
+        with interrupts_held():
+            sh.commit_shards(out, index)
+    except KeyboardInterrupt:
+        raise Interrupted(f"the new shards in {out} were complete") from None
+    return index
+
+
+def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES_PER_SHARD,
+          shard_size_mb: float | None = None) -> tuple[dict, bool]:
+    """Make sure `out` holds verified shards of the dataset in `data`; returns (index, reused).
+
+    Shards that verify are reused without writing (also in a read-only place); otherwise one
+    run at a time builds them, and the result is reported only once it verifies on disk.
+    """
+    manifest = ds.require_verified(data)
+    source, cut = source_identity(manifest), sharding(samples_per_shard, shard_size_mb)
+    existing = reusable(Path(out), source, cut)
+    if existing is not None:
+        return existing, True
+    out = ensure_writable_dir(out)
+    with ds.writer_lock(out):
+        existing = reusable(out, source, cut)  # another run may have built them meanwhile
+        if existing is not None:
+            return existing, True
+        sizes = [sh.sample_tar_bytes([entry["bytes"]]) for entry in manifest["files"]]
+        plan = sh.plan_shards(sizes, samples_per_shard,
+                              None if shard_size_mb is None else int(shard_size_mb * 1e6))
+        sh.prepare_shard_dir(out)
+        check_capacity(out, sum(sizes) + len(plan) * sh.TAR_RECORD, len(plan) + 10)
+        index = write_shards(data, out, manifest, source, cut, plan)
+        problems = sh.verify_shards(out)
+        if problems or sh.load_shard_index(out) != index:
+            raise LabError(f"the shards written to {out} do not verify "
+                           f"({problems[0] if problems else 'another run replaced them'})")
     return index, False
 
 

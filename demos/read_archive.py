@@ -13,14 +13,16 @@ import reader_common as rc
 
 
 def read(dataset_dir):
-    texts = []
-    with tarfile.open(rc.archive_path(dataset_dir), mode="r|") as tar:  # "r|": a stream, no seeks
+    path = rc.archive_path(dataset_dir)
+    members = []
+    with rc.archive_problems(path), tarfile.open(path, mode="r|") as tar:  # "r|": a stream, no seeks
         for member in tar:
             if member.isfile():
-                texts.append(tar.extractfile(member).read().decode())
-    return rc.parse_once(texts), len(texts)
+                members.append((member.name, tar.extractfile(member).read()))
+    observed = [(name, len(data)) for name, data in members]
+    return rc.Reading(rc.parse_once(data.decode() for _name, data in members), observed)
 
 
 if __name__ == "__main__":
     args = rc.parse_args(__doc__.split("\n\n")[0])
-    rc.run_reader("read_archive", lambda: read(args.data), args.json)
+    rc.run_reader("read_archive", args, rc.ARCHIVE, lambda: read(args.data))

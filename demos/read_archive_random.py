@@ -22,20 +22,22 @@ def offset_index(archive):
         return [(m.name, m.offset_data, m.size) for m in tar.getmembers() if m.isfile()]
 
 
-def read(dataset_dir, seed, order_out):
-    texts = []
-    with open(rc.archive_path(dataset_dir), "rb") as archive:  # the archive's only open
+def read(dataset_dir, seed):
+    path = rc.archive_path(dataset_dir)
+    members = []
+    with rc.archive_problems(path), open(path, "rb") as archive:  # the archive's only open
         index = offset_index(archive)
         random.Random(seed).shuffle(index)
         raw = archive.raw  # unbuffered from here on: one seek and one read per member
-        for _name, offset, size in index:
+        for name, offset, size in index:
             raw.seek(offset)
-            texts.append(raw.read(size).decode())
-    rc.write_order(order_out, [name for name, _offset, _size in index])
-    return rc.parse_once(texts), len(texts)
+            members.append((name, raw.read(size)))
+    observed = [(name, len(data)) for name, data in members]
+    return rc.Reading(rc.parse_once(data.decode() for _name, data in members), observed,
+                      order=[name for name, _data in members])
 
 
 if __name__ == "__main__":
     args = rc.parse_args(__doc__.split("\n\n")[0], seed=True)
-    rc.run_reader("read_archive_random",
-                  lambda: read(args.data, args.seed, args.order_out), args.json)
+    rc.run_reader("read_archive_random", args, rc.ARCHIVE,
+                  lambda: read(args.data, args.seed))

@@ -17,9 +17,11 @@ def read(dataset_dir):
     for path in files:
         with open(path) as handle:
             texts.append(handle.read())
-    return rc.parse_once(texts), len(files)
+    # The characters read are its bytes: the data is ASCII.
+    observed = [(rc.relative_name(dataset_dir, path), len(text)) for path, text in zip(files, texts)]
+    return rc.Reading(rc.parse_once(texts), observed)
 
 
 if __name__ == "__main__":
     args = rc.parse_args(__doc__.split("\n\n")[0])
-    rc.run_reader("read_files", lambda: read(args.data), args.json)
+    rc.run_reader("read_files", args, rc.FILES, lambda: read(args.data))

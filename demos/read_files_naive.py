@@ -12,12 +12,21 @@ import pandas as pd
 import reader_common as rc
 
 
+def read_one(path):
+    """One file's rows; an empty or unparsable file is named in one sentence."""
+    try:
+        return pd.read_csv(path, header=0, names=rc.COLUMNS)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError) as err:
+        raise rc.DatasetProblem(f"{path} cannot be parsed ({err}); the dataset is damaged") from None
+
+
 def read(dataset_dir):
     files = rc.csv_files(dataset_dir)
-    frames = [pd.read_csv(path, header=0, names=rc.COLUMNS) for path in files]
-    return pd.concat(frames, ignore_index=True), len(files)
+    frames = [read_one(path) for path in files]
+    observed = [(rc.relative_name(dataset_dir, path), len(frame)) for path, frame in zip(files, frames)]
+    return rc.Reading(pd.concat(frames, ignore_index=True), observed, unit="rows")
 
 
 if __name__ == "__main__":
     args = rc.parse_args(__doc__.split("\n\n")[0])
-    rc.run_reader("read_files_naive", lambda: read(args.data), args.json)
+    rc.run_reader("read_files_naive", args, rc.FILES, lambda: read(args.data))

@@ -15,21 +15,22 @@ import reader_common as rc
 
 
 def stream_members(path):
-    """(name, text) of every regular member, in archive order."""
-    with tarfile.open(path, mode="r|") as tar:
+    """(name, bytes) of every regular member, in archive order."""
+    with rc.archive_problems(path), tarfile.open(path, mode="r|") as tar:
         for member in tar:
             if member.isfile():
-                yield member.name, tar.extractfile(member).read().decode()
+                yield member.name, tar.extractfile(member).read()
 
 
-def read(dataset_dir, buffer, seed, order_out):
+def read(dataset_dir, buffer, seed):
     members = stream_members(rc.archive_path(dataset_dir))
     shuffled = list(rc.buffered_shuffle(members, buffer, random.Random(seed)))
-    rc.write_order(order_out, [name for name, _text in shuffled])
-    return rc.parse_once(text for _name, text in shuffled), len(shuffled)
+    observed = [(name, len(data)) for name, data in shuffled]
+    return rc.Reading(rc.parse_once(data.decode() for _name, data in shuffled), observed,
+                      order=[name for name, _data in shuffled])
 
 
 if __name__ == "__main__":
     args = rc.parse_args(__doc__.split("\n\n")[0], seed=True, buffer=True)
-    rc.run_reader("read_random_chunked",
-                  lambda: read(args.data, args.buffer, args.seed, args.order_out), args.json)
+    rc.run_reader("read_random_chunked", args, rc.ARCHIVE,
+                  lambda: read(args.data, args.buffer, args.seed))

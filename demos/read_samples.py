@@ -17,10 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the lab's iolab/ package
-
-from iolab.errors import run_cli  # noqa: E402
-from iolab.pipeline import SOURCES, read_throughput  # noqa: E402
+from iolab.errors import run_cli
+from iolab.pipeline import SOURCES, read_throughput
 
 
 def parse_args() -> argparse.Namespace:

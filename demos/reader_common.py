@@ -1,39 +1,69 @@
-"""What the five reader demos share: arguments, finding the data, parsing, the printed result.
+"""What the five reader demos share: arguments, finding the data, parsing, checking, the result.
 
 Each reader differs only in how it gets the bytes of the 7300 small CSV files off the
-storage; parsing and reporting are the same code, so differences in time and system calls
-come from the access pattern alone. This module uses only the standard library and pandas,
-so a learner can copy the demos anywhere.
+storage; parsing, checking and reporting are the same code, so differences in time and
+system calls come from the access pattern alone.
+
+A reader uses a dataset only when it matches its manifest (iolab.dataset): after reading,
+the files or archive members it saw, their sizes, the rows and the sum of the activity
+levels are compared with the manifest, which costs no extra I/O, so the system calls on the
+data stay those of the access pattern; --verify also checks every checksum first (extra
+reads). A missing, partial or damaged dataset is reported in one sentence with exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import random
 import sys
+import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
-import pandas as pd
+from iolab.errors import LabError, quiet_interrupts, run_cli
+
+quiet_interrupts()  # before pandas: Ctrl-C during a slow import is one sentence, too
+
+import pandas as pd  # noqa: E402
+
+from iolab import dataset as ds  # noqa: E402
+from iolab.workspace import atomic_output, output_file  # noqa: E402
 
 COLUMNS = ["index", "hour", "activity_level"]
+#: What a reader reads: the per-file readers read data/, the archive readers data.tar.
+FILES, ARCHIVE = "files", "archive"
 T = TypeVar("T")
 
 
-class DatasetProblem(Exception):
+class DatasetProblem(LabError):
     """Missing or damaged input: reported as one sentence, not a traceback."""
 
 
+@dataclass
+class Reading:
+    """What a reader got: the parsed rows, and (path, amount) per file or member read."""
+
+    frame: pd.DataFrame
+    observed: list[tuple[str, int]]
+    unit: str = "bytes"
+    order: list[str] | None = None  # the member names in the order read, for --order-out
+
+
 def parse_args(description: str, *, seed: bool = False, buffer: bool = False) -> argparse.Namespace:
-    """The common command line: --data DIR [--json] [--seed S] [--buffer N] [--order-out F]."""
+    """The common command line: --data DIR [--json] [--verify] [--seed S] [--buffer N] [--order-out F]."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", type=Path, required=True,
-                        help="dataset directory (holds data/ and data.tar)")
+                        help="dataset directory (holds manifest.json, data/ and data.tar)")
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of text")
+    parser.add_argument("--verify", action="store_true",
+                        help="check every checksum against the manifest before reading (reads "
+                             "the data twice); file count and sizes are always checked")
     if seed:
         parser.add_argument("--seed", type=int, default=1, help="shuffle seed (default 1)")
         parser.add_argument("--order-out", type=Path,
@@ -49,11 +79,11 @@ def parse_args(description: str, *, seed: bool = False, buffer: bool = False) ->
 
 def csv_files(dataset_dir: Path) -> list[Path]:
     """Every daily CSV under DIR/data, in sorted order."""
-    root = dataset_dir / "data"
+    root = dataset_dir / ds.DATA_DIR
     if not root.is_dir():
         raise DatasetProblem(
-            f"no dataset in {dataset_dir} ({root} is missing); create it with "
-            f"`python data_generators/generate_data.py --out {dataset_dir}`"
+            f"the data files of {dataset_dir} are missing ({root} does not exist); recreate "
+            f"the dataset with {ds.create_command(dataset_dir)}"
         )
     files = []
     for month in sorted(os.listdir(root)):
@@ -62,9 +92,14 @@ def csv_files(dataset_dir: Path) -> list[Path]:
     return files
 
 
+def relative_name(dataset_dir: Path, path: Path) -> str:
+    """A data file's path as the manifest writes it (data/...), computed without a system call."""
+    return path.relative_to(dataset_dir).as_posix()
+
+
 def archive_path(dataset_dir: Path) -> Path:
     """DIR/data.tar, or a DatasetProblem saying how to make it."""
-    path = dataset_dir / "data.tar"
+    path = dataset_dir / ds.ARCHIVE_NAME
     if not path.is_file():
         raise DatasetProblem(
             f"no archive at {path}; create it with "
@@ -73,9 +108,26 @@ def archive_path(dataset_dir: Path) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def archive_problems(path: Path) -> Iterator[None]:
+    """Report a truncated or damaged tar in one sentence instead of tarfile's traceback."""
+    try:
+        yield
+    except (tarfile.TarError, EOFError) as err:
+        raise DatasetProblem(
+            f"the archive {path} is damaged or truncated ({err}); rebuild it with "
+            f"`python data_generators/create_archive.py --out {path.parent}`"
+        ) from None
+
+
 def parse_once(texts: Iterable[str]) -> pd.DataFrame:
-    """Drop each file's header line and parse all rows with a single read_csv call."""
-    body = "".join(text.split("\n", 1)[1] for text in texts)
+    """Drop each file's header line and parse all rows with a single read_csv call.
+
+    An empty or header-only text adds no rows (the size check names that file).
+    """
+    body = "".join(text.partition("\n")[2] for text in texts)
+    if not body:
+        return pd.DataFrame({name: pd.Series(dtype="int64") for name in COLUMNS})
     return pd.read_csv(io.StringIO(body), header=None, names=COLUMNS)
 
 
@@ -96,10 +148,43 @@ def buffered_shuffle(items: Iterable[T], size: int, rng: random.Random) -> Itera
     yield from chunk
 
 
-def write_order(path: Path | None, names: list[str]) -> None:
-    """Record the order members were read in, for checking how random a shuffle was."""
-    if path is not None:
-        path.write_text("".join(f"{name}\n" for name in names))
+def write_order(path: Path | None, names: list[str] | None) -> None:
+    """Record the order members were read in, for checking how random a shuffle was; whole
+    or not at all, and only for a reading that matched the manifest."""
+    if path is not None and names is not None:
+        with atomic_output(path) as partial:
+            partial.write_text("".join(f"{name}\n" for name in names))
+
+
+def activity_sum(frame: pd.DataFrame) -> int:
+    """The exact sum of activity_level, or a DatasetProblem if a value is not a number."""
+    levels = pd.to_numeric(frame["activity_level"], errors="coerce")
+    if levels.isna().any():
+        raise DatasetProblem("an activity_level value is not a number: the dataset is damaged")
+    return int(levels.sum())
+
+
+def check_reading(dataset_dir: Path, manifest: dict, reading: Reading) -> None:
+    """Refuse a reading that differs from the manifest: a file or member missing, extra or of
+    the wrong size, or other rows or values than the manifest's."""
+    problems = ds.compare_reading(manifest, reading.observed, reading.unit, len(reading.frame),
+                                  activity_sum(reading.frame))
+    if problems:
+        raise DatasetProblem(f"the dataset in {dataset_dir} does not match its manifest: "
+                             f"{problems[0]}; check it with {ds.verify_command(dataset_dir)}")
+
+
+def check_checksums(dataset_dir: Path, manifest: dict, source: str) -> None:
+    """--verify: every checksum of what the reader will read, before reading it."""
+    if source == FILES:
+        problems = ds.verify_files(dataset_dir, manifest)
+    else:
+        archive_path(dataset_dir)
+        problems = ds.verify_archive(dataset_dir)
+    if problems:
+        hint = f"; rebuild it with {ds.create_command(dataset_dir)}" if source == FILES else ""
+        raise DatasetProblem(f"the dataset in {dataset_dir} does not match its manifest: "
+                             f"{problems[0]}{hint}")
 
 
 def report(reader: str, seconds: float, frame: pd.DataFrame, members: int, as_json: bool) -> None:
@@ -115,17 +200,32 @@ def report(reader: str, seconds: float, frame: pd.DataFrame, members: int, as_js
         print(f"Mean activity_level: {mean!r}")
 
 
-def run_reader(reader: str, read: Callable[[], tuple[pd.DataFrame, int]], as_json: bool) -> None:
-    """Time `read` (which returns the parsed frame and member count) and report it."""
-    try:
-        start = time.perf_counter()
-        frame, members = read()
-        seconds = time.perf_counter() - start
-    except DatasetProblem as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    except (pd.errors.ParserError, UnicodeDecodeError, KeyError, OSError) as err:
-        print(f"error: the dataset could not be read ({type(err).__name__}: {err}); check it with "
-              "`python data_generators/generate_data.py --out DIR --verify`", file=sys.stderr)
-        sys.exit(2)
-    report(reader, seconds, frame, members, as_json)
+def run_reader(reader: str, args: argparse.Namespace, source: str,
+               read: Callable[[], Reading]) -> None:
+    """Load the manifest, time `read`, check what it read against the manifest, report it.
+
+    Only the reading is timed; the manifest is read before and the checks run after it.
+    A problem is one sentence with exit code 2, an interrupt one sentence with 130.
+    """
+    order_out = getattr(args, "order_out", None)
+
+    def main() -> None:
+        if order_out is not None:
+            output_file(order_out, "--order-out")  # before reading: say so now, not after
+        try:
+            manifest = ds.load_manifest(args.data)
+            if args.verify:
+                check_checksums(args.data, manifest, source)
+            start = time.perf_counter()
+            reading = read()
+            seconds = time.perf_counter() - start
+            check_reading(args.data, manifest, reading)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, KeyError,
+                OSError) as err:
+            detail = " ".join(str(err).split())  # pandas' messages end in a line break
+            raise LabError(f"the dataset could not be read ({type(err).__name__}: {detail}); check "
+                           f"it with {ds.verify_command(args.data)}") from None
+        write_order(order_out, reading.order)
+        report(reader, seconds, reading.frame, len(reading.observed), args.json)
+
+    run_cli(main)

@@ -1,6 +1,5 @@
 """`python -m iolab ...`: the toolkit's command line."""
 
-from iolab.cli import main
-from iolab.errors import run_cli
+from iolab.cli import run
 
-run_cli(main)
+run()

@@ -1,11 +1,13 @@
 """Count the files a Python program opens, from inside it, for machines without strace.
 
-Usage: python iolab/audit_open.py --data-dir DIR --out COUNTS.json -- (SCRIPT | -c CODE | -m MODULE) [ARGS...]
+Usage: python iolab/audit_open.py --data-dir DIR --out COUNTS.json [--bookkeeping N1,N2]
+       -- (SCRIPT | -c CODE | -m MODULE) [ARGS...]
 
 The program runs as __main__ with its own sys.argv, as if started directly. A
 `sys.addaudithook` hook sees every `open` event (builtin open, os.open, the import system
 reading modules) and every `os.listdir`/`os.scandir`, and counts them as opens of the
-dataset's files, listings of its directories, or opens of anything else. At exit the counts
+dataset's files, listings of its directories, or opens of anything else (the dataset's
+own bookkeeping files, named relative to DIR by --bookkeeping, count as else). At exit the counts
 are written to COUNTS.json. An open of a path that does not exist (and is not being
 created) is not counted, as it will fail; the hook starts after the interpreter has started
 up, so start-up imports are not seen.
@@ -28,9 +30,10 @@ O_CREAT = os.O_CREAT
 class OpenCounter:
     """Audit hook state: counts opens of the dataset's files apart from all other opens."""
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, bookkeeping: tuple[str, ...] = ()) -> None:
         spelled = os.path.normpath(os.path.abspath(data_dir))
         self.roots = tuple(dict.fromkeys((spelled, os.path.realpath(data_dir))))
+        self.bookkeeping = bookkeeping
         self.active = True
         self.counts = {"dataset_opens": 0, "dataset_dir_opens": 0, "other_opens": 0}
         self.per_path: dict[str, int] = {}
@@ -48,7 +51,7 @@ class OpenCounter:
         if isinstance(path, int) or not (flags & O_CREAT or self._exists(path)):
             return  # an already open descriptor, or an open that will fail: not an open
         relative = self._relative(path)
-        if relative is None:
+        if relative is None or relative in self.bookkeeping:
             self.counts["other_opens"] += 1
         elif flags & O_DIRECTORY:
             self.counts["dataset_dir_opens"] += 1
@@ -94,7 +97,8 @@ class OpenCounter:
 
 def run_program(program: list[str]) -> None:
     """Run a script, `-c CODE` or `-m MODULE` as __main__, with sys.argv and sys.path as python sets them."""
-    if not sys.flags.safe_path:  # sys.path[0] is this file's directory: put the program's in its place
+    # sys.path[0] is this file's directory: put the program's in its place (unless -P, 3.11+).
+    if not getattr(sys.flags, "safe_path", False):
         sys.path[0] = "" if program[0] == "-c" else os.getcwd() if program[0] == "-m" else \
             os.path.dirname(os.path.abspath(program[0]))
     if program[0] == "-c":
@@ -120,18 +124,21 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def _parse(argv: list[str]) -> tuple[str, str, list[str]]:
-    """Parse `--data-dir D --out F -- PROGRAM...` without argparse, whose imports would be cached."""
+def _parse(argv: list[str]) -> tuple[str, str, tuple[str, ...], list[str]]:
+    """Parse `--data-dir D --out F [--bookkeeping N,..] -- PROGRAM...` without argparse, whose
+    imports would be cached."""
     if "--" not in argv:
-        raise SystemExit("usage: audit_open.py --data-dir DIR --out COUNTS.json -- PROGRAM [ARGS...]")
+        raise SystemExit("usage: audit_open.py --data-dir DIR --out COUNTS.json "
+                         "[--bookkeeping N1,N2] -- PROGRAM [ARGS...]")
     split = argv.index("--")
     options = dict(zip(argv[:split:2], argv[1:split:2]))
-    return options["--data-dir"], options["--out"], argv[split + 1:]
+    bookkeeping = tuple(name for name in options.get("--bookkeeping", "").split(",") if name)
+    return options["--data-dir"], options["--out"], bookkeeping, argv[split + 1:]
 
 
 def main(argv: list[str] | None = None) -> int:
-    data_dir, out, program = _parse(sys.argv[1:] if argv is None else argv)
-    counter = OpenCounter(data_dir)
+    data_dir, out, bookkeeping, program = _parse(sys.argv[1:] if argv is None else argv)
+    counter = OpenCounter(data_dir, bookkeeping)
     sys.addaudithook(counter.hook)
     code = 0
     try:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from iolab.workspace import remove_tree, repo_root, scratch_dir, workdir
+from iolab.workspace import (atomic_output, lab_owned_dir, remove_tree, repo_root, scratch_dir,
+                             workdir)
 
 
 def timed_script(script: str, out: Path) -> float:
@@ -73,8 +74,8 @@ def run_bench(repeats: int = 5) -> int:
                              "in_reader_x_floor"]]))
     print("\nwall_* and cpu_* time the whole process (start-up included); in_reader_* is the "
           "reader's own timer around reading and parsing, compared with the raw-read floor.")
-    results = workdir() / "lab"
-    results.mkdir(parents=True, exist_ok=True)
-    table.to_csv(results / "bench.csv", index=False)
+    results = lab_owned_dir(workdir() / "lab")
+    with atomic_output(results / "bench.csv") as partial:
+        table.to_csv(partial, index=False)
     print(f"\nSaved: {results / 'bench.csv'}")
     return 0

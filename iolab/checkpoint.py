@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -234,7 +234,11 @@ def torch_save_checkpoint(state: dict[str, np.ndarray], path: Path, fsync: bool 
 
 
 def load_checkpoint(path: Path) -> dict[str, np.ndarray]:
-    """Read a checkpoint written by save_checkpoint back into named arrays."""
+    """Read a checkpoint written by save_checkpoint back into named arrays, once its sidecar
+    proves it complete and unchanged; a missing, partial or damaged one is a LabError."""
+    if not verify_checkpoint(path):
+        raise LabError(f"the checkpoint {path} is incomplete or damaged (its {SIDECAR_SUFFIX} "
+                       "sidecar is missing or names another sha256); load an older checkpoint")
     with open(path, "rb") as handle:
         names = np.load(handle, allow_pickle=False)
         return {str(name): np.load(handle, allow_pickle=False) for name in names}
@@ -246,7 +250,10 @@ def verify_checkpoint(path: Path) -> bool:
         recorded = sidecar(Path(path)).read_text().split()[0]
     except (OSError, IndexError):
         return False
-    return recorded == sha256_of(path)
+    try:
+        return recorded == sha256_of(path)
+    except OSError:
+        return False
 
 
 def complete_checkpoints(directory: Path) -> list[Path]:
@@ -400,6 +407,24 @@ class LoopRun:
     loop_wall_s: float
     final_wait_s: float
     kept: list[str] = field(default_factory=list)
+
+    def to_json_dict(self) -> dict:
+        """The run as plain JSON (to show a recorded run where sshfs is missing)."""
+        return {**{name: getattr(self, name) for name in (
+                    "label", "strategy", "saved_to", "copied_to", "fsync", "steps", "every",
+                    "step_s", "loop_wall_s", "final_wait_s", "kept")},
+                "timeline": self.timeline.to_dict(orient="list"),
+                "saves": [{**asdict(s), "path": str(s.path)} for s in self.saves],
+                "copies": [asdict(c) for c in self.copies]}
+
+    @classmethod
+    def from_json_dict(cls, value: dict) -> LoopRun:
+        """A run read back from to_json_dict."""
+        fields = {name: item for name, item in value.items()
+                  if name not in ("timeline", "saves", "copies")}
+        return cls(**fields, timeline=pd.DataFrame(value["timeline"]),
+                   saves=[Saved(**{**s, "path": Path(s["path"])}) for s in value["saves"]],
+                   copies=[CopyRecord(**c) for c in value["copies"]])
 
 
 def simulate_step(step_s: float) -> None:

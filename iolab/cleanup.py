@@ -1,51 +1,55 @@
 """`make clean`: remove everything the lab wrote, and nothing else.
 
-The workspace holds only what the lab made (dataset, scratch, results, a per-location
-working directory); other locations (/tmp, /dev/shm, $SCRATCH, ...) may hold an
-`iolab-<user>` directory, which is removed only when it carries the lab's marker file.
-A live mount under the workspace (the sshfs loopback mount) is unmounted first and never
-deleted through: a recursive delete into a mount would delete the exported files. The core
-uses only the standard library, so `make clean` works without the .venv.
+The workspace may be a directory that also holds the user's own files (IOLAB_WORKDIR=$SCRATCH
+or $HOME), so only what the lab provably made is deleted: a directory that carries the
+marker written when the lab created it (iolab.workspace.MADE_MARKER), and the workspace
+itself only when the lab created it and nothing else is left in it. Everything unmarked,
+including what older versions of the lab made before they wrote markers, is listed and left
+alone. Per-user directories elsewhere (/tmp, /dev/shm, $SCRATCH, ...) named `iolab-<user>`
+are removed only when they carry the lab's location marker.
+
+The lab's loopback mounts live in a marked <workspace>/mnt; they are unmounted first, and
+nothing is ever deleted through a live mount: a recursive delete into a mount would delete
+the exported files. The core uses only the standard library, so `make clean` works without
+the .venv.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from iolab.errors import LabError
-from iolab.workspace import user_name, workdir
+from iolab.workspace import (LOCATION_MARKER, MADE_MARKER, is_lab_made, mounts_under,
+                             user_name, workdir)
 
-#: What the lab writes inside its workspace; removed recursively once nothing is mounted.
-WORKSPACE_ENTRIES = ("dataset", "tmp", "lab", "loc", "images", "slurm-results")
-#: Mount points live here; only ever removed with rmdir.
+#: The lab's mount points live here (see iolab.netmount).
 MOUNT_DIR = "mnt"
-LOCATION_MARKER = ".iolab-location"
 #: Where per-user location directories may have been made (see iolab.locations).
 LOCATION_BASES = ("HOME", "TMPDIR", "SCRATCH", "WRKDIR", "WORK", "LOCAL_SCRATCH",
                   "LOCAL_SCRATCH_DIR", "LOCALSCRATCH", "SNIC_TMP", "PFSDIR", "PROJECT")
+#: How many names of what was left alone are printed before "and N more".
+SHOWN_LEFT_ALONE = 10
 
 
-def mounts_under(root: Path) -> list[Path]:
-    """Mount points at or below `root`, from the kernel's mount table."""
-    try:
-        lines = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
-        return []
-    points = [Path(line.split()[1].replace("\\040", " ")) for line in lines if line.strip()]
-    return [p for p in points if p == root or root in p.parents]
+def unmount_lab_mounts(root: Path) -> None:
+    """Unmount the lab's leftover FUSE mounts in its own mount directory, or refuse.
 
-
-def unmount_all(root: Path) -> None:
-    """Unmount the lab's leftover FUSE mounts under root, or refuse with the command to run."""
-    for point in mounts_under(root):
+    Only mounts inside a marked <workspace>/mnt are the lab's: a user whose workspace is
+    their home may have mounts of their own there, which are not touched.
+    """
+    mounts = root / MOUNT_DIR
+    if not is_lab_made(mounts):
+        return
+    for point in mounts_under(mounts):
         for tool in ("fusermount3", "fusermount"):
             if shutil.which(tool):
                 subprocess.run([tool, "-u", str(point)], capture_output=True)
                 break
-    still = mounts_under(root)
+    still = mounts_under(mounts)
     if still:
         raise LabError(f"{still[0]} is still mounted; unmount it (`fusermount3 -u {still[0]}` "
                        "or `umount`) and run `make clean` again")
@@ -62,19 +66,64 @@ def location_dirs() -> list[Path]:
     return found
 
 
+def _remove(target: Path) -> bool:
+    """Delete a lab-made directory unless something is mounted inside it; True if deleted."""
+    if mounts_under(target):
+        return False
+    print(f"removing {target}")
+    try:
+        shutil.rmtree(target, onerror=_unless_gone)
+    except OSError as err:
+        raise LabError(f"cannot delete {err.filename or target} ({err.strerror or err}); make "
+                       "its folder writable (chmod u+w) and run `make clean` again") from None
+    return True
+
+
+def _unless_gone(function, path, exc_info) -> None:
+    """rmtree's error handler: what another `clean` deleted meanwhile is fine, the rest is not."""
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
+
+
+def _remove_workspace_if_empty(root: Path) -> None:
+    """Remove the workspace itself when the lab created it and only its marker is left."""
+    if not is_lab_made(root) or mounts_under(root) != []:
+        return
+    if [entry.name for entry in root.iterdir()] == [MADE_MARKER]:
+        with contextlib.suppress(FileNotFoundError):  # another `clean` may be just as quick
+            (root / MADE_MARKER).unlink()
+            root.rmdir()
+            print(f"removing {root}")
+
+
+def _report_left_alone(root: Path, left: list[Path]) -> None:
+    """Name what was not the lab's to delete, so nothing disappears or stays silently."""
+    if not left:
+        return
+    names = ", ".join(entry.name for entry in left[:SHOWN_LEFT_ALONE])
+    more = f" and {len(left) - SHOWN_LEFT_ALONE} more" if len(left) > SHOWN_LEFT_ALONE else ""
+    print(f"left alone in {root} (no mark of the lab, or a mount inside): {names}{more}; "
+          "anything there made by an older version of the lab carries no mark: delete it "
+          "yourself once you have checked it is not yours")
+
+
 def clean() -> int:
-    """Remove the lab's workspace entries and marked location directories."""
+    """Remove the lab-made entries of the workspace, the workspace if the lab made it, and
+    marked location directories; list and keep everything else."""
     root = workdir()
-    unmount_all(root)
-    for target in [root / name for name in WORKSPACE_ENTRIES] + location_dirs():
-        if target.exists():
-            print(f"removing {target}")
-            shutil.rmtree(target)
-    mounts = root / MOUNT_DIR
-    if mounts.is_dir():
-        for point in mounts.iterdir():
-            point.rmdir()  # empty once unmounted; anything else is refused by rmdir itself
-        mounts.rmdir()
-    if root.is_dir() and not any(root.iterdir()):
-        root.rmdir()
+    if root.exists() and not root.is_dir():
+        raise LabError(f"the workspace {root} is a file, not a folder; fix IOLAB_WORKDIR")
+    left: list[Path] = []
+    if root.is_dir():
+        unmount_lab_mounts(root)
+        for entry in sorted(root.iterdir()):
+            if entry.name == MADE_MARKER:
+                continue
+            if not (is_lab_made(entry) and _remove(entry)):
+                left.append(entry)
+    for target in location_dirs():
+        _remove(target)
+    if root.is_dir():
+        _remove_workspace_if_empty(root)
+        _report_left_alone(root, left)
     return 0

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from iolab.cleanup import clean
+from iolab.errors import run_cli
 
 
 def build_parser(full: bool = True) -> argparse.ArgumentParser:
@@ -58,3 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(full=argv[:1] != ["clean"]).parse_args(argv)
     return args.func(args)
 
+
+def run() -> NoReturn:
+    """The `iolab` command that `pip install -e .` puts beside the venv's python."""
+    run_cli(main)

@@ -76,8 +76,20 @@ def dataset_sites(ram_disk: bool = True, network: bool = True) -> Iterator[list[
         yield sites
 
 
-def skipped_sites() -> list[str]:
-    """Why a site is missing from dataset_sites() on this machine, one sentence each."""
+def network_reader_grid(names: Sequence[str], repeats: int = 3,
+                        caches: Sequence[str] = ("cold", "warm")) -> pd.DataFrame:
+    """The reader grid on the workspace's dataset mounted over loopback sshfs, then unmounted."""
+    from iolab.netmount import loopback_sshfs
+
+    local = default_dataset_dir()
+    build_dataset(local)
+    with loopback_sshfs(local, name="dataset") as mount:
+        site = site_for("sshfs over loopback (network)", mount.mount_point)
+        return reader_grid([site], names, repeats, caches)
+
+
+def skipped_sites(network: bool = True) -> list[str]:
+    """Why a site is missing from dataset_sites(network=...) here, one sentence each."""
     from iolab.locations import discover_locations
     from iolab.netmount import sshfs_status
 
@@ -85,7 +97,7 @@ def skipped_sites() -> list[str]:
     if not [loc for loc in discover_locations(probe=False) if loc.name == "shm"]:
         notes.append("no /dev/shm on this machine: the RAM-disk site is left out")
     status = sshfs_status()
-    if not status.available:
+    if network and not status.available:
         notes.append(f"no network site: {status.reason}")
     return notes
 

@@ -4,35 +4,49 @@ The dataset mimics the classic small-files teaching demo (one CSV per day, 24 ho
 material written for that demo works unchanged, but it is deterministic from a seed and
 described by a manifest: per-file sha256, row counts and the exact expected mean. A dataset
 counts as complete only when its manifest exists and every file matches it; the manifest is
-written last, so an interrupted run never looks complete.
+written last, so an interrupted run never looks complete. Its archive (data.tar) is
+described by archive.json (size, sha256, and the manifest it was made from) and checked too.
+
+Writers of a dataset directory take its lock (writer_lock), so two runs into one directory
+cannot mix their files; readers compare what they read with the manifest (compare_reading).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import socket
+import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
-from iolab.errors import LabError
+from iolab.errors import LabError, interrupts_held
 
 FIRST_DAY = date(2004, 1, 1)
 DEFAULT_FILES = 7300
 DEFAULT_SEED = 1
 HOURS_PER_FILE = 24
 HEADER = ",hour,activity_level\n"
+DATA_DIR = "data"
 MANIFEST_NAME = "manifest.json"
 MARKER_NAME = ".iolab-dataset"
+ARCHIVE_NAME = "data.tar"
+ARCHIVE_INFO_NAME = "archive.json"
+LOCK_NAME = ".iolab-lock"
+#: The dataset's own bookkeeping files, as opposed to its data (data/ and data.tar): reading
+#: them is the lab checking the dataset, so syscall counts keep them apart from data access.
+BOOKKEEPING_NAMES = (MANIFEST_NAME, ARCHIVE_INFO_NAME, MARKER_NAME, LOCK_NAME)
 FORMAT_VERSION = 1
 
 
 def day_path(day: date) -> str:
     """Relative path of one day's file, month and day not zero-padded (as in the classic demo)."""
     y, m, d = day.year, day.month, day.day
-    return f"data/activity_{y}_{m}/activity_{y}_{m}_{d}.csv"
+    return f"{DATA_DIR}/activity_{y}_{m}/activity_{y}_{m}_{d}.csv"
 
 
 def days(n_files: int) -> Iterator[date]:
@@ -56,23 +70,55 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def create_command(dataset_dir: Path | str) -> str:
+    """The command that (re)creates the dataset in `dataset_dir`, for messages."""
+    return f"`python data_generators/generate_data.py --out {dataset_dir}`"
+
+
+def verify_command(dataset_dir: Path | str) -> str:
+    """The command that checks the dataset in `dataset_dir` (files and archive), for messages."""
+    return f"`python data_generators/generate_data.py --out {dataset_dir} --verify`"
+
+
+# --------------------------------------------------------------------------- the manifest
+
+
+def _why_no_manifest(dataset_dir: Path) -> str:
+    """Why there is no manifest, in the words the user needs: missing folder, a file, or unfinished."""
+    if not dataset_dir.exists():
+        return (f"no dataset at {dataset_dir}: the folder does not exist; create it with "
+                f"{create_command(dataset_dir)}")
+    if not dataset_dir.is_dir():
+        return (f"{dataset_dir} is a file, not a dataset folder; give the folder that holds "
+                f"{MANIFEST_NAME} (by default workspace/dataset)")
+    if (dataset_dir / DATA_DIR).exists() or (dataset_dir / LOCK_NAME).exists():
+        return (f"no complete dataset in {dataset_dir} (no {MANIFEST_NAME}: its generation was "
+                f"interrupted or is still running); create it with {create_command(dataset_dir)}")
+    return (f"no dataset manifest at {dataset_dir / MANIFEST_NAME}; create the dataset with "
+            f"{create_command(dataset_dir)}")
+
+
 def load_manifest(dataset_dir: Path) -> dict:
-    """Read DIR/manifest.json, or raise a LabError that says how to create the dataset."""
-    path = Path(dataset_dir) / MANIFEST_NAME
-    if not path.is_file():
-        raise LabError(
-            f"no dataset manifest at {path}; create the dataset with "
-            f"`python data_generators/generate_data.py --out {dataset_dir}`"
-        )
+    """Read DIR/manifest.json, or raise a LabError that says what is wrong and how to fix it."""
+    dataset_dir = Path(dataset_dir)
+    path = dataset_dir / MANIFEST_NAME
     try:
-        manifest = json.loads(path.read_text())
-        manifest["files"], manifest["total_rows"], manifest["expected_mean"]
+        text = path.read_text()
+    except OSError:
+        raise LabError(_why_no_manifest(dataset_dir)) from None
+    try:
+        manifest = json.loads(text)
+        entries = [(e["path"], e["sha256"], e["bytes"], e["rows"]) for e in manifest["files"]]
+        manifest["total_rows"], manifest["expected_mean"], manifest["activity_sum"]
+        if len(entries) != manifest["file_count"]:
+            raise ValueError("file count")
     except (ValueError, KeyError, TypeError):
-        raise LabError(
-            f"the manifest {path} is corrupted; rebuild the dataset with "
-            f"`python data_generators/generate_data.py --out {dataset_dir}`"
-        ) from None
+        raise LabError(f"the manifest {path} is corrupted; rebuild the dataset with "
+                       f"{create_command(dataset_dir)}") from None
     return manifest
+
+
+# --------------------------------------------------------------------------- verification
 
 
 @dataclass
@@ -97,13 +143,9 @@ class Verification:
         return f"{self.dataset_dir}: NOT VALID: {shown}{more}"
 
 
-def verify_dataset(dataset_dir: Path) -> Verification:
-    """Check every file's sha256 against the manifest, and that no file is missing or extra."""
+def verify_files(dataset_dir: Path, manifest: dict) -> list[str]:
+    """Problems of the data files: a sha256 that differs, a file missing, a file not listed."""
     dataset_dir = Path(dataset_dir)
-    try:
-        manifest = load_manifest(dataset_dir)
-    except LabError as err:
-        return Verification(dataset_dir, False, [str(err)])
     problems: list[str] = []
     expected = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
     for rel, digest in expected.items():
@@ -113,22 +155,194 @@ def verify_dataset(dataset_dir: Path) -> Verification:
         elif sha256_of(path) != digest:
             problems.append(f"{rel} differs from the manifest")
     on_disk = {
-        str(Path(root, name).relative_to(dataset_dir))
-        for root, _dirs, names in os.walk(dataset_dir / "data")
+        Path(root, name).relative_to(dataset_dir).as_posix()
+        for root, _dirs, names in os.walk(dataset_dir / DATA_DIR)
         for name in names
     }
     problems.extend(f"{rel} is not in the manifest" for rel in sorted(on_disk - expected.keys()))
+    return problems
+
+
+def load_archive_info(dataset_dir: Path) -> dict | None:
+    """DIR/archive.json, None if there is none, or a LabError if it cannot be read."""
+    path = Path(dataset_dir) / ARCHIVE_INFO_NAME
+    try:
+        info = json.loads(path.read_text())
+        info["archive_bytes"], info["archive_sha256"], info["manifest_sha256"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise LabError(f"{path} is corrupted") from None
+    return info
+
+
+def verify_archive(dataset_dir: Path) -> list[str]:
+    """Problems of DIR/data.tar: its size and sha256 against archive.json, and whether it was
+    made from the dataset's current manifest. No archive at all is not a problem."""
+    dataset_dir = Path(dataset_dir)
+    archive = dataset_dir / ARCHIVE_NAME
+    rebuild = f"rebuild it with `python data_generators/create_archive.py --out {dataset_dir}`"
+    try:
+        info = load_archive_info(dataset_dir)
+    except LabError as err:
+        return [f"{err}; {rebuild}"]
+    if info is None:
+        return [f"{ARCHIVE_NAME} has no {ARCHIVE_INFO_NAME} to check it against; {rebuild}"] \
+            if archive.exists() else []
+    if not archive.is_file():
+        return [f"{ARCHIVE_NAME} is missing though {ARCHIVE_INFO_NAME} describes it; {rebuild}"]
+    size = archive.stat().st_size
+    if size != info["archive_bytes"]:
+        return [f"{ARCHIVE_NAME} has {size} bytes, {ARCHIVE_INFO_NAME} says "
+                f"{info['archive_bytes']} (truncated or replaced); {rebuild}"]
+    if sha256_of(archive) != info["archive_sha256"]:
+        return [f"{ARCHIVE_NAME} differs from its sha256 in {ARCHIVE_INFO_NAME}; {rebuild}"]
+    manifest = dataset_dir / MANIFEST_NAME
+    if not manifest.is_file() or sha256_of(manifest) != info["manifest_sha256"]:
+        return [f"{ARCHIVE_NAME} was made from another version of the dataset; {rebuild}"]
+    return []
+
+
+def verify_dataset(dataset_dir: Path, archive: bool = True) -> Verification:
+    """Check every file's sha256 against the manifest, that no file is missing or extra, and
+    (with archive=True) that data.tar, if there is one, matches archive.json and the manifest."""
+    dataset_dir = Path(dataset_dir)
+    try:
+        manifest = load_manifest(dataset_dir)
+    except LabError as err:
+        return Verification(dataset_dir, False, [str(err)])
+    problems = verify_files(dataset_dir, manifest)
+    if archive:
+        problems += verify_archive(dataset_dir)
     return Verification(dataset_dir, not problems, problems, manifest)
 
 
 def require_verified(dataset_dir: Path) -> dict:
-    """The manifest of a dataset that verifies, or a LabError naming the first problem."""
+    """The manifest of a dataset whose data files verify, or a LabError naming the first problem."""
     load_manifest(dataset_dir)  # a missing or corrupted manifest has its own message
-    result = verify_dataset(dataset_dir)
+    result = verify_dataset(dataset_dir, archive=False)
     if not result.ok:
         raise LabError(
             f"the dataset in {dataset_dir} does not match its manifest ({result.problems[0]}); "
-            f"rebuild it with `python data_generators/generate_data.py --out {dataset_dir}`"
+            f"rebuild it with {create_command(dataset_dir)}"
         )
     assert result.manifest is not None
     return result.manifest
+
+
+def compare_reading(manifest: dict, observed: Sequence[tuple[str, int]], unit: str,
+                    rows: int, activity_sum: int) -> list[str]:
+    """Problems of a reading against the manifest; empty when it read exactly the dataset.
+
+    `observed` is what a reader saw, one (path, amount) per file or archive member in the
+    order read; `unit` says what the amount is ("bytes" or "rows"). Costs no I/O: a reader
+    passes what it read anyway, so its system calls stay those of the data access.
+    """
+    expected = {entry["path"]: entry for entry in manifest["files"]}
+    seen = dict(observed)
+    missing = sorted(expected.keys() - seen.keys())
+    extra = sorted(seen.keys() - expected.keys())
+    problems = []
+    if missing:
+        problems.append(f"{missing[0]} is missing" + (f" ({len(missing)} files in all)"
+                                                      if len(missing) > 1 else ""))
+    if extra:
+        problems.append(f"{extra[0]} is not in the manifest" + (f" ({len(extra)} files in all)"
+                                                                if len(extra) > 1 else ""))
+    if len(observed) != manifest["file_count"] and not (missing or extra):
+        problems.append(f"{len(observed)} files were read, the manifest lists "
+                        f"{manifest['file_count']} (a file was read twice)")
+    wrong = [(rel, n) for rel, n in observed if rel in expected and n != expected[rel][unit]]
+    if wrong:
+        rel, n = wrong[0]
+        problems.append(f"{rel} has {n} {unit}, the manifest says {expected[rel][unit]}")
+    if not problems and rows != manifest["total_rows"]:
+        problems.append(f"{rows} rows were parsed, the manifest says {manifest['total_rows']}")
+    if not problems and activity_sum != manifest["activity_sum"]:
+        problems.append(f"the activity levels add up to {activity_sum}, the manifest says "
+                        f"{manifest['activity_sum']} (a value was changed)")
+    return problems
+
+
+# --------------------------------------------------------------------------- one writer at a time
+
+
+def _holder_line() -> str:
+    """Who holds a lock: process id, host and start time, one line."""
+    return f"{os.getpid()} {socket.gethostname()} {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+
+
+def _read_holder(path: Path) -> tuple[int, str, str] | None:
+    """(pid, host, since) from a lock file, None when it is gone, empty or unreadable."""
+    try:
+        pid, host, since = path.read_text().split(" ", 2)
+        return int(pid), host, since.strip()
+    except (OSError, ValueError):
+        return None
+
+
+def _is_stale(holder: tuple[int, str, str] | None) -> bool:
+    """Whether the run that holds a lock is known to be gone (killed on this very host)."""
+    if holder is None or holder[1] != socket.gethostname() or holder[0] == os.getpid():
+        return False
+    try:
+        os.kill(holder[0], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's process
+    return False
+
+
+def _held_message(directory: Path, path: Path, holder: tuple[int, str, str] | None) -> str:
+    if holder is None:
+        who = "(it started a moment ago)"
+    else:
+        pid, host, since = holder
+        where = "" if host == socket.gethostname() else f" on {host}"
+        who = f"since {since}, by PID {pid}{where}"
+    return (f"another run is writing {directory} {who}; wait for it to finish and try again "
+            f"(if that run no longer exists, delete {path})")
+
+
+def _claim(directory: Path, path: Path) -> str:
+    """Create the lock file exclusively (O_EXCL works on NFS and Lustre, unlike flock on some
+    mounts), taking over a lock whose run was killed on this host; returns our holder line."""
+    line = _holder_line()
+    for attempt in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            holder = _read_holder(path)
+            if attempt == 0 and _is_stale(holder):
+                path.unlink(missing_ok=True)
+                continue
+            raise LabError(_held_message(directory, path, holder)) from None
+        except OSError as err:
+            raise LabError(f"cannot write in {directory} ({err.strerror}); choose a writable "
+                           "location") from None
+        with os.fdopen(fd, "w") as handle:
+            handle.write(line)
+        return line
+    raise LabError(_held_message(directory, path, _read_holder(path)))
+
+
+@contextlib.contextmanager
+def writer_lock(directory: Path) -> Iterator[None]:
+    """Be the only writer of `directory` for the block, or raise a LabError naming the other.
+
+    The lock is a file holding the writer's PID, host and start time; it is removed when the
+    block ends, however it ends. A lock left by a writer killed with SIGKILL on this host is
+    taken over; one from another host names that host, so the user can judge.
+    """
+    directory = Path(directory)
+    path = directory / LOCK_NAME
+    line = None
+    try:
+        with interrupts_held():  # a lock file without its holder line would block every rerun
+            line = _claim(directory, path)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if line is not None and path.read_text() == line:
+                path.unlink()

@@ -3,6 +3,10 @@
 Every problem a learner can fix (bad input, a missing tool, a full disk) is raised as a
 LabError whose message says what is wrong and how to fix it; the command-line entry points
 print that sentence and exit, so nobody is left reading a stack trace on a login node.
+
+Ctrl-C and SIGTERM (`kill`, a batch system's time limit) unwind the same way: cleanup code
+runs, and the command prints one sentence. Only a command that knows what it left behind
+says so (it raises Interrupted with that outcome); otherwise the sentence claims nothing.
 """
 
 from __future__ import annotations
@@ -13,21 +17,43 @@ import sys
 import threading
 from typing import Callable, Iterator, NoReturn
 
+#: The exit status of an interrupted command, whether by Ctrl-C or SIGTERM (128 + SIGINT).
+INTERRUPTED_EXIT = 130
+
 
 class LabError(Exception):
     """A problem the user can fix; the message is one sentence with the fix."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, carrying what the interrupted command left behind.
+
+    A subclass of KeyboardInterrupt so that every `except KeyboardInterrupt` cleanup runs
+    for it too; `outcome` is a true statement about the files, or empty if none is known.
+    """
+
+    def __init__(self, outcome: str = "") -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
+def interrupt_message(err: KeyboardInterrupt) -> str:
+    """The one sentence printed for an interrupt: what was left behind, if the command knows."""
+    outcome = getattr(err, "outcome", "")
+    return f"interrupted: {outcome}." if outcome else "interrupted."
+
+
 def run_cli(main: Callable[[], int | None]) -> NoReturn:
-    """Run a command-line main(), turning LabError and Ctrl-C into a clean exit."""
+    """Run a command-line main(), turning LabError, Ctrl-C and SIGTERM into a clean exit."""
     try:
-        code = main()
+        with sigterm_as_interrupt():
+            code = main()
     except LabError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        print("interrupted: nothing half-written is kept.", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as err:
+        print(interrupt_message(err), file=sys.stderr)
+        sys.exit(INTERRUPTED_EXIT)
     sys.exit(code or 0)
 
 
@@ -43,10 +69,53 @@ def sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise Interrupted()
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back until the block is done, then raise Interrupted.
+
+    For steps that must not stop halfway: renaming a finished dataset into place, or
+    unmounting and removing what a run made (an impatient second Ctrl-C must not leave a
+    mount, an sshd or a half-swapped directory behind).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+                for sig in held}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    if received:
+        raise Interrupted()
+
+
+def quiet_interrupts() -> None:
+    """For a script that imports slow libraries first: Ctrl-C or SIGTERM while it is still
+    starting ends it with the one sentence run_cli prints, not a traceback of the imports."""
+    previous_hook = sys.excepthook
+
+    def hook(kind, value, traceback) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            print(interrupt_message(value), file=sys.stderr)
+        else:
+            previous_hook(kind, value, traceback)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted()
+
+    sys.excepthook = hook
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)

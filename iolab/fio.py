@@ -59,7 +59,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pandas as pd
 
@@ -68,7 +68,9 @@ from iolab.errors import LabError, sigterm_as_interrupt
 from iolab.fio_parse import fio_frame, latency_cdf, loads_fio, parse_size_bytes, summary_frame
 from iolab.locations import discover_locations, probe_o_direct, user_dir
 from iolab.measure import to_markdown
-from iolab.workspace import check_capacity, ensure_writable_dir, workdir
+from iolab.recorded import Recordings
+from iolab.workspace import (atomic_output, check_capacity, ensure_writable_dir, existing_dir,
+                             lab_owned_dir, output_file, workdir)
 
 MIB = 1024**2
 GIB = 1024**3
@@ -424,6 +426,30 @@ class FioRun:
         """The completion-latency CDF of every job and direction (json+ bins)."""
         return latency_cdf(self.result)
 
+    def to_json_dict(self) -> dict:
+        """The run as plain JSON: fio's own JSON, the command, notes and context."""
+        return {"profile": self.profile, "command": self.command, "result": self.result,
+                "notes": self.notes, "context": self.context}
+
+    @classmethod
+    def from_json_dict(cls, value: dict) -> FioRun:
+        """A run read back from to_json_dict (a recorded run), its table parsed anew."""
+        return cls(value["profile"], value["command"], value["result"],
+                   fio_frame(value["result"]), value["notes"], value["context"])
+
+
+def fio_problem() -> str | None:
+    """None if fio is installed here, else the sentence that says how to get it."""
+    return None if shutil.which("fio") else FIO_MISSING
+
+
+def run_or_recorded(recordings: Recordings, key: str, run: Callable[[], FioRun],
+                    missing: str | None = None) -> FioRun:
+    """`run()` (a run_profile call) where fio and whatever else it needs are here, else
+    the run recorded under `key`; `missing` names a further missing need (a mount)."""
+    value = recordings.data(key, lambda: run().to_json_dict(), fio_problem() or missing)
+    return FioRun.from_json_dict(value)
+
 
 def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str | None = None,
                 compute_node: bool | None = None) -> FioRun:
@@ -436,9 +462,7 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
     profile = checked_profile(profile, compute_node)
     if shutil.which("fio") is None:
         raise LabError(FIO_MISSING)
-    directory = Path(directory).absolute()
-    if not directory.is_dir():
-        raise LabError(f"the directory {directory} does not exist; create it or pass another")
+    directory = existing_dir(directory, "create it or pass another folder").absolute()
     check_capacity(directory, *footprint(profile))
     gentle = profile.global_options.get("prioclass") == GENTLE_OPTIONS["prioclass"]
     notes = ["ran in the idle I/O class at nice 19: it measures what other users left"
@@ -457,12 +481,9 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     if json_out is not None:
-        try:
-            Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-            Path(json_out).write_text(text, encoding="utf-8")
-        except OSError as err:
-            raise LabError(f"cannot save fio's JSON to {json_out} ({err.strerror}); "
-                           "pass a writable --json-out") from None
+        ensure_writable_dir(Path(json_out).parent)
+        with atomic_output(json_out) as partial:
+            partial.write_text(text, encoding="utf-8")
     result = loads_fio(text)
     return FioRun(profile.name, [public_text(arg) for arg in command], result,
                   fio_frame(result), notes, machine_context(directory, tools=("fio",)))
@@ -515,15 +536,20 @@ def _fio_subcommand(args: argparse.Namespace) -> int:
     seconds = sum(job_duration_s(profile.options(job)) for job in profile.jobs)
     print(f"fio profile {profile.name}: {len(profile.jobs)} jobs, at most {seconds:.0f} s and "
           f"{disk_bytes / MIB:.0f} MiB, in {public_text(target)}", flush=True)
-    json_out = args.json_out or workdir() / "lab" / "fio" / (
+    json_out = args.json_out or lab_owned_dir(workdir() / "lab") / "fio" / (
         f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    ensure_writable_dir(json_out.parent)
+    output_file(json_out, "--json-out")
+    if args.csv is not None:
+        output_file(args.csv, "--csv")
     run = run_profile(profile, target, json_out=json_out, compute_node=compute_node)
     print(to_markdown(summary_frame(run.frame)))
     for note in run.notes:
         print(f"note: {note}")
     print(f"\nfio's JSON (json+): {json_out}")
     if args.csv is not None:
-        run.frame.to_csv(args.csv, index=False)
+        with atomic_output(args.csv) as partial:
+            run.frame.to_csv(partial, index=False)
         print(f"table as CSV: {args.csv}")
     return 0
 

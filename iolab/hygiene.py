@@ -32,7 +32,7 @@ import pandas as pd
 from iolab.context import fs_kind, mount_for, public_text
 from iolab.errors import LabError
 from iolab.measure import to_markdown
-from iolab.workspace import workdir
+from iolab.workspace import existing_dir, workdir
 
 KIB, MIB = 1024, 1024**2
 #: Allocation units to compare: 4 KiB (ext4, xfs: "native Linux file systems typically use a
@@ -79,10 +79,7 @@ DF_COLUMNS = [
 
 def _existing_dir(path: Path | str) -> Path:
     """`path` resolved, or a LabError if it is not a directory."""
-    path = Path(path).expanduser()
-    if not path.is_dir():
-        raise LabError(f"{path} is not a directory; pass an existing directory to inspect")
-    return path.resolve()
+    return existing_dir(path, "pass an existing folder to inspect").resolve()
 
 
 def _run(command: list[str]) -> str:

@@ -8,6 +8,7 @@ copies; print a summary table.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,14 +18,19 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.errors import LabError
-from iolab.workspace import default_dataset_dir, ensure_writable_dir, repo_root, workdir
+from iolab.recorded import FALLBACK_LOG_ENV
+from iolab.workspace import atomic_output, default_dataset_dir, lab_owned_dir, repo_root, workdir
 
 SITE_SOURCES = ("conf.py", "index.md", "lessons", "demos", "data_generators")
 
 
 def lab_dir() -> Path:
-    """Where `make lab` keeps its executed notebooks, results and site."""
-    return workdir() / "lab"
+    """Where `make lab` keeps its executed notebooks, results and site.
+
+    make lab replaces what it made there (notebooks/, site/), so the directory must be the
+    lab's own: a `lab` folder of the user's beside the workspace is refused, never emptied.
+    """
+    return lab_owned_dir(workdir() / "lab")
 
 
 def step(number: int, total: int, text: str) -> None:
@@ -85,8 +91,15 @@ def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
     nbformat.write(notebook, target)
 
 
-def execute_notebooks(target_dir: Path) -> list[str]:
-    """Execute every notebook into target_dir; returns the names of those that failed."""
+def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> list[str]:
+    """Execute every notebook into target_dir; returns the names of those that failed.
+
+    With fallback_log, each result a notebook showed from its recording (a tool missing
+    here) adds a line to that file (the kernels inherit IOLAB_FALLBACK_LOG).
+    """
+    if fallback_log is not None:
+        fallback_log.unlink(missing_ok=True)
+        os.environ[FALLBACK_LOG_ENV] = str(fallback_log)
     failed = []
     for source in sorted((repo_root() / "notebooks").glob("*.ipynb")):
         start = time.perf_counter()
@@ -99,6 +112,23 @@ def execute_notebooks(target_dir: Path) -> list[str]:
             continue
         print(f"  {source.name}: executed in {time.perf_counter() - start:.0f} s")
     return failed
+
+
+def not_run_here(fallback_log: Path) -> list[str]:
+    """What this machine could not measure, one line per missing tool with the notebooks
+    whose cells showed the recorded run instead."""
+    try:
+        lines = fallback_log.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for line in lines:
+        notebook, _key, reason = line.split(": ", 2)
+        by_reason.setdefault(reason, [])
+        if notebook not in by_reason[reason]:
+            by_reason[reason].append(notebook)
+    return [f"{reason} (recorded results shown in {', '.join(notebooks)})"
+            for reason, notebooks in by_reason.items()]
 
 
 def build_site(executed: Path, site: Path) -> bool:
@@ -128,7 +158,7 @@ def run_lab(repeats: int = 5) -> int:
     from iolab.tools import check_tools, format_report
 
     total = 5
-    out = ensure_writable_dir(lab_dir())
+    out = lab_dir()
     step(1, total, "System tools and the places to compare")
     print(format_report(check_tools()))
     print()
@@ -141,12 +171,14 @@ def run_lab(repeats: int = 5) -> int:
 
     step(3, total, f"The five readers: {repeats} timed repeats warm and cold each, then one traced run each")
     summary = measure_readers(dataset_dir, manifest, repeats)
-    summary.to_csv(out / "readers.csv", index=False)
+    with atomic_output(out / "readers.csv") as partial:
+        summary.to_csv(partial, index=False)
 
     step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
     executed = out / "notebooks"
     shutil.rmtree(executed, ignore_errors=True)
-    failed = execute_notebooks(executed)
+    fallback_log = out / "not-run-here.txt"
+    failed = execute_notebooks(executed, fallback_log)
 
     step(5, total, "Building the site from this machine's notebooks")
     site_ok = build_site(executed, out / "site")
@@ -159,6 +191,11 @@ def run_lab(repeats: int = 5) -> int:
     print(f"\nResults: {out / 'readers.csv'}")
     print(f"Executed notebooks: {executed}")
     print(f"Site: {out / 'site' / 'index.html'}" if site_ok else "Site: build FAILED (see above)")
+    missing = not_run_here(fallback_log)
+    if missing:
+        print("\nNot measured on this machine (the site shows the recorded runs there):")
+        for line in missing:
+            print(f"  - {line}")
     if failed:
         print(f"Notebooks that failed: {', '.join(failed)}")
     return 0 if site_ok and not failed else 1

@@ -27,6 +27,7 @@ from iolab.errors import LabError
 from iolab.lustre_parse import parse_dir_default, parse_getstripe, parse_lfs_df
 from iolab.measure import to_markdown
 from iolab.stripes import Component, Layout
+from iolab.workspace import existing_path
 
 LL_SUPER_MAGIC = 0x0BD00BD0
 #: Stripe sizes must be multiples of 64 KiB (lfs-setstripe(1)).
@@ -290,7 +291,7 @@ def layout_frame(layout: Layout) -> pd.DataFrame:
 
 
 def _status_main(args: argparse.Namespace) -> int:
-    status = lustre_status(args.path)
+    status = lustre_status(existing_path(args.path, "give an existing file or folder to check"))
     print(to_markdown(status.frame()))
     return 0
 
@@ -299,10 +300,11 @@ def _getstripe_main(args: argparse.Namespace) -> int:
     if args.source == "-":
         layout = parse_getstripe(sys.stdin.read(), allow_partial=args.allow_partial)
     else:
-        source = Path(args.source)
-        if not source.exists():
-            raise LabError(f"{source} does not exist: give a saved `lfs getstripe` output, "
-                           "a file on Lustre, or - for standard input")
+        source = existing_path(args.source, "give a saved `lfs getstripe` output, a file on "
+                               "Lustre, or - for standard input")
+        if source.is_dir() and not is_lustre(source):
+            raise LabError(f"{source} is a folder, not a file: give a saved `lfs getstripe` "
+                           "output, a file or folder on Lustre, or - for standard input")
         if not args.parse and is_lustre(source) and lfs_command() is not None:
             layout = getstripe(source)
         else:

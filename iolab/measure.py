@@ -39,6 +39,7 @@ from iolab.cache import Eviction
 from iolab.context import context_frame, machine_context, public_text
 from iolab.errors import LabError
 from iolab.tools import install_hint
+from iolab.workspace import existing_dir
 
 #: What a record may say about the page cache: after warm-up runs, or after eviction.
 CACHE_STATES = ("warm", "cold")
@@ -377,7 +378,8 @@ def _time_subcommand(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         warmup=args.warmup,
         label=args.label,
-        location=args.location,
+        location=None if args.location is None else existing_dir(
+            args.location, "give --location the folder the command reads"),
     )
     if args.json:
         print(json.dumps(measurement.to_dict()))

@@ -43,7 +43,8 @@ import pandas as pd
 from iolab.errors import LabError, sigterm_as_interrupt
 from iolab.measure import to_markdown
 from iolab.syscalls import READS, TRACE_OPTIONS, WRITES, TraceReader, strace_status, unescape_strace
-from iolab.workspace import check_capacity, ensure_writable_dir, remove_tree, repo_root, scratch_dir
+from iolab.workspace import (atomic_output, check_capacity, ensure_writable_dir, output_file,
+                             remove_tree, repo_root, scratch_dir)
 
 MODES = ("independent", "collective", "file-per-process")
 DEMO = Path("demos") / "mpiio" / "mpiio_demo.py"
@@ -519,6 +520,8 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _mpiio_subcommand(args: argparse.Namespace) -> int:
+    if args.csv:
+        output_file(args.csv, "--csv")  # before the runs: a result that cannot be saved is lost
     timed, traced = compare_modes(args.ranks, args.block_size, args.blocks_per_rank,
                                   trace=not args.no_trace)
     total = timed[0].total_bytes
@@ -529,7 +532,8 @@ def _mpiio_subcommand(args: argparse.Namespace) -> int:
         print("\nSystem calls on the data files (strace -f; deterministic):")
         print(to_markdown(table.drop(columns=["aggregators_reported"])))
         if args.csv:
-            table.to_csv(args.csv, index=False)
+            with atomic_output(args.csv) as partial:
+                table.to_csv(partial, index=False)
     print("\nUntraced timings (noise on a shared machine; do not compare closely):")
     print(to_markdown(timing_frame(timed).drop(columns=["verified"]), floatfmt=".3g"))
     return 0

@@ -27,15 +27,14 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from iolab.context import parse_proc_mounts
-from iolab.errors import LabError, sigterm_as_interrupt
-from iolab.workspace import ensure_writable_dir, remove_tree, scratch_dir, workdir
+from iolab.errors import LabError, interrupts_held, sigterm_as_interrupt
+from iolab.workspace import ensure_writable_dir, existing_dir, remove_tree, scratch_dir, workdir
 
 FS_TYPE = "fuse.sshfs"
 LOOPBACK = "127.0.0.1"
@@ -106,7 +105,7 @@ def sshfs_status() -> NetmountStatus:
     found["sshd"] = shutil.which("sshd") or shutil.which("sshd", path=SBIN_PATH)
     found["fusermount3"] = shutil.which("fusermount3") or shutil.which("fusermount")
     problem = (_missing_problem([name for name, path in found.items() if path is None])
-               or _fuse_problem() or _account_problem() or _privsep_problem(found["sshd"]))
+               or fuse_problem() or _account_problem() or _privsep_problem(found["sshd"]))
     sshfs_version = found["sshfs"] and _version([found["sshfs"], "-V"], r"SSHFS version (\S+)")
     sshd_version = found["sshd"] and _version([found["sshd"], "-V"], r"OpenSSH_([\w.]+)")
     reason = (f"{problem}; {ON_A_CLUSTER}" if problem else
@@ -122,6 +121,12 @@ def sshfs_status() -> NetmountStatus:
     )
 
 
+def sshfs_problem() -> str | None:
+    """None if a loopback sshfs mount can be made here, else the sentence that says why not."""
+    status = sshfs_status()
+    return None if status.available else status.reason
+
+
 def _missing_problem(missing: list[str]) -> str | None:
     """Which tools are missing and the packages that bring them, for apt and dnf."""
     if not missing:
@@ -135,7 +140,7 @@ def _missing_problem(missing: list[str]) -> str | None:
             f"`dnf install {dnf}` (Fedora/RHEL)")
 
 
-def _fuse_problem() -> str | None:
+def fuse_problem() -> str | None:
     """Why FUSE file systems cannot be mounted here, judged by the FUSE device."""
     device = "/dev/fuse"
     if not os.path.exists(device):
@@ -213,16 +218,13 @@ def loopback_sshfs(export_dir: Path, name: str = "sshfs") -> Iterator[SshfsMount
     status = sshfs_status()
     if not status.available:
         raise LabError(status.reason)
-    export = Path(export_dir).resolve()
-    if not export.is_dir():
-        raise LabError(f"the directory to export, {export}, does not exist; create it or "
-                       "pass an existing directory")
+    export = existing_dir(export_dir, "give --export an existing folder to export").resolve()
     with sigterm_as_interrupt():
         cleanup = contextlib.ExitStack()
         try:
             yield _mount(cleanup, status, export, name)
         finally:
-            with _interrupts_held():
+            with interrupts_held():
                 cleanup.close()
 
 
@@ -480,36 +482,13 @@ def _wait_until(condition: Callable[[], bool], timeout: float = STOP_TIMEOUT_S) 
 
 
 def _remove_mount_point(mount_point: Path) -> None:
-    """Remove the empty mount point, and <workspace>/mnt when nothing else is in it.
+    """Remove the empty mount point; <workspace>/mnt, marked as the lab's, stays for `clean`.
 
     Only rmdir, never a recursive delete: if the unmount failed, a recursive delete would
     go through the mount and delete the exported files.
     """
-    for directory in (mount_point, mount_point.parent):
-        with contextlib.suppress(OSError):
-            directory.rmdir()
-
-
-@contextlib.contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM back until the block is done, then raise KeyboardInterrupt.
-
-    An impatient second Ctrl-C during cleanup must not leave a mount or an sshd behind.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
-                for sig in held}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-    if received:
-        raise KeyboardInterrupt
+    with contextlib.suppress(OSError):
+        mount_point.rmdir()
 
 
 # --------------------------------------------------------------------------- leftovers

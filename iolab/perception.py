@@ -58,7 +58,7 @@ from iolab.context import fs_kind, mount_for, public_text
 from iolab.errors import LabError
 from iolab.measure import Measurement, time_command, to_markdown
 from iolab.tools import install_hint
-from iolab.workspace import check_capacity
+from iolab.workspace import check_capacity, existing_dir
 
 #: The tests perception_suite knows, in the order it runs them.
 TESTS = ("import", "git", "pytest", "untar")
@@ -172,10 +172,8 @@ def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = N
 
 def _existing_dir(directory: Path | str) -> Path:
     """`directory` resolved, if it is a directory the user may write in; else a LabError."""
-    path = Path(directory).expanduser().resolve()
-    if not path.is_dir():
-        raise LabError(f"the directory {directory} does not exist; pass an existing directory, "
-                       "e.g. a location's working directory from `python -m iolab locations`")
+    path = existing_dir(directory, "pass an existing folder, e.g. a location's working "
+                        "directory from `python -m iolab locations`").resolve()
     if not os.access(path, os.W_OK | os.X_OK):
         raise LabError(f"the directory {directory} is not writable by you; pass one you own")
     return path
@@ -482,7 +480,7 @@ def write_test_tree(parent: Path, files: int, tests_per_file: int) -> Path:
     """A test suite `tests` of `files` modules with `tests_per_file` tests, and its own ini.
 
     The empty pytest.ini makes the tree its own rootdir, so no configuration or conftest.py
-    from the directories above (the lab's own pytest.ini) applies. Modules are spread over
+    from the directories above (the lab's own pyproject.toml) applies. Modules are spread over
     10 directories and have unique names (pytest's default import mode needs that).
     """
     tree = parent / "tests"

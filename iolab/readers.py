@@ -93,6 +93,16 @@ def count_reader_syscalls(dataset_dir: Path, names=READER_NAMES, method: str = "
             for name in names}
 
 
+def reader_syscalls_or_recorded(recordings, key: str, dataset_dir: Path,
+                                names=READER_NAMES) -> dict:
+    """Each reader traced with strace, or (where strace cannot trace) the recorded traces."""
+    from iolab.syscalls import traced_or_recorded
+
+    return traced_or_recorded(recordings, key,
+                              {name: reader_command(name, dataset_dir) for name in names},
+                              dataset_dir)
+
+
 def syscalls_frame(reports: dict) -> pd.DataFrame:
     """One row per reader: method, opens on dataset files and elsewhere, total calls."""
     rows = []

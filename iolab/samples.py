@@ -22,6 +22,7 @@ from datetime import date
 from pathlib import Path
 
 from iolab.errors import LabError
+from iolab.workspace import existing_dir
 
 ACTIVITY = "activity"
 IMAGES = "images"
@@ -40,7 +41,9 @@ _ACTIVITY_NAME = re.compile(r"activity_(\d+)_(\d+)_(\d+)\.csv$")
 
 def dataset_kind(data_dir: Path) -> str:
     """ACTIVITY or IMAGES, from the layout of `data_dir`, or a LabError saying how to make one."""
-    data_dir = Path(data_dir)
+    data_dir = existing_dir(data_dir, "give the dataset's folder, or create one with "
+                            "`python data_generators/generate_data.py --out DIR` or "
+                            "`python data_generators/make_images.py --out DIR`")
     if (data_dir / "data").is_dir():
         return ACTIVITY
     if (data_dir / IMAGE_FILES_DIR).is_dir():

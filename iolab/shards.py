@@ -7,12 +7,15 @@ is fixed here (mtime, owner, mode): the same input gives byte-identical shards, 
 sha256 in the index proves it is the one that was built.
 
 The index (shards.json, next to the shards) lists every shard with its sample count, size and
-sha256. It is written last and atomically: an interrupted build leaves no index and never
-looks complete.
+sha256. A build writes its shards under hidden partial names and swaps them in together with
+the index at the end (commit_shards), so the previous set stays complete until then and an
+interrupted build leaves nothing half-written; the caller holds the directory's writer lock
+(iolab.dataset.writer_lock).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -21,11 +24,12 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from iolab.dataset import sha256_of
-from iolab.errors import LabError
+from iolab.errors import LabError, interrupts_held
 
 INDEX_NAME = "shards.json"
 MARKER_NAME = ".iolab-shards"
 SHARD_NAME = "shard-{:06d}.tar"
+PARTIAL_GLOB = ".shard-*.tar.partial"
 INDEX_FORMAT_VERSION = 1
 #: Every member's mtime (2000-01-01T00:00:00Z): a fixed value makes shards reproducible.
 FIXED_MTIME = 946_684_800
@@ -90,17 +94,61 @@ def write_shard(path: Path, samples: Iterable[Sample]) -> dict:
             "last_key": keys[-1] if keys else None}
 
 
+def partial_path(shard_dir: Path, name: str) -> Path:
+    """Where shard `name` is written before the build commits it."""
+    return Path(shard_dir) / f".{name}.partial"
+
+
 def prepare_shard_dir(shard_dir: Path) -> None:
-    """Empty a shard directory of an earlier build, refusing to touch one the lab did not make."""
+    """Make a shard directory ready for a build, refusing one whose shards the lab did not make.
+
+    Partial shards a killed build left behind are removed (the caller holds the lock, so no
+    running build owns them); the complete set, if any, stays until commit_shards.
+    """
     shard_dir.mkdir(parents=True, exist_ok=True)
-    old = sorted(shard_dir.glob("shard-*.tar"))
-    if old and not (shard_dir / MARKER_NAME).exists():
+    if any(shard_dir.glob("shard-*.tar")) and not (shard_dir / MARKER_NAME).exists():
         raise LabError(f"{shard_dir} holds shard-*.tar files this lab did not write; "
                        "choose an empty directory with --out")
-    (shard_dir / INDEX_NAME).unlink(missing_ok=True)  # first: a half-rebuilt dir never looks complete
-    for path in old:
-        path.unlink()
+    discard_partial_shards(shard_dir)
     (shard_dir / MARKER_NAME).write_text("written by the storage I/O lab's shard writer\n")
+
+
+def discard_partial_shards(shard_dir: Path) -> None:
+    """Remove partial shards; a second Ctrl-C meanwhile must not stop the removal."""
+    with contextlib.suppress(KeyboardInterrupt), interrupts_held():
+        for path in Path(shard_dir).glob(PARTIAL_GLOB):
+            path.unlink(missing_ok=True)
+
+
+def write_partial_shards(shard_dir: Path, shards: Iterable[Iterable[Sample]]) -> list[dict]:
+    """Write each shard under its partial name; index entries carry the final names.
+
+    On any exception, Ctrl-C included, the partial shards written so far are removed.
+    """
+    entries = []
+    try:
+        for number, samples in enumerate(shards):
+            name = SHARD_NAME.format(number)
+            entries.append({**write_shard(partial_path(shard_dir, name), samples), "name": name})
+    except BaseException:
+        discard_partial_shards(shard_dir)
+        raise
+    return entries
+
+
+def commit_shards(shard_dir: Path, index: dict) -> None:
+    """Replace the previous shard set by the partial one and write the index last.
+
+    Call it inside iolab.errors.interrupts_held: it must not stop halfway.
+    """
+    (shard_dir / INDEX_NAME).unlink(missing_ok=True)  # first: a half-swapped set never looks complete
+    names = {entry["name"] for entry in index["shards"]}
+    for old in shard_dir.glob("shard-*.tar"):
+        if old.name not in names:
+            old.unlink()
+    for name in names:
+        os.replace(partial_path(shard_dir, name), shard_dir / name)
+    write_index(shard_dir, index)
 
 
 def write_index(shard_dir: Path, index: dict) -> None:

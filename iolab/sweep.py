@@ -55,7 +55,7 @@ from iolab.context import machine_context, mount_for, public_text
 from iolab.errors import LabError, sigterm_as_interrupt
 from iolab.measure import to_markdown
 from iolab.plots import DATA_COLOUR, OTHER_COLOUR
-from iolab.workspace import check_capacity
+from iolab.workspace import atomic_output, check_capacity, existing_dir, output_file
 
 KIB = 1024
 MIB = 1024**2
@@ -141,10 +141,8 @@ def plan(min_bytes: int = DEFAULT_MIN_BYTES, max_bytes: int = DEFAULT_MAX_BYTES,
 
 def existing_directory(directory: Path | str) -> Path:
     """`directory` as a Path if it exists and is writable, else a LabError that says what to do."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise LabError(f"there is no directory {directory}; pass an existing directory "
-                       "(`python -m iolab locations` lists candidates)")
+    directory = existing_dir(directory, "pass an existing folder (`python -m iolab "
+                             "locations` lists candidates)")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise LabError(f"the directory {directory} is not writable by you; pass one you can "
                        "write to")
@@ -351,17 +349,18 @@ def _sweep_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(plan_text(points, args.directory, args.repeats))
         return 0
-    for output in (args.csv, args.plot):
-        if output is not None and not output.resolve().parent.is_dir():
-            raise LabError(f"the folder of {output} does not exist; create it or choose "
-                           "another output path")
+    for output, option in ((args.csv, "--csv"), (args.plot, "--plot")):
+        if output is not None:
+            output_file(output, option)
     rows = run_sweep(args.directory, points, args.repeats)
     summary = summarize_sweep(rows)
     if args.csv is not None:
-        rows.to_csv(args.csv, index=False)
+        with atomic_output(args.csv) as partial:
+            rows.to_csv(partial, index=False)
     if args.plot is not None:
         ax = plot_sweep(summary, title=f"file-size sweep, {summary['fs_type'].iloc[0]}")
-        ax.figure.savefig(args.plot, bbox_inches="tight")
+        with atomic_output(args.plot) as partial:
+            ax.figure.savefig(partial, bbox_inches="tight")
     print(to_markdown(summary[["file_size", "files", "direction", "files_per_s_median",
                                "MiB_per_s_median", "GB_per_s_median", "Gbit_per_s_median",
                                "resident_before_max_pct"]]))

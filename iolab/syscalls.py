@@ -36,8 +36,10 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 
+from iolab.dataset import BOOKKEEPING_NAMES
 from iolab.errors import LabError
-from iolab.workspace import scratch_dir
+from iolab.recorded import Recordings
+from iolab.workspace import existing_dir, scratch_dir
 
 #: Where a call is attributed: a dataset file, any other file, or no file at all.
 TARGETS = ("dataset", "other_files", "no_path")
@@ -209,10 +211,8 @@ def _run_strace(options: Sequence[str], cmd: list[str], cwd, env, trace_file: Pa
 
 def _dataset_roots(data_dir: str | os.PathLike) -> tuple[str, ...]:
     """The data directory as written and with symlinks resolved: a trace may show either."""
-    path = Path(data_dir)
-    if not path.is_dir():
-        raise LabError(f"the data directory {path} does not exist; create the dataset first "
-                       "(python data_generators/generate_data.py --out DIR) or pass the right --data-dir")
+    path = existing_dir(data_dir, "pass the dataset's folder as --data-dir (create the dataset "
+                        "with `python data_generators/generate_data.py --out DIR`)")
     spelled = os.path.normpath(os.path.abspath(path))
     return tuple(dict.fromkeys((spelled, os.path.realpath(path))))
 
@@ -450,7 +450,8 @@ class Attribution:
 
     Targets: `dataset` (the path, from an argument or from the descriptor's -y annotation,
     lies in data_dir, the directory itself included), `other_files` (any other path:
-    interpreter, libraries, /proc, /dev, ...) and `no_path` (no file: anonymous mmap, pipes,
+    interpreter, libraries, /proc, /dev, ..., and the dataset's own bookkeeping files such
+    as manifest.json, iolab.dataset.BOOKKEEPING_NAMES, which readers read to check the data) and `no_path` (no file: anonymous mmap, pipes,
     sockets, event fds, or a descriptor strace could not name). Only %file and %desc calls
     are traced, so `total_calls` is not every system call (see strace_summary for that).
     `dataset_open_counts` maps each dataset file (path relative to data_dir) to its
@@ -493,6 +494,8 @@ class _Tally:
     def add(self, call: TraceCall) -> None:
         path = self._path_of(call)
         relative = _relative_to_roots(path, self.roots) if path else None
+        if relative in BOOKKEEPING_NAMES:
+            relative = None  # the dataset's manifest, lock, ...: the lab checking, not data access
         target = "no_path" if path is None else "dataset" if relative is not None else "other_files"
         self.by_syscall[(call.syscall, target)] += 1
         if call.syscall in OPENS and call.succeeded:
@@ -642,6 +645,14 @@ class SyscallReport:
             "exit_code": self.exit_code,
         }
 
+    @classmethod
+    def from_json_dict(cls, value: dict) -> SyscallReport:
+        """A report read back from to_json_dict (a recorded run): the counts, no captured output."""
+        fields = {name: item for name, item in value.items() if name != "by_syscall"}
+        by_syscall = pd.DataFrame(value["by_syscall"], columns=["syscall", "target", "calls"])
+        return cls(stdout="", stderr="", by_syscall=by_syscall.astype({"calls": "int64"}),
+                   **fields)
+
 
 def _plain(value: int | None) -> int | None:
     return None if value is None else int(value)
@@ -663,6 +674,49 @@ def count_syscalls(cmd: Sequence[str], data_dir: str | os.PathLike, method: str 
     why = ("the fallback method was asked for" if method == "fallback"
            else f"strace was not used because {status.reason}")
     return _count_from_inside(cmd, data_dir, cwd, env, why)
+
+
+def strace_problem() -> str | None:
+    """None if strace can trace here, else the sentence that says why not and what to do."""
+    status = strace_status()
+    return None if status.available else status.reason
+
+
+def traced_or_recorded(recordings: Recordings, key: str, commands: Mapping[str, Sequence[str]],
+                       data_dir: str | os.PathLike, **kwargs) -> dict[str, SyscallReport]:
+    """count_syscalls of each command with strace; where strace cannot trace here, the strace
+    runs recorded under `key`, so a notebook's exact counts read the same on every machine.
+    """
+    value = recordings.data(
+        key, lambda: {label: count_syscalls(cmd, data_dir, method="strace", **kwargs).to_json_dict()
+                      for label, cmd in commands.items()},
+        strace_problem())
+    return {label: SyscallReport.from_json_dict(report) for label, report in value.items()}
+
+
+def strace_excerpt(cmd: Sequence[str], syscalls: Sequence[str], data_dir: str | os.PathLike,
+                   label: str = "DATA") -> str:
+    """What `strace -y -e trace=SYSCALLS` prints for the calls of cmd on files under data_dir.
+
+    The command runs in data_dir, and data_dir is shown as `label`, so the excerpt reads the
+    same wherever the dataset lives.
+    """
+    _require_strace()
+    roots = _dataset_roots(data_dir)
+    with _scratch("excerpt") as scratch:
+        trace = scratch / "trace"
+        _run_strace(["-y", "-e", "trace=" + ",".join(syscalls)], list(cmd), data_dir, None, trace)
+        lines = trace.read_text(errors="replace").splitlines()
+    def on_data(line: str) -> bool:  # every line names the working directory: skip that
+        for root in roots:
+            line = line.replace(f"AT_FDCWD<{root}>", "AT_FDCWD")
+        return any(root in line for root in roots)
+
+    picked = [line for line in lines if on_data(line)]
+    shown = "\n".join(picked)
+    for root in sorted(roots, key=len, reverse=True):
+        shown = shown.replace(root, label)
+    return shown
 
 
 def _report_from_attribution(att: Attribution, status: StraceStatus) -> SyscallReport:
@@ -710,7 +764,7 @@ def _wrap_python(cmd: list[str], data_dir: str, counts_file: Path) -> list[str]:
                        "`-m MODULE` can be counted; give the program that way")
     wrapper = Path(__file__).with_name("audit_open.py")
     return [cmd[0], *options, str(wrapper), "--data-dir", data_dir, "--out", str(counts_file.resolve()),
-            "--", *rest]
+            "--bookkeeping", ",".join(BOOKKEEPING_NAMES), "--", *rest]
 
 
 def _count_from_inside(cmd: Sequence[str], data_dir, cwd, env, why: str) -> SyscallReport:
@@ -759,34 +813,47 @@ def _fallback_note(why: str, python: bool, have_opens: bool, have_io: bool) -> s
     return "; ".join(parts)
 
 
-def _run_reading_proc_io(cmd: list[str], cwd, env, scratch: Path) -> tuple[_Finished, dict | None]:
-    """Run cmd with output captured to files, reading /proc/<pid>/io before the child is reaped.
+#: Runs the command with its output to the file $1, then closes its own stdout (telling the
+#: parent the command ended and was reaped) and waits for a line on its stdin before exiting
+#: with the command's status. The kernel adds a reaped child's I/O counters to its parent's,
+#: and a live shell's /proc/<pid>/io is readable by its owner, while an exited (zombie)
+#: process's is readable only with CAP_SYS_PTRACE, i.e. by root.
+_HOLDING_SHELL = 'out=$1; shift; "$@" </dev/null >"$out"; status=$?; exec >&-; read -r _; exit $status'
 
-    After the child exits it stays a zombie until waited for, and its /proc/<pid>/io then
-    holds the final counts (including children it reaped), so the numbers are complete.
+
+def _run_reading_proc_io(cmd: list[str], cwd, env, scratch: Path) -> tuple[_Finished, dict | None]:
+    """Run cmd with output captured to files; its /proc/<pid>/io counts, complete, as well.
+
+    The command runs under a shell that stays alive after reaping it (see _HOLDING_SHELL), so
+    the counts include everything the command and the children it waited for did, and the
+    shell itself makes no read or write call before they are read.
     """
     out_path, err_path = scratch / "stdout.txt", scratch / "stderr.txt"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    done_r, done_w = os.pipe()
+    go_r, go_w = os.pipe()
+    try:
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen(["/bin/sh", "-c", _HOLDING_SHELL, "sh", str(out_path), *cmd],
+                                    cwd=cwd, env=env, stdin=go_r, stdout=done_w, stderr=err)
+        os.close(done_w)
+        os.close(go_r)
+        done_w = go_r = -1
         try:
-            exit_code, io = _wait_reading_io(proc)
+            os.read(done_r, 1)  # end of file: the command has ended and was reaped
+            io = _read_proc_io(proc.pid)
+            os.write(go_w, b"\n")
+            exit_code = proc.wait()
         except BaseException:
             proc.kill()
             proc.wait()
             raise
+    finally:
+        for fd in (done_r, done_w, go_r, go_w):
+            if fd >= 0:
+                os.close(fd)
     finished = _Finished(exit_code, out_path.read_text(errors="replace"),
                          err_path.read_text(errors="replace"))
     return finished, io
-
-
-def _wait_reading_io(proc: subprocess.Popen) -> tuple[int, dict | None]:
-    if not hasattr(os, "waitid"):  # macOS, Windows: no way to look at an exited child
-        return proc.wait(), None
-    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-    io = _read_proc_io(proc.pid)
-    _, status = os.waitpid(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, io
 
 
 def _read_proc_io(pid: int) -> dict[str, int] | None:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from iolab.context import tool_version
 from iolab.errors import LabError
+from iolab.netmount import fuse_problem
 
 PTRACE_CHECK_TIMEOUT_S = 5.0
 
@@ -195,7 +196,8 @@ def check_tools(names: list[str] | None = None) -> list[ToolStatus]:
             ((exe, path) for exe in spec.executables or (name,) if (path := shutil.which(exe))),
             None,
         )
-        problem = ptrace_problem(found[1]) if found and name == "strace" else None
+        problem = (ptrace_problem(found[1]) if found and name == "strace"
+                   else fuse_problem() if found and name == "sshfs" else None)
         statuses.append(
             ToolStatus(
                 name=name,

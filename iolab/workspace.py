@@ -1,24 +1,39 @@
-"""Where the lab may write, and whether there is room.
+"""Where the lab may write, what it made there, and whether there is room.
 
 All generated data lives under one per-user workspace (IOLAB_WORKDIR, default
 <checkout>/workspace, git-ignored) so that `make clean` can remove everything the lab wrote
-and nothing else. Before writing, callers check free space and free inodes with a margin:
-on a shared login node running out of either hurts everyone.
+and nothing else. The workspace may be a directory that already holds the user's own files
+($SCRATCH, $HOME), so a name alone proves nothing: every directory the lab creates gets a
+marker file (MADE_MARKER) at the moment it is created, and `clean` deletes only marked
+directories. Before writing, callers check free space and free inodes with a margin: on a
+shared login node running out of either hurts everyone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
+import re
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
+from typing import Iterator
 
 from iolab.errors import LabError
 
 #: Headroom kept free beyond what a write needs (bytes, inodes).
 SPACE_MARGIN_BYTES = 256 * 1024**2
 INODE_MARGIN = 10_000
+#: Written into every directory the lab creates, and only into those: the proof `clean` needs.
+MADE_MARKER = ".iolab-made"
+MADE_MARKER_TEXT = ("made by the storage I/O lab; `python -m iolab clean` deletes this "
+                    "directory with everything in it\n")
+#: The marker iolab.locations has always written into the per-user directories it creates.
+LOCATION_MARKER = ".iolab-location"
+CREATION_MARKERS = (MADE_MARKER, LOCATION_MARKER)
+_MOUNTS_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 def user_name() -> str:
@@ -30,8 +45,17 @@ def user_name() -> str:
 
 
 def repo_root() -> Path:
-    """The checkout this toolkit lives in (holds demos/, data_generators/, notebooks/)."""
-    return Path(__file__).resolve().parent.parent
+    """The checkout this toolkit lives in (holds demos/, data_generators/, notebooks/).
+
+    iolab is installed editable (`make` runs `pip install -e .`), so its files stay in the
+    checkout and the scripts and notebooks beside them are found from any working directory.
+    """
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "data_generators").is_dir():
+        raise LabError(f"iolab is installed at {root}, outside the lab's checkout, so the demos "
+                       "and data generators cannot be found: install it editable from the "
+                       "checkout (`pip install -e .`, as `make` does)")
+    return root
 
 
 def workdir() -> Path:
@@ -45,23 +69,130 @@ def default_dataset_dir() -> Path:
     return workdir() / "dataset"
 
 
+# --------------------------------------------------------------------------- paths given by a user
+
+
+def existing_dir(path: Path | str, hint: str = "pass an existing folder") -> Path:
+    """`path` if it is a folder, else a LabError saying it is missing or is a file."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise LabError(f"{path} is a file, not a folder; {hint}")
+    raise LabError(f"{path} does not exist; {hint}")
+
+
+def existing_path(path: Path | str, hint: str = "pass an existing file or folder") -> Path:
+    """`path` if anything exists there, else a LabError saying that it does not exist."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise LabError(f"{path} does not exist; {hint}")
+    return path
+
+
+def output_file(path: Path | str, option: str = "the output") -> Path:
+    """`path` if a file can be written there, checked before a long run produces the result.
+
+    A result that cannot be saved after a run of minutes is a result lost, so the place is
+    checked first: not a folder, in an existing, writable folder.
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise LabError(f"{path} is a folder, not a file; give {option} a file name")
+    folder = path.parent if str(path.parent) else Path(".")
+    existing_dir(folder, f"create it first or give {option} another place")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise LabError(f"the folder {folder} is not writable by you; give {option} another place")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path | str) -> Iterator[Path]:
+    """A temporary name beside `path` to write to; renamed to `path` only if the block succeeds.
+
+    An interrupted or failed write leaves the previous file (or none), never half a result.
+    The temporary name keeps the suffix, so writers that choose a format by it still work.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.partial{path.suffix}")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except OSError as err:
+        raise LabError(f"cannot write {path} ({err.strerror or err}); check that its folder is "
+                       "writable and has room") from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- directories the lab makes
+
+
+def _missing_levels(path: Path) -> list[Path]:
+    """The directories that creating `path` with parents would create, outermost first."""
+    missing = []
+    while not path.exists() and not path.is_symlink() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing[::-1]
+
+
+def _make_marked(path: Path) -> None:
+    """Create one directory and mark it as the lab's; lose the race to nobody's files."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return  # made in the meantime by someone else: not ours to mark
+    (path / MADE_MARKER).write_text(MADE_MARKER_TEXT)
+
+
 def ensure_writable_dir(path: Path) -> Path:
-    """Create `path` if needed and prove it is writable, or raise a LabError that says why."""
+    """Create `path` if needed (marking each directory made) and prove it is writable.
+
+    Raises a LabError that says why when the path is a file or cannot be created or written.
+    """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise LabError(f"{path} exists but is not a directory; choose another location")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        for level in _missing_levels(path):
+            _make_marked(level)
     except OSError as err:
         raise LabError(
             f"cannot create the directory {path} ({err.strerror}); choose a writable location "
             "with --out or set IOLAB_WORKDIR to a directory you own"
         ) from None
+    if not path.is_dir():
+        raise LabError(f"{path} is not a directory; choose another location")
     if not os.access(path, os.W_OK | os.X_OK):
         raise LabError(
             f"the directory {path} is not writable by you; choose a writable location with "
             "--out or set IOLAB_WORKDIR"
         )
+    return path
+
+
+def is_lab_made(path: Path) -> bool:
+    """Whether `path` is a real directory of this user that the lab created (it is marked)."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    if path.stat().st_uid != os.getuid():
+        return False
+    return any((path / marker).is_file() for marker in CREATION_MARKERS)
+
+
+def lab_owned_dir(path: Path) -> Path:
+    """A directory the lab may delete and overwrite things in: made (and marked) by the lab.
+
+    An existing directory without the marker may be the user's own (a `lab` folder in
+    $HOME), so the lab refuses to write or delete there.
+    """
+    path = ensure_writable_dir(path)
+    if not is_lab_made(path):
+        raise LabError(f"{path} exists but was not made by the lab (it has no {MADE_MARKER} "
+                       "marker), so the lab will not write or delete in it; move it away, or "
+                       "point IOLAB_WORKDIR at a folder of the lab's own, e.g. $SCRATCH/iolab")
     return path
 
 
@@ -90,10 +221,30 @@ def scratch_dir(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))
 
 
+def mounts_under(root: Path) -> list[Path]:
+    """Mount points at or below `root`, from the kernel's mount table."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    root = Path(root)
+    points = [Path(_MOUNTS_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), line.split()[1]))
+              for line in lines if line.strip()]
+    return [p for p in points if p == root or root in p.parents]
+
+
 def remove_tree(path: Path) -> None:
-    """Delete a directory the lab created, refusing anything outside the workspace."""
+    """Delete a directory the lab created, refusing anything outside the workspace or a mount.
+
+    A recursive delete walks into mounted file systems, so one that holds a mount point
+    would delete the files exported through it.
+    """
     path = Path(path).resolve()
     root = workdir().resolve()
     if path == root or root not in path.parents:
         raise LabError(f"refusing to delete {path}: it is not inside the lab's workspace {root}")
+    mounted = mounts_under(path)
+    if mounted:
+        raise LabError(f"refusing to delete {path}: {mounted[0]} is mounted inside it; "
+                       f"unmount it (`fusermount3 -u {mounted[0]}` or `umount`) first")
     shutil.rmtree(path, ignore_errors=True)

@@ -1,15 +1,143 @@
-"""Shared fixtures: datasets built once per test session in temporary directories."""
+"""Shared fixtures and the tools the tests need.
+
+Datasets are built once per session in temporary directories. A test that needs a system
+tool says so with `@pytest.mark.needs("fio")` (or "strace", "sshfs", "slurm", "torch",
+"mpi"): where the tool is missing or unusable it is skipped with the reason, the Debian
+package that brings it, and how to enable it; the end of the run prints one line per
+skipped area with the command that would enable it.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+
+
+@dataclass(frozen=True)
+class Area:
+    """Tests that need one tool: what they cover, why they cannot run here, how to enable them."""
+
+    covers: str
+    packages: str
+    enable: str
+    problem: Callable[[], str | None]
+
+
+def _strace_problem() -> str | None:
+    from iolab.syscalls import strace_status
+
+    status = strace_status()
+    return None if status.available else status.reason
+
+
+def _fio_problem() -> str | None:
+    return None if shutil.which("fio") else "fio is not installed"
+
+
+def _sshfs_problem() -> str | None:
+    from iolab.netmount import sshfs_status
+
+    status = sshfs_status()
+    return None if status.available else status.reason
+
+
+def _slurm_problem() -> str | None:
+    import slurm_cluster
+
+    return slurm_cluster.skip_reason()
+
+
+def _torch_problem() -> str | None:
+    return None if importlib.util.find_spec("torch") else "PyTorch is not installed (optional)"
+
+
+def _mpi_problem() -> str | None:
+    from iolab.mpiio import mpi_available
+
+    ok, why = mpi_available()
+    return None if ok else why
+
+
+AREAS = {
+    "strace": Area("system-call counts traced with strace", "strace",
+                   "apt-get install strace (as root), or `module load strace`", _strace_problem),
+    "fio": Area("fio benchmark runs", "fio", "apt-get install fio (as root), or `module load fio`",
+                _fio_problem),
+    "sshfs": Area("the loopback network file system (sshfs)",
+                  "sshfs openssh-server openssh-client",
+                  "apt-get install sshfs openssh-server openssh-client (as root), and read-write "
+                  "access to /dev/fuse", _sshfs_problem),
+    "slurm": Area("the one-node Slurm that runs the job scripts",
+                  "munge slurmctld slurmd slurm-client",
+                  "apt-get install munge slurmctld slurmd slurm-client, then run the tests as "
+                  "root (the daemons switch users)", _slurm_problem),
+    "torch": Area("PyTorch DataLoader and torch.save paths", "none (PyPI: torch)", "make torch",
+                  _torch_problem),
+    "mpi": Area("MPI-IO runs", "none (PyPI: mpich, mpi4py, in requirements.txt)",
+                "make (it installs the mpich and mpi4py wheels)", _mpi_problem),
+}
+NEEDS_PREFIX = "needs "
+
+
+@functools.cache
+def area_problem(name: str) -> str | None:
+    """Why the tests of an area cannot run here (None if they can); probed once per session."""
+    return AREAS[name].problem()
+
+
+def skip_reason(name: str) -> str | None:
+    """The skip reason of a test that needs `name`: what is missing, the package, the fix."""
+    problem = area_problem(name)
+    if problem is None:
+        return None
+    area = AREAS[name]
+    return (f"{NEEDS_PREFIX}{name}: {problem.rstrip('.')} (Debian packages: {area.packages}; "
+            f"enable with: {area.enable})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs(area): skip unless this area's tool works here: "
+                            + ", ".join(AREAS))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        for name in mark.args:
+            if name not in AREAS:
+                raise pytest.UsageError(f"unknown area {name!r} in @pytest.mark.needs; "
+                                        f"known: {', '.join(AREAS)}")
+            reason = skip_reason(name)
+            if reason:
+                pytest.skip(reason)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """One line per area whose tests were skipped, with the command that would enable it."""
+    counts: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith(NEEDS_PREFIX):
+            name = reason[len(NEEDS_PREFIX):].split(":", 1)[0]
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return
+    terminalreporter.section("areas skipped here, and how to enable them")
+    for name, count in counts.items():
+        area = AREAS[name]
+        terminalreporter.write_line(f"{area.covers}: {count} tests skipped ({area_problem(name)}); "
+                                    f"enable with: {area.enable}")
 
 
 def run_script(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:

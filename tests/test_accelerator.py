@@ -78,8 +78,10 @@ def test_batch_size_counts_samples_and_bytes() -> None:
     assert acc.batch_size({"__key__": ["a", "b"], "npy": np.zeros((2, 3), dtype=np.uint8)}) == (2, 6)
 
 
+@pytest.mark.needs("torch")
 def test_batch_size_of_a_torch_tensor() -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     assert acc.batch_size(torch.zeros((8, 4), dtype=torch.float32)) == (8, 128)
 
 

@@ -201,6 +201,7 @@ def test_drop_caches_check_writes_nothing(tmp_path: Path, monkeypatch) -> None:
         drop_all_caches()
 
 
+@pytest.mark.slow
 def test_cold_reader_timings_start_evicted_and_stay_correct(small_dataset: Path) -> None:
     skip_if_in_memory(small_dataset)
     manifest = ds.load_manifest(small_dataset)

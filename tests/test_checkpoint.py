@@ -24,11 +24,11 @@ import pytest
 from iolab import checkpoint as ck
 from iolab.errors import LabError, run_cli
 from iolab.netmount import lab_leftovers, sshfs_status
+from iolab.workspace import MADE_MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024**2
-SSHFS = sshfs_status()
-needs_sshfs = pytest.mark.skipif(not SSHFS.available, reason=SSHFS.reason)
+needs_sshfs = pytest.mark.needs("sshfs")
 
 
 @pytest.fixture
@@ -46,7 +46,8 @@ def sha256(path: Path) -> str:
 
 def leftovers(workspace: Path) -> list[str]:
     tmp = workspace / "tmp"
-    return sorted(str(p.relative_to(workspace)) for p in tmp.rglob("*")) if tmp.exists() else []
+    return sorted(str(p.relative_to(workspace)) for p in tmp.rglob("*")
+                  if p.name != MADE_MARKER) if tmp.exists() else []
 
 
 # --------------------------------------------------------------------------- state and format
@@ -212,6 +213,7 @@ def test_cancelling_a_background_copy_stops_it_and_leaves_no_partial_file(tmp_pa
     assert not any(t.name.startswith("copy ") for t in threading.enumerate())
 
 
+@pytest.mark.slow
 def test_background_blocks_the_loop_less_than_the_same_copy_in_the_foreground(tmp_path: Path):
     state = ck.model_state(1)
     rate = 2.0  # MiB/s: each 1 MiB copy takes at least 0.5 s, guaranteed by a sleep
@@ -371,6 +373,7 @@ run_cli(lambda: ck.run_strategy(ck.model_state(2), "local", background=True, ste
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_interrupted_run_cancels_its_copy_and_removes_every_file(workspace: Path,
                                                                     sig: signal.Signals):

@@ -16,11 +16,10 @@ from iolab.lab import execute_notebook
 from iolab.cleanup import clean
 from iolab.netmount import loopback_sshfs, sshfs_status
 from iolab.syscalls import strace_status
-from iolab.workspace import user_name
+from iolab.workspace import ensure_writable_dir, user_name
 
 ROOT = Path(__file__).resolve().parent.parent
-needs_strace = pytest.mark.skipif(not strace_status().available,
-                                  reason=f"strace unusable here: {strace_status().reason}")
+needs_strace = pytest.mark.needs("strace")
 
 
 def iolab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -28,6 +27,7 @@ def iolab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           capture_output=True, env={**os.environ, **(env or {})}, timeout=600)
 
 
+@pytest.mark.slow
 @needs_strace
 @pytest.mark.parametrize("reader,opens", [("read_files", 7300), ("read_archive", 1)])
 def test_dataset_opens_of_the_default_dataset_are_exact(default_dataset: Path, reader: str,
@@ -43,6 +43,7 @@ def test_dataset_opens_of_the_default_dataset_are_exact(default_dataset: Path, r
     assert report["other_opens"] > 100
 
 
+@pytest.mark.slow
 def test_fallback_without_strace_still_counts_the_dataset_opens(small_dataset: Path) -> None:
     data = str(small_dataset)
     proc = iolab("syscalls", "--data-dir", data, "--json", "--method", "fallback", "--",
@@ -75,23 +76,24 @@ def test_unusable_workspace_is_one_sentence(tmp_path: Path) -> None:
     assert proc.stderr.startswith("error: cannot create the directory") and "Traceback" not in proc.stderr
 
 
-def test_clean_removes_what_the_lab_wrote_and_nothing_else(tmp_path: Path) -> None:
+def test_clean_removes_what_the_lab_wrote_and_nothing_else(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     workspace = tmp_path / "scratch-of-a-user"
+    monkeypatch.setenv("IOLAB_WORKDIR", str(workspace))
     marked, unmarked = tmp_path / "tmpbase", tmp_path / "otherbase"
     (marked / f"iolab-{user_name()}").mkdir(parents=True)
     (marked / f"iolab-{user_name()}" / ".iolab-location").write_text("")
     (unmarked / f"iolab-{user_name()}").mkdir(parents=True)
-    for name in ("dataset/data", "tmp/strace-1", "lab/site", "loc/x", "images/shards",
-                 "slurm-results/17"):
-        (workspace / name).mkdir(parents=True)
-        (workspace / name / "f").write_text("x")
+    for name in ("dataset", "tmp", "lab", "loc", "images", "slurm-results"):  # made by the lab
+        (ensure_writable_dir(workspace / name) / "f").write_text("x")
     (workspace / "my-own-results.txt").write_text("keep")
     env = {**os.environ, "IOLAB_WORKDIR": str(workspace), "TMPDIR": str(marked),
            "SCRATCH": str(unmarked)}
     proc = subprocess.run([sys.executable, "-m", "iolab", "clean"], cwd=ROOT, text=True,
                           capture_output=True, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in workspace.iterdir()) == ["my-own-results.txt"]
+    assert sorted(p.name for p in workspace.iterdir()) == [".iolab-made", "my-own-results.txt"]
+    assert "left alone" in proc.stdout and "my-own-results.txt" in proc.stdout
     assert not (marked / f"iolab-{user_name()}").exists()
     assert (unmarked / f"iolab-{user_name()}").is_dir()  # no marker: not the lab's
     (workspace / "my-own-results.txt").unlink()
@@ -100,7 +102,7 @@ def test_clean_removes_what_the_lab_wrote_and_nothing_else(tmp_path: Path) -> No
     assert not workspace.exists()  # an empty workspace the lab made goes too
 
 
-@pytest.mark.skipif(not sshfs_status().available, reason=sshfs_status().reason)
+@pytest.mark.needs("sshfs")
 def test_clean_unmounts_first_and_never_deletes_through_a_mount(tmp_path: Path,
                                                                  monkeypatch) -> None:
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))

@@ -96,10 +96,10 @@ def test_interrupted_generation_never_looks_complete(tmp_path: Path, monkeypatch
         return real_text(levels)
 
     monkeypatch.setattr(ds, "csv_text", failing_text)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="half-written files were removed"):
         generate_data.generate(out, files=30, seed=1, quiet=True)
-    assert any((out / "data").rglob("*.csv"))
-    assert not (out / ds.MANIFEST_NAME).exists()
+    assert not list(out.rglob("*.csv")), "nothing half-written is kept"
+    assert not (out / ds.MANIFEST_NAME).exists() and not (out / ds.LOCK_NAME).exists()
     assert not ds.verify_dataset(out).ok
     monkeypatch.setattr(ds, "csv_text", real_text)
     manifest, reused = generate_data.generate(out, files=30, seed=1, quiet=True)

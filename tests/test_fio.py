@@ -28,11 +28,8 @@ from iolab.locations import DirectIO
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "fio"
-SHARED = ROOT.parent / "shared" / "reference" / "real-outputs"
-needs_fio = pytest.mark.skipif(shutil.which("fio") is None,
-                               reason="fio is not installed (apt-get install fio)")
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(),
-                                  reason=f"the shared real outputs are not at {SHARED}")
+REAL = ROOT / "tests" / "fixtures" / "real-outputs"  # sources: its MANIFEST.md
+needs_fio = pytest.mark.needs("fio")
 JOB_ENV = ("SLURMD_NODENAME", "PBS_JOBID")
 
 
@@ -47,8 +44,8 @@ def fixture(name: str) -> dict:
     return load_fio(FIXTURES / f"{name}.json")
 
 
-def shared(name: str) -> dict:
-    return load_fio(SHARED / f"{name}.json")
+def real(name: str) -> dict:
+    return load_fio(REAL / f"{name}.json")
 
 
 def only_row(frame: pd.DataFrame) -> pd.Series:
@@ -162,9 +159,8 @@ def test_a_recorded_run_of_the_login_profile() -> None:
 
 # --- the parser on real outputs of fio 2.1.4 to 3.16 (MANIFEST.md, section C) ------------------
 
-@needs_shared
 def test_fio_2_1_five_jobs_in_microseconds_and_kib() -> None:
-    frame = fio_frame(shared("fio_2.1.4_pkb_five_jobs")).set_index("job")
+    frame = fio_frame(real("fio_2.1.4_pkb_five_jobs")).set_index("job")
     assert frame.index.tolist() == ["sequential_write", "sequential_read", "random_write_test",
                                     "random_read_test", "random_read_test_parallel"]
     assert frame["direction"].tolist() == ["write", "read", "write", "read", "read"]
@@ -179,9 +175,8 @@ def test_fio_2_1_five_jobs_in_microseconds_and_kib() -> None:
     assert frame["littles_law_lat_us"].isna().all()
 
 
-@needs_shared
 def test_fio_2_17_group_reporting_numjobs_2() -> None:
-    frame = fio_frame(shared("fio_2.17_pkb_group_reporting_numjobs2"))
+    frame = fio_frame(real("fio_2.17_pkb_group_reporting_numjobs2"))
     assert frame["rw"].tolist() == ["randread", "randwrite"]
     assert frame["direction"].tolist() == ["read", "write"]
     assert (frame["bw_bytes_per_s"] / 1024).tolist() == [129386, 39312]
@@ -198,9 +193,8 @@ def test_fio_2_17_group_reporting_numjobs_2() -> None:
         [2 / 8086.673998 * 1e6, 2 / 2457.017193 * 1e6])
 
 
-@needs_shared
 def test_fio_3_1_single_job_without_bw_bytes() -> None:
-    row = only_row(fio_frame(shared("fio_3.1_fioplot_single_job_randread")))
+    row = only_row(fio_frame(real("fio_3.1_fioplot_single_job_randread")))
     assert (row.job, row.rw, row.block_size_bytes, row.iodepth, row.numjobs) == (
         "random-read", "randread", 4096, 1, 1)
     assert row.bw_bytes_per_s == 26456 * 1024  # no bw_bytes key: from bw in KiB/s
@@ -210,9 +204,8 @@ def test_fio_3_1_single_job_without_bw_bytes() -> None:
     assert row.io_bytes == 1625501696 and row.runtime_s == 60.001
 
 
-@needs_shared
 def test_fio_3_6_two_entries_of_one_name_are_both_kept() -> None:
-    frame = fio_frame(shared("fio_3.6_fioplot_two_jobs_no_group_reporting"))
+    frame = fio_frame(real("fio_3.6_fioplot_two_jobs_no_group_reporting"))
     assert frame["job"].tolist() == ["random-io", "random-io"]
     assert frame["job_index"].tolist() == [0, 1]
     assert frame["bw_bytes_per_s"].tolist() == [231868, 235918]
@@ -227,9 +220,8 @@ def test_fio_3_6_two_entries_of_one_name_are_both_kept() -> None:
         [16 / 56.608466 * 1e6, 16 / 57.597267 * 1e6])
 
 
-@needs_shared
 def test_fio_3_16_mixed_randrw_group_reporting_numjobs_8() -> None:
-    frame = fio_frame(shared("fio_3.16_fioplot_randrw_group_reporting_numjobs8"))
+    frame = fio_frame(real("fio_3.16_fioplot_randrw_group_reporting_numjobs8"))
     assert frame["direction"].tolist() == ["read", "write"]
     assert set(frame["rw"]) == {"randrw"} and set(frame["job"]) == {"iotest"}
     assert frame["bw_bytes_per_s"].tolist() == [1284908, 1304963]
@@ -250,7 +242,7 @@ def test_fio_3_16_mixed_randrw_group_reporting_numjobs_8() -> None:
 
 def _all_outputs() -> list[dict]:
     outputs = [load_fio(path) for path in sorted(FIXTURES.glob("*.json"))]
-    return outputs + [load_fio(path) for path in sorted(SHARED.glob("fio_*.json"))]
+    return outputs + [load_fio(path) for path in sorted(REAL.glob("fio_*.json"))]
 
 
 def test_renaming_the_jobs_does_not_change_the_parse() -> None:
@@ -406,6 +398,7 @@ def iolab(*args: str, **kwargs) -> subprocess.CompletedProcess:
                           capture_output=True, env=env, timeout=300, **kwargs)
 
 
+@pytest.mark.slow
 @needs_fio
 def test_login_profile_runs_every_job_and_leaves_nothing(tmp_path: Path) -> None:
     target, json_out = tmp_path / "target", tmp_path / "out" / "login.json"
@@ -459,6 +452,7 @@ def _fio_processes(marker: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 @needs_fio
 def test_ctrl_c_stops_fio_and_removes_its_files(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in JOB_ENV}
@@ -493,6 +487,7 @@ def test_dry_run_writes_nothing_and_needs_no_fio(tmp_path: Path, monkeypatch) ->
     (["--profile", "pairs"], "shrink it with --size-scale and --runtime"),
     (["--size-scale", "8"], "must fit a shared login node"),
 ])
+@pytest.mark.slow
 def test_oversize_requests_are_refused_before_writing(tmp_path: Path, args: list[str],
                                                       message: str) -> None:
     for dry in ([], ["--dry-run"]):

@@ -252,7 +252,7 @@ def test_df_and_statvfs_agree_on_bytes_and_inodes(tmp_path: Path) -> None:
     # Other users write between the two readings: allow 1 % of the size.
     assert abs(df["used_bytes"] - sv["used_bytes"]) <= 0.01 * sv["size_bytes"]
     assert sv["used_bytes"] + sv["avail_bytes"] + sv["reserved_bytes"] == sv["size_bytes"]
-    with pytest.raises(LabError, match="not a directory"):
+    with pytest.raises(LabError, match="missing does not exist"):
         df_report(tmp_path / "missing")
 
 

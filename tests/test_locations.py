@@ -13,6 +13,7 @@ import pytest
 
 from iolab.context import mount_for
 from iolab.errors import LabError
+from iolab.workspace import MADE_MARKER
 from iolab.locations import (
     CLUSTER_VARIABLES,
     MARKER,
@@ -130,7 +131,7 @@ def test_probing_an_existing_user_dir_leaves_only_its_marker(places):
     tmp = by_name(discover_locations(probe=False))["tmp"]
     user_dir(tmp)
     discover_locations()
-    assert listing(tmp.path) == [MARKER]
+    assert listing(tmp.path) == sorted([MARKER, MADE_MARKER])
 
 
 def test_no_probe_writes_nothing(places, tmp_path, monkeypatch):

@@ -1,11 +1,13 @@
-"""Lustre: the lfs getstripe / lfs df parsers on real published outputs (recorded here and in
-../shared), detection on this machine's file systems, and the setstripe argv builder with
+"""Lustre: the lfs getstripe / lfs df parsers on real published outputs (tests/fixtures, each
+with its source), detection on this machine's file systems, and the setstripe argv builder with
 its validation. Nothing fakes Lustre: the lfs wrappers are only checked to refuse here."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
+import re
 import subprocess
 from pathlib import Path
 
@@ -22,10 +24,7 @@ from iolab.workspace import workdir
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "lustre"
-REFERENCE = ROOT.parent / "shared" / "reference"
-SHARED = REFERENCE / "real-outputs"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(),
-                                  reason=f"the shared real outputs are not at {SHARED}")
+REAL = ROOT / "tests" / "fixtures" / "real-outputs"  # sources: its MANIFEST.md
 MIB = 1024**2
 
 
@@ -33,8 +32,8 @@ def fixture(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
 
 
-def shared(name: str) -> str:
-    return (SHARED / name).read_text(encoding="utf-8")
+def real(name: str) -> str:
+    return (REAL / name).read_text(encoding="utf-8")
 
 
 def extents(layout) -> list[tuple]:
@@ -99,49 +98,43 @@ def test_lfs_df_human_readable_lustre_vagrant() -> None:
     assert set(frame["mount"]) == {"/users"} and set(frame["fs_name"]) == {"users"}
 
 
-# --- the shared real outputs (../shared/reference/real-outputs/MANIFEST.md) -----------------
+# --- real outputs (tests/fixtures/real-outputs/MANIFEST.md) ---------------------------------
 
-@needs_shared
-def test_shared_a1_csc_spaces() -> None:
-    layout = parse_getstripe(shared("getstripe_raid0_4stripes_csc.txt"))
+def test_real_a1_csc_spaces() -> None:
+    layout = parse_getstripe(real("getstripe_raid0_4stripes_csc.txt"))
     assert layout.path == "experiments/new_file"
     assert extents(layout) == [(0, None, 4, MIB, "raid0", 6, (6, 1, 19, 15), True)]
 
 
-@needs_shared
-def test_shared_a2_sdsc_tabs_hex_group() -> None:
-    layout = parse_getstripe(shared("getstripe_raid0_tabs_hexgroup_sdsc.txt"))
+def test_real_a2_sdsc_tabs_hex_group() -> None:
+    layout = parse_getstripe(real("getstripe_raid0_tabs_hexgroup_sdsc.txt"))
     assert layout.path == "striped/ILSVRC2012_img_val.tar"
     assert extents(layout) == [(0, None, 4, MIB, "raid0", 65, (65, 18, 61, 11), True)]
 
 
-@needs_shared
-def test_shared_a3_abci_numeric_pattern() -> None:
-    layout = parse_getstripe(shared("getstripe_pattern1_numeric_abci.txt"))
+def test_real_a3_abci_numeric_pattern() -> None:
+    layout = parse_getstripe(real("getstripe_pattern1_numeric_abci.txt"))
     assert layout.path == "stripe-file"
     assert extents(layout) == [(0, None, 4, MIB, "raid0", 4, (4, 5, 6, 7), True)]
 
 
-@needs_shared
-def test_shared_a4_lumi_one_line_default() -> None:
-    assert parse_dir_default(shared("getstripe_dir_default_d_lumi.txt")) == Component(
+def test_real_a4_lumi_one_line_default() -> None:
+    assert parse_dir_default(real("getstripe_dir_default_d_lumi.txt")) == Component(
         0, None, MIB, 1, (), "raid0", -1, instantiated=False)
 
 
-@needs_shared
-def test_shared_a5_directory_listing_two_records() -> None:
-    layouts = parse_getstripe_many(shared("getstripe_dir_listing_empty_pattern_charmedhpc.txt"))
+def test_real_a5_directory_listing_two_records() -> None:
+    layouts = parse_getstripe_many(real("getstripe_dir_listing_empty_pattern_charmedhpc.txt"))
     assert list(layouts) == ["/mnt/lustre", "/mnt/lustre/afile"]
     assert extents(layouts["/mnt/lustre"]) == [(0, None, 1, 4 * MIB, "raid0", -1, (), False)]
     assert extents(layouts["/mnt/lustre/afile"]) == [(0, None, 1, 4 * MIB, "raid0", 1, (1,),
                                                       True)]
     with pytest.raises(LabError, match="parse_getstripe_many"):
-        parse_getstripe(shared("getstripe_dir_listing_empty_pattern_charmedhpc.txt"))
+        parse_getstripe(real("getstripe_dir_listing_empty_pattern_charmedhpc.txt"))
 
 
-@needs_shared
-def test_shared_a6_pfl_composite_manual() -> None:
-    layout = parse_getstripe(shared("getstripe_pfl_composite_manual.txt"))
+def test_real_a6_pfl_composite_manual() -> None:
+    layout = parse_getstripe(real("getstripe_pfl_composite_manual.txt"))
     assert layout.path == "/mnt/testfs/create_comp" and layout.composite
     assert extents(layout) == [
         (0, 4 * MIB, 1, MIB, "raid0", 0, (0,), True),
@@ -151,25 +144,22 @@ def test_shared_a6_pfl_composite_manual() -> None:
     assert [c.component_id for c in layout.components] == [1, 2, 3]
 
 
-@needs_shared
-def test_shared_a7_data_on_mdt_manual() -> None:
-    layout = parse_getstripe(shared("getstripe_dom_mdt_manual.txt"))
+def test_real_a7_data_on_mdt_manual() -> None:
+    layout = parse_getstripe(real("getstripe_dom_mdt_manual.txt"))
     assert layout.path == "/mnt/lustre/domfile"
     assert extents(layout) == [(0, MIB, 0, MIB, "mdt", 2, (), True),
                                (MIB, None, 2, 4 * MIB, "raid0", 0, (0, 1), True)]
 
 
-@needs_shared
-def test_shared_a8_yaml_plain() -> None:
-    layout = parse_getstripe_yaml(shared("getstripe_yaml_plain_plotter.yaml"))
+def test_real_a8_yaml_plain() -> None:
+    layout = parse_getstripe_yaml(real("getstripe_yaml_plain_plotter.yaml"))
     assert not layout.composite
     assert extents(layout) == [(0, None, 8, 2 * MIB, "raid0", 5, (5, 7, 0, 3, 1, 4, 6, 2),
                                 True)]
 
 
-@needs_shared
-def test_shared_a9_yaml_pfl_only_first_instantiated() -> None:
-    layout = parse_getstripe_yaml(shared("getstripe_yaml_pfl_plotter.yaml"))
+def test_real_a9_yaml_pfl_only_first_instantiated() -> None:
+    layout = parse_getstripe_yaml(real("getstripe_yaml_pfl_plotter.yaml"))
     assert extents(layout) == [
         (0, MIB, 1, MIB, "raid0", 1, (1,), True),
         (MIB, 8 * MIB, 2, MIB, "raid0", -1, (), False),
@@ -179,9 +169,8 @@ def test_shared_a9_yaml_pfl_only_first_instantiated() -> None:
     assert [c.pool for c in layout.components] == ["disk", "flash", "disk", "disk"]
 
 
-@needs_shared
-def test_shared_a10_yaml_overstriped_keeps_repeated_osts() -> None:
-    layout = parse_getstripe_yaml(shared("getstripe_yaml_overstriped_plotter.yaml"))
+def test_real_a10_yaml_overstriped_keeps_repeated_osts() -> None:
+    layout = parse_getstripe_yaml(real("getstripe_yaml_overstriped_plotter.yaml"))
     (component,) = layout.components
     assert layout.composite and component.component_id == 65537
     assert (component.stripe_count, component.pattern, component.pool) == (
@@ -189,18 +178,16 @@ def test_shared_a10_yaml_overstriped_keeps_repeated_osts() -> None:
     assert component.osts == (1, 0) * 10
 
 
-@needs_shared
-def test_shared_csc_seed_excerpt_is_refused_unless_partial() -> None:
-    text = (REFERENCE / "lustre_getstripe_csc.txt").read_text(encoding="utf-8")
+def test_csc_excerpt_is_refused_unless_partial() -> None:
+    text = (REAL / "getstripe_excerpt_3_of_24_csc.txt").read_text(encoding="utf-8")
     with pytest.raises(LabError, match="lists 3 OSTs but its stripe count is 24"):
         parse_getstripe(text)
     layout = parse_getstripe(text, allow_partial=True)
     assert extents(layout) == [(0, None, 24, MIB, "raid0", 22, (22, 8, 4), True)]
 
 
-@needs_shared
-def test_shared_b1_lfs_df_demo() -> None:
-    frame = parse_lfs_df(shared("lfs_df_lustre-demo.txt"))
+def test_real_b1_lfs_df_demo() -> None:
+    frame = parse_lfs_df(real("lfs_df_lustre-demo.txt"))
     kib = [[41699840, 3840, 41693952], [50019328, 3584, 50013696],
            [98706432, 5615616, 93088768], [100038656, 3591168, 96445440],
            [198745088, 9206784, 189534208]]
@@ -212,9 +199,8 @@ def test_shared_b1_lfs_df_demo() -> None:
     assert osts["total_bytes"].sum() == frame["total_bytes"].iloc[-1]
 
 
-@needs_shared
-def test_shared_b2_lfs_df_four_file_systems() -> None:
-    frame = parse_lfs_df(shared("lfs_df_multi_fs_nersc_pytokio.txt"))
+def test_real_b2_lfs_df_four_file_systems() -> None:
+    frame = parse_lfs_df(real("lfs_df_multi_fs_nersc_pytokio.txt"))
     targets = frame[frame["kind"] != "summary"]
     assert len(targets) == 340 and (frame["kind"] == "summary").sum() == 4
     assert (targets["kind"] == "MDT").sum() == 8 and (targets["kind"] == "OST").sum() == 332
@@ -238,9 +224,8 @@ def test_shared_b2_lfs_df_four_file_systems() -> None:
     assert (mdt3["index"], mdt3["used_pct"]) == (3, 0)
 
 
-@needs_shared
-def test_shared_b3_lfs_df_inodes_as_printed() -> None:
-    frame = parse_lfs_df(shared("lfs_df_i_manual.txt"))
+def test_real_b3_lfs_df_inodes_as_printed() -> None:
+    frame = parse_lfs_df(real("lfs_df_i_manual.txt"))
     assert "total_bytes" not in frame
     assert frame[["total_inodes", "used_inodes", "free_inodes", "used_pct"]].values.tolist() == [
         [1910263, 1910263, 0, 100], [947456, 360059, 587397, 89], [948864, 233748, 715116, 91],
@@ -390,3 +375,13 @@ def test_cli_getstripe_from_file_and_stdin(capsys, monkeypatch) -> None:
 def test_cli_getstripe_missing_file_is_a_lab_error(tmp_path: Path, capsys) -> None:
     with pytest.raises(LabError, match="does not exist"):
         run_cli(["lustre", "getstripe", str(tmp_path / "nope.txt")], capsys)
+
+
+def test_every_real_output_matches_the_checksum_its_manifest_gives() -> None:
+    """The parser tests are only as good as their fixtures: none may change unnoticed."""
+    manifest = (REAL / "MANIFEST.md").read_text(encoding="utf-8")
+    listed = dict(re.findall(r"### \S+ `([^`]+)`.*?sha256: ([0-9a-f]{64})", manifest, re.S))
+    on_disk = {p.name for p in REAL.iterdir() if p.name != "MANIFEST.md"}
+    assert set(listed) == on_disk
+    for name, digest in listed.items():
+        assert hashlib.sha256((REAL / name).read_bytes()).hexdigest() == digest, name

@@ -106,6 +106,7 @@ def test_an_interrupt_between_phases_stops_the_workers_and_removes_the_files(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_grid_is_tidy(tmp_path: Path) -> None:
     grid = mdrates.mdtest_grid(tmp_path, processes=(1, 2), files_per_process=20,
                                shared_dir=(False, True), file_bytes=(3901,), progress=False)
@@ -116,6 +117,7 @@ def test_the_grid_is_tidy(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_prints_json_rows_and_refuses_the_cap_in_one_line(tmp_path: Path) -> None:
     def iolab(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "iolab", "mdrates", "--directory",

@@ -25,9 +25,8 @@ from iolab.errors import LabError
 from iolab.syscalls import strace_status
 
 ROOT = Path(__file__).resolve().parent.parent
-MPI_OK, MPI_REASON = mpiio.mpi_available()
-needs_mpi = pytest.mark.skipif(not MPI_OK, reason=MPI_REASON)
-needs_strace = pytest.mark.skipif(not strace_status().available, reason=strace_status().reason)
+needs_mpi = pytest.mark.needs("mpi")
+needs_strace = pytest.mark.needs("strace")
 
 KIB = 1024
 BLOCK = 4 * KIB
@@ -184,6 +183,7 @@ def test_hints_from_file_info_and_print_hints():
     assert mpiio.hints_frame(quiet).set_index("hint").loc["cb_nodes", "source"] == "default"
 
 
+@pytest.mark.slow
 @needs_mpi
 @needs_strace
 @pytest.mark.parametrize("ranks", [2, 4])
@@ -216,6 +216,7 @@ def test_syscall_counts_on_the_data_file(ranks):
     assert all(table["other_calls"] > 0)
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_cli_compares_modes_without_trace(capsys):
     parser = argparse.ArgumentParser()
@@ -240,13 +241,14 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     workspace = tmp_path / "ws"
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); from iolab import mpiio; "
+    script = ("from iolab import mpiio; "
               "from iolab.errors import run_cli; run_cli(lambda: mpiio.run_demo(4, 'independent', "
               "hints={'romio_ds_write': 'disable'}, blocks_per_rank=16384) and 0)")
-    proc = subprocess.Popen([sys.executable, "-c", script, str(ROOT)], text=True,
+    proc = subprocess.Popen([sys.executable, "-c", script], text=True,
                             env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60

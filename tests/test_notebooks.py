@@ -49,7 +49,7 @@ def test_committed_notebook_is_a_complete_clean_run(path: Path) -> None:
 
 
 def truncated_copy(tmp_path: Path, mutate: bool) -> Path:
-    """Notebook 01 up to its first checked cell, in a tree that mirrors the checkout."""
+    """Notebook 01 up to its first checked cell, outside the checkout (iolab finds it itself)."""
     notebook = nbformat.read(ROOT / "notebooks/01-file-access.ipynb", as_version=4)
     first_check = next(i for i, cell in enumerate(notebook.cells)
                        if cell.cell_type == "code" and CHECK in cell.source)
@@ -58,16 +58,13 @@ def truncated_copy(tmp_path: Path, mutate: bool) -> Path:
         output = notebook.cells[-1].outputs[0]
         assert "files: 7300" in output.text
         output.text = output.text.replace("files: 7300", "files: 7301")
-    for name in ("iolab", "data_generators"):
-        link = tmp_path / name
-        if not link.exists():
-            link.symlink_to(ROOT / name)
     target = tmp_path / "notebooks" / "check.ipynb"
     target.parent.mkdir(exist_ok=True)
     nbformat.write(notebook, target)
     return target
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutate", [False, True], ids=["unchanged", "one-output-changed"])
 def test_nbval_fails_when_a_deterministic_output_changes(tmp_path: Path, mutate: bool) -> None:
     target = truncated_copy(tmp_path, mutate)
@@ -81,3 +78,23 @@ def test_nbval_fails_when_a_deterministic_output_changes(tmp_path: Path, mutate:
         assert "files: 7301" in proc.stdout and "files: 7300" in proc.stdout
     else:
         assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel_dir", [".", "notebooks"], ids=["repository-root", "notebooks"])
+def test_a_notebook_runs_the_same_wherever_its_kernel_starts(tmp_path: Path, monkeypatch,
+                                                           kernel_dir: str) -> None:
+    """VS Code starts kernels at the repository root, Jupyter in the notebook's folder."""
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "workspace"))
+    committed = nbformat.read(ROOT / "notebooks/01-file-access.ipynb", as_version=4)
+    first_check = next(i for i, cell in enumerate(committed.cells)
+                       if cell.cell_type == "code" and CHECK in cell.source)
+    notebook = copy.deepcopy(committed)
+    notebook.cells = notebook.cells[: first_check + 1]
+    NotebookClient(notebook, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / kernel_dir)}}).execute()
+    text = lambda cell: "".join(o.get("text", "") for o in cell.outputs)  # noqa: E731
+    assert text(notebook.cells[first_check]) == text(committed.cells[first_check])
+    assert "files: 7300" in text(notebook.cells[first_check])

@@ -85,6 +85,7 @@ def suite_run(tmp_path_factory):
     return table, location, home, gitconfig_before
 
 
+@pytest.mark.slow
 def test_every_action_has_a_cold_and_a_warm_row(suite_run):
     table = suite_run[0]
     assert list(table.columns) == COLUMNS
@@ -109,8 +110,9 @@ def test_cold_runs_started_cold(suite_run):
         assert cold.loc[test, "resident_before_max_pct"] <= EVICTED_PCT, test
 
 
-def test_rows_name_where_they_ran_and_what_they_touched(suite_run):
-    table, location = suite_run[0], suite_run[1]
+def test_rows_name_where_they_ran_and_what_they_touched(suite_run, monkeypatch):
+    table, location, home = suite_run[:3]
+    monkeypatch.setenv("HOME", str(home))  # paths were made public (~) with the suite's HOME
     rows = table.drop_duplicates("test").set_index("test")
     for test in LOCATION_TESTS:
         assert rows.loc[test, "location"] == public_text(location.resolve())
@@ -219,6 +221,7 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_prints_json_rows(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "iolab", "perception", "--directory", str(tmp_path),

@@ -32,6 +32,7 @@ def test_reader_matches_manifest_on_default_dataset(reader: str, default_dataset
     assert result["time_s"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("files,seed", [(1, 5), (37, 7), (500, 11)])
 def test_all_readers_agree_for_other_sizes_and_seeds(tmp_path: Path, files: int, seed: int) -> None:
     data = build_dataset(tmp_path / "d", files=files, seed=seed)

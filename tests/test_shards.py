@@ -127,7 +127,7 @@ def test_interrupted_build_is_not_taken_as_complete(sharded: Path, tmp_path: Pat
 def test_missing_dataset_is_one_sentence(tmp_path: Path) -> None:
     proc = run_script("data_generators/make_shards.py", "--data", tmp_path / "none", check=False)
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: no dataset manifest") and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: no dataset at") and "Traceback" not in proc.stderr
     proc = run_script("demos/read_samples.py", "--source", "shards", "--data", tmp_path, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "holds no dataset" in proc.stderr
 
@@ -178,9 +178,9 @@ def test_image_sample_size_out_of_range_is_one_sentence(tmp_path: Path, kb: str)
 # ------------------------------------------------------------------ syscalls and workers
 
 
+@pytest.mark.slow
+@pytest.mark.needs("strace")
 def test_opens_per_sample_files_vs_shards(sharded: Path) -> None:
-    if not strace_status().available:
-        pytest.skip(strace_status().reason)
     reports = {source: pipeline.count_read_syscalls(sharded, source, method="strace")
                for source in pipeline.SOURCES}
     frame = pipeline.syscalls_per_sample_frame(reports).set_index("run")
@@ -207,10 +207,9 @@ def test_shards_read_with_webdataset_alone_when_torch_is_absent(sharded: Path) -
     assert proc.stdout.split() == ["False", str(FILES), repr(ds.load_manifest(sharded)["expected_mean"])]
 
 
+@pytest.mark.needs("torch")
 @pytest.mark.parametrize("source", pipeline.SOURCES)
 def test_dataloader_with_two_workers_reads_every_sample_once(sharded: Path, source: str) -> None:
-    if not pipeline.torch_available():
-        pytest.skip("PyTorch is not installed (optional: `make torch`)")
     keys = [key for batch in pipeline.batches(sharded, source, workers=2, batch_size=4) for key, _ in batch]
     assert len(keys) == FILES
     assert sorted(keys) == [key for key, _ in pipeline.file_samples(sharded)]

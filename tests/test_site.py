@@ -16,6 +16,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+pytestmark = pytest.mark.slow  # one strict sphinx-build of the whole site
+
 REPO = Path(__file__).resolve().parent.parent
 LESSONS = [
     "01-file-access", "02-small-files", "03-random-access", "04-page-cache",

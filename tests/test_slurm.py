@@ -94,12 +94,17 @@ def test_submitted_from_elsewhere_a_script_says_where_to_submit_from(tmp_path):
 
 # --- on a real one-node Slurm -------------------------------------------------------------
 
+def on_slurm(test):
+    """A test on the real one-node Slurm: slow, and run only where one can be started."""
+    return pytest.mark.slow(pytest.mark.needs("slurm")(test))
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    """munged, slurmctld and slurmd for this module; always stopped, nothing left running."""
-    reason = slurm_cluster.skip_reason()
-    if reason:
-        pytest.skip(reason)
+    """munged, slurmctld and slurmd for this module; always stopped, nothing left running.
+
+    Every test that uses it is marked needs("slurm"), so it is only started where it can run.
+    """
     with slurm_cluster.running_cluster() as running:
         yield running
     assert running.leftovers() == [], "processes of the test Slurm outlived it"
@@ -132,6 +137,7 @@ def assert_completed(job) -> None:
     assert job.output.rstrip().endswith(f"job {job.job_id}: COMPLETED")
 
 
+@on_slurm
 def test_small_files_job_stages_reads_and_cleans_up(cluster, places):
     job = submit(cluster, "small-files-local.sbatch", places)
     assert_completed(job)
@@ -152,6 +158,8 @@ def test_small_files_job_stages_reads_and_cleans_up(cluster, places):
     assert list(places["local"].iterdir()) == []  # the node-local copy is gone
 
 
+@on_slurm
+@pytest.mark.needs("fio")
 def test_fio_job_runs_the_node_profile_on_local_disk_and_scratch(cluster, places):
     job = submit(cluster, "fio-node.sbatch", places, **SMALL_FIO)
     assert_completed(job)
@@ -171,6 +179,7 @@ def test_fio_job_runs_the_node_profile_on_local_disk_and_scratch(cluster, places
     assert [p.name for p in user_dir.iterdir()] == [MARKER]
 
 
+@on_slurm
 def test_mpiio_job_verifies_all_three_modes(cluster, places):
     job = submit(cluster, "mpiio.sbatch", places, SBATCH_OVERCOMMIT="1")
     assert_completed(job)
@@ -184,6 +193,7 @@ def test_mpiio_job_verifies_all_three_modes(cluster, places):
     assert [p.name for p in user_dir.iterdir()] == [MARKER]  # mpiio-<jobid> removed
 
 
+@on_slurm
 def test_a_failing_job_reports_failure_and_still_cleans_up(cluster, places):
     job = submit(cluster, "mpiio.sbatch", places, SBATCH_OVERCOMMIT="1",
                  IOLAB_MPI_LAUNCH="false")
@@ -195,6 +205,8 @@ def test_a_failing_job_reports_failure_and_still_cleans_up(cluster, places):
     assert [p.name for p in user_dir.iterdir()] == [MARKER]
 
 
+@on_slurm
+@pytest.mark.needs("fio")
 def test_sigterm_before_the_time_limit_stops_fio_and_cleans_up(cluster, places):
     """What `#SBATCH --signal=B:TERM@60` sends: the trap stops fio and removes its files."""
     signalled = []
@@ -217,6 +229,7 @@ def test_sigterm_before_the_time_limit_stops_fio_and_cleans_up(cluster, places):
     assert not list(places["scratch"].rglob("fio-*"))
 
 
+@on_slurm
 def test_cancel_all_ends_running_jobs_and_their_processes(cluster):
     """What the fixture's teardown relies on when a test fails with a job still running."""
     job_id = cluster.client("sbatch", "--parsable", "--output=/dev/null",

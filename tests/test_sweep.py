@@ -119,6 +119,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_run_saves_csv_and_plot(tmp_path: Path) -> None:
     target = tmp_path / "target"
     target.mkdir()
@@ -164,5 +165,5 @@ def test_too_little_free_space_is_refused_before_a_point(tmp_path: Path, monkeyp
 
 
 def test_a_missing_directory_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(LabError, match="there is no directory"):
+    with pytest.raises(LabError, match="nope does not exist"):
         sweep.run_sweep(tmp_path / "nope", sweep.plan(**SMALL_PLAN), progress=False)

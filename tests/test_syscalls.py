@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from iolab.errors import LabError
-from iolab.workspace import repo_root
+from iolab.workspace import MADE_MARKER, repo_root
 from iolab.syscalls import (
     TraceReader,
     _Tally,
@@ -30,8 +30,7 @@ from iolab.syscalls import (
     unescape_strace,
 )
 
-STRACE = strace_status()
-needs_strace = pytest.mark.skipif(not STRACE.available, reason=STRACE.reason)
+needs_strace = pytest.mark.needs("strace")
 
 # Opens every file under argv[1] once (sorted os.walk), reads it whole, and tries one
 # missing file, so a failed open must not count as an open.
@@ -66,7 +65,8 @@ def workspace(tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     monkeypatch.setenv("IOLAB_WORKDIR", str(ws))
     yield ws
-    leftovers = list((ws / "tmp").glob("*")) if (ws / "tmp").exists() else []
+    leftovers = [p for p in (ws / "tmp").glob("*") if p.name != MADE_MARKER] \
+        if (ws / "tmp").exists() else []
     assert leftovers == [], f"scratch files left behind: {leftovers}"
 
 
@@ -185,6 +185,7 @@ def test_cat_and_children_of_a_shell(data):
     assert shell.dataset_open_counts == {"day 1.csv": 1, "day 2.csv": 1}
 
 
+@pytest.mark.slow
 @needs_strace
 def test_imports_are_not_dataset_calls(data):
     att = trace_attributed([sys.executable, "-c", "import pandas"], data)
@@ -261,9 +262,10 @@ print(json.dumps([status.available, status.reason, report.method, report.note, r
 """
 
 
+@pytest.mark.slow
 @needs_strace
 def test_ptrace_denied_is_explained_and_auto_falls_back(data):
-    outer = [STRACE.path, "-f", "-qq", "-o", os.devnull, "--",
+    outer = [strace_status().path, "-f", "-qq", "-o", os.devnull, "--",
              sys.executable, "-c", DENIED_PROBE, READER, str(data)]
     run = subprocess.run(outer, cwd=repo_root(), capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
