@@ -85,6 +85,13 @@ def verify_command(dataset_dir: Path | str) -> str:
 
 def _why_no_manifest(dataset_dir: Path) -> str:
     """Why there is no manifest, in the words the user needs: missing folder, a file, or unfinished."""
+    try:
+        dataset_dir.stat()
+    except PermissionError:
+        return (f"{dataset_dir} cannot be reached: a folder on its path is not readable by you; "
+                "fix its permissions (chmod u+rx) or choose another folder")
+    except OSError:
+        pass
     if not dataset_dir.exists():
         return (f"no dataset at {dataset_dir}: the folder does not exist; create it with "
                 f"{create_command(dataset_dir)}")

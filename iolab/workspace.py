@@ -152,7 +152,13 @@ def ensure_writable_dir(path: Path) -> Path:
     Raises a LabError that says why when the path is a file or cannot be created or written.
     """
     path = Path(path)
-    if path.exists() and not path.is_dir():
+    try:
+        is_file = path.exists() and not path.is_dir()
+    except OSError as err:  # a folder on the way that is not searchable
+        raise LabError(f"cannot reach {path} ({err.strerror}): a folder on its path is not "
+                       "readable by you; choose a writable location with --out or set "
+                       "IOLAB_WORKDIR to a directory you own") from None
+    if is_file:
         raise LabError(f"{path} exists but is not a directory; choose another location")
     try:
         for level in _missing_levels(path):
