@@ -154,18 +154,21 @@ def create_archive(dataset_dir: Path) -> tuple[dict, bool]:
     one is written by one run at a time and reported only once it verifies on disk.
     """
     dataset_dir = Path(dataset_dir)
-    manifest = ds.require_verified(dataset_dir)
-    if archive_is_current(dataset_dir):
-        return ds.load_archive_info(dataset_dir), True
-    with ds.writer_lock(dataset_dir):
+    ds.require_verified(dataset_dir)
+
+    def current(dataset_dir: Path) -> dict | None:
+        return ds.load_archive_info(dataset_dir) if archive_is_current(dataset_dir) else None
+
+    def build(dataset_dir: Path) -> dict:
         manifest = ds.require_verified(dataset_dir)  # another run may have replaced it meanwhile
-        if archive_is_current(dataset_dir):
-            return ds.load_archive_info(dataset_dir), True
         info = write_archive(dataset_dir, manifest)
         problems = ds.verify_archive(dataset_dir)
         if problems:
             raise LabError(f"the archive written to {dataset_dir} does not verify ({problems[0]})")
-    return info, False
+        return info
+
+    # the dataset folder is there already (it verified): no folder to create
+    return ds.build_once(dataset_dir, current, build, create=False)
 
 
 def main() -> int:

@@ -34,7 +34,7 @@ from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupt
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
 from iolab import dataset as ds  # noqa: E402
-from iolab.workspace import check_capacity, ensure_writable_dir  # noqa: E402
+from iolab.workspace import check_capacity  # noqa: E402
 
 #: Disk use per file: one block on most file systems, however small the file.
 BYTES_PER_FILE_ON_DISK = 4096
@@ -209,19 +209,12 @@ def confirm_written(out: Path, manifest: dict) -> None:
 def generate(out: Path, files: int = ds.DEFAULT_FILES, seed: int = ds.DEFAULT_SEED,
              quiet: bool = False) -> tuple[dict, bool]:
     """Make sure `out` holds the requested, verified dataset; returns (manifest, reused)."""
-    out = Path(out)
-    manifest = reusable(out, files, seed)
-    if manifest is not None:
-        return manifest, True
-    out = ensure_writable_dir(out)
-    with ds.writer_lock(out):
-        manifest = reusable(out, files, seed)  # another run may have finished it meanwhile
-        if manifest is not None:
-            return manifest, True
+    def build(out: Path) -> dict:
         refuse_foreign_data(out)
         check_capacity(out, files * (BYTES_PER_FILE_ON_DISK + ARCHIVE_BYTES_PER_FILE), files + 1000)
-        manifest = write_dataset(out, files, seed, quiet)
-    return manifest, False
+        return write_dataset(out, files, seed, quiet)
+
+    return ds.build_once(Path(out), lambda out: reusable(out, files, seed), build)
 
 
 def main() -> int:

@@ -33,8 +33,8 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 
 from iolab import samples as sm  # noqa: E402
 from iolab import shards as sh  # noqa: E402
-from iolab.dataset import sha256_of, writer_lock  # noqa: E402
-from iolab.workspace import check_capacity, ensure_writable_dir, workdir  # noqa: E402
+from iolab.dataset import build_once, sha256_of  # noqa: E402
+from iolab.workspace import check_capacity, workdir  # noqa: E402
 
 MANIFEST_NAME = "manifest.json"
 MARKER_NAME = ".iolab-images"
@@ -179,14 +179,8 @@ def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULT
     """
     check_request(count, sample_kb, shard_mb)
     request = {"count": count, "sample_kb": sample_kb, "seed": seed, "shard_mb": shard_mb}
-    manifest = reusable(Path(out), request)
-    if manifest is not None:
-        return manifest, True
-    out = ensure_writable_dir(out)
-    with writer_lock(out):
-        manifest = reusable(out, request)  # another run may have finished it meanwhile
-        if manifest is not None:
-            return manifest, True
+
+    def build(out: Path) -> dict:
         clear_previous(out)
         total = count * sample_kb * 1024
         check_capacity(out, 2 * total + 2 * count * sh.TAR_BLOCK, count + 100)  # files + shards
@@ -199,7 +193,9 @@ def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULT
         if problems:
             raise LabError(f"the dataset written to {out} does not verify ({problems[0]}); run "
                            "make_images.py again")
-    return manifest, False
+        return manifest
+
+    return build_once(Path(out), lambda out: reusable(out, request), build)
 
 
 def main() -> int:

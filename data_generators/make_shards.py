@@ -25,7 +25,7 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 from iolab import dataset as ds  # noqa: E402
 from iolab import samples as sm  # noqa: E402
 from iolab import shards as sh  # noqa: E402
-from iolab.workspace import check_capacity, default_dataset_dir, ensure_writable_dir  # noqa: E402
+from iolab.workspace import check_capacity, default_dataset_dir  # noqa: E402
 
 DEFAULT_SAMPLES_PER_SHARD = 1000
 
@@ -122,14 +122,8 @@ def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES
     """
     manifest = ds.require_verified(data)
     source, cut = source_identity(manifest), sharding(samples_per_shard, shard_size_mb)
-    existing = reusable(Path(out), source, cut)
-    if existing is not None:
-        return existing, True
-    out = ensure_writable_dir(out)
-    with ds.writer_lock(out):
-        existing = reusable(out, source, cut)  # another run may have built them meanwhile
-        if existing is not None:
-            return existing, True
+
+    def build(out: Path) -> dict:
         sizes = [sh.sample_tar_bytes([entry["bytes"]]) for entry in manifest["files"]]
         plan = sh.plan_shards(sizes, samples_per_shard,
                               None if shard_size_mb is None else int(shard_size_mb * 1e6))
@@ -140,7 +134,9 @@ def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES
         if problems or sh.load_shard_index(out) != index:
             raise LabError(f"the shards written to {out} do not verify "
                            f"({problems[0] if problems else 'another run replaced them'})")
-    return index, False
+        return index
+
+    return ds.build_once(Path(out), lambda out: reusable(out, source, cut), build)
 
 
 def main() -> int:

@@ -17,8 +17,11 @@ import json
 import sys
 from pathlib import Path
 
-from iolab.errors import run_cli
-from iolab.pipeline import SOURCES, read_throughput
+from iolab.errors import quiet_interrupts, run_cli
+
+quiet_interrupts()  # before pandas: Ctrl-C during a slow import is one sentence, too
+
+from iolab.pipeline import SOURCES, check_full_read, read_throughput  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -40,6 +43,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     result = read_throughput(args.data, args.source, args.workers, args.batch_size, args.limit)
+    if args.limit is None:  # a full read is checked against the manifest or index: no I/O on data
+        check_full_read(args.data, args.source, result)
     print(json.dumps(result.row()))
     return 0
 

@@ -365,6 +365,12 @@ def _cli_accelerator(args: argparse.Namespace) -> int:
         raise LabError(f"--batch-size must be at least 1, not {args.batch_size}")
     states = CACHE_STATES if args.cache == "both" else (args.cache,)
     data = _source_dir(args.data, args.source)
+    if args.source == "shards":
+        # every shard's sha256 against the index, before the first (cold) run evicts them:
+        # a run reads only --steps batches, so a damaged shard would otherwise go unnoticed
+        from iolab.shards import require_shards
+
+        require_shards(data, verify=True)
     frame = sweep(lambda w: pipeline.batches(args.data, args.source, w, args.batch_size), data,
                   args.compute_ms, args.workers, args.steps, source=args.source,
                   location=str(args.data), cache_states=states)

@@ -48,7 +48,7 @@ from matplotlib.axes import Axes
 
 from iolab.context import mount_for
 from iolab.dataset import sha256_of
-from iolab.errors import LabError, sigterm_as_interrupt
+from iolab.errors import LabError, interrupts_held, sigterm_as_interrupt
 from iolab.workspace import check_capacity, ensure_writable_dir, remove_tree, scratch_dir
 
 MIB = 1024**2
@@ -513,15 +513,15 @@ def target_dir(target: str, scratch: Path) -> Iterator[Path]:
             yield mount.mount_point
     else:
         base = ensure_writable_dir(Path(target).expanduser())
-        try:
-            directory = Path(tempfile.mkdtemp(prefix="iolab-checkpoint-", dir=base))
-        except OSError as err:
-            raise LabError(f"cannot write in {base} ({err.strerror}); choose a directory you "
-                           "can write to") from None
-        try:
+        with contextlib.ExitStack() as cleanup:
+            with interrupts_held():  # made and registered for removal, or neither
+                try:
+                    directory = Path(tempfile.mkdtemp(prefix="iolab-checkpoint-", dir=base))
+                except OSError as err:
+                    raise LabError(f"cannot write in {base} ({err.strerror}); choose a "
+                                   "directory you can write to") from None
+                cleanup.callback(_remove_uninterrupted, shutil.rmtree, directory, True)
             yield directory
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
 
 
 def describe(target: str, path: Path) -> str:
@@ -543,8 +543,10 @@ def run_strategy(state: dict[str, np.ndarray], target: str = "local", *, backgro
     check_loop(steps, every, step_s, keep)
     size = state_bytes(state)
     checkpoints = steps // every
-    scratch = scratch_dir("checkpoint")
-    try:
+    with contextlib.ExitStack() as cleanup:
+        with interrupts_held():  # made and registered for removal, or neither
+            scratch = scratch_dir("checkpoint")
+            cleanup.callback(_remove_uninterrupted, remove_tree, scratch)
         with sigterm_as_interrupt(), target_dir(target, scratch) as destination:
             local = scratch / "local"
             local.mkdir()
@@ -565,8 +567,13 @@ def run_strategy(state: dict[str, np.ndarray], target: str = "local", *, backgro
             run.saved_to = describe("local", local) if background else where
             run.copied_to = where if background else ""
             return run
-    finally:
-        remove_tree(scratch)
+
+
+def _remove_uninterrupted(remove: Callable, path: Path, *args) -> None:
+    """Remove a run's files in full: a Ctrl-C or SIGTERM meanwhile waits until they are gone
+    (then ends the run), so no half-deleted checkpoint directory is left behind."""
+    with interrupts_held():
+        remove(path, *args)
 
 
 # --------------------------------------------------------------------------- tables and plots

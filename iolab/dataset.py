@@ -22,9 +22,10 @@ import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from iolab.errors import LabError, interrupts_held
+from iolab.workspace import ensure_writable_dir
 
 FIRST_DAY = date(2004, 1, 1)
 DEFAULT_FILES = 7300
@@ -41,6 +42,7 @@ LOCK_NAME = ".iolab-lock"
 #: them is the lab checking the dataset, so syscall counts keep them apart from data access.
 BOOKKEEPING_NAMES = (MANIFEST_NAME, ARCHIVE_INFO_NAME, MARKER_NAME, LOCK_NAME)
 FORMAT_VERSION = 1
+T = TypeVar("T")
 
 
 def day_path(day: date) -> str:
@@ -353,3 +355,26 @@ def writer_lock(directory: Path) -> Iterator[None]:
         with contextlib.suppress(OSError):
             if line is not None and path.read_text() == line:
                 path.unlink()
+
+
+def build_once(directory: Path, reuse: Callable[[Path], T | None], build: Callable[[Path], T],
+               *, create: bool = True) -> tuple[T, bool]:
+    """What `reuse(directory)` finds, else what `build(directory)` makes under the writer lock;
+    returns (result, reused).
+
+    The order is what makes two runs at once safe. Reuse is tried first without the lock
+    (only reads, so a valid result in a read-only place is still used); then the directory
+    is made (create=True) and locked, and reuse is tried *again*: a second run may have
+    finished the same result while this one waited for the lock, and building it again would
+    replace a complete result for nothing (or refuse as busy). `build` runs with the lock
+    held, so it may remove what a killed run left behind.
+    """
+    found = reuse(Path(directory))
+    if found is not None:
+        return found, True
+    directory = ensure_writable_dir(directory) if create else Path(directory)
+    with writer_lock(directory):
+        found = reuse(directory)
+        if found is not None:
+            return found, True
+        return build(directory), False

@@ -43,6 +43,23 @@ def interrupt_message(err: KeyboardInterrupt) -> str:
     return f"interrupted: {outcome}." if outcome else "interrupted."
 
 
+def interrupt_behind(err: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that caused `err`, if one did.
+
+    An interrupt that lands inside a class body being created during an import (Python
+    3.11 wraps it: "RuntimeError: Error calling __set_name__") or inside an except block
+    arrives as another exception whose cause or context is the interrupt.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def run_cli(main: Callable[[], int | None]) -> NoReturn:
     """Run a command-line main(), turning LabError, Ctrl-C and SIGTERM into a clean exit."""
     try:
@@ -53,6 +70,12 @@ def run_cli(main: Callable[[], int | None]) -> NoReturn:
         sys.exit(2)
     except KeyboardInterrupt as err:
         print(interrupt_message(err), file=sys.stderr)
+        sys.exit(INTERRUPTED_EXIT)
+    except Exception as err:
+        interrupt = interrupt_behind(err)
+        if interrupt is None:
+            raise
+        print(interrupt_message(interrupt), file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT)
     sys.exit(code or 0)
 
@@ -108,8 +131,9 @@ def quiet_interrupts() -> None:
     previous_hook = sys.excepthook
 
     def hook(kind, value, traceback) -> None:
-        if issubclass(kind, KeyboardInterrupt):
-            print(interrupt_message(value), file=sys.stderr)
+        interrupt = interrupt_behind(value) if value is not None else None
+        if interrupt is not None:
+            print(interrupt_message(interrupt), file=sys.stderr)
         else:
             previous_hook(kind, value, traceback)
 

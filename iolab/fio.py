@@ -532,16 +532,18 @@ def _fio_subcommand(args: argparse.Namespace) -> int:
     disk_bytes, _ = footprint(checked_profile(profile, compute_node))  # refuse before writing
     if shutil.which("fio") is None:
         raise LabError(FIO_MISSING)
-    target = _target(args, create=True)
-    seconds = sum(job_duration_s(profile.options(job)) for job in profile.jobs)
-    print(f"fio profile {profile.name}: {len(profile.jobs)} jobs, at most {seconds:.0f} s and "
-          f"{disk_bytes / MIB:.0f} MiB, in {public_text(target)}", flush=True)
+    # where the results go is checked before anything runs: a result that cannot be saved
+    # after minutes of measuring is lost, and a refusal is then the only line printed
+    if args.csv is not None:
+        output_file(args.csv, "--csv")
     json_out = args.json_out or lab_owned_dir(workdir() / "lab") / "fio" / (
         f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     ensure_writable_dir(json_out.parent)
     output_file(json_out, "--json-out")
-    if args.csv is not None:
-        output_file(args.csv, "--csv")
+    target = _target(args, create=True)
+    seconds = sum(job_duration_s(profile.options(job)) for job in profile.jobs)
+    print(f"fio profile {profile.name}: {len(profile.jobs)} jobs, at most {seconds:.0f} s and "
+          f"{disk_bytes / MIB:.0f} MiB, in {public_text(target)}", flush=True)
     run = run_profile(profile, target, json_out=json_out, compute_node=compute_node)
     print(to_markdown(summary_frame(run.frame)))
     for note in run.notes:

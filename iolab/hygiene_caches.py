@@ -205,10 +205,16 @@ def apply_cleanup(plan: CleanupPlan, root: Path | str) -> int:
             raise LabError(f"refusing to delete {path}: it is outside the cleanup root {root}")
     removed = 0
     for path in plan.paths:
-        if path.is_dir() and not path.is_symlink():
-            removed += _usage(path)[0]
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            removed += 1
-            path.unlink()
+        try:
+            if path.is_dir() and not path.is_symlink():
+                files = _usage(path)[0]
+                shutil.rmtree(path)
+                removed += files
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+                removed += 1
+        except OSError as err:
+            raise LabError(f"cannot delete {path} ({err.strerror or err}): it or its folder is "
+                           f"not writable by you; {removed} files were removed before it, "
+                           "nothing outside the plan") from None
     return removed

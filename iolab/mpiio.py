@@ -40,7 +40,7 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from iolab.errors import LabError, sigterm_as_interrupt
+from iolab.errors import Interrupted, LabError, sigterm_as_interrupt
 from iolab.measure import to_markdown
 from iolab.syscalls import READS, TRACE_OPTIONS, WRITES, TraceReader, strace_status, unescape_strace
 from iolab.workspace import (atomic_output, check_capacity, ensure_writable_dir, output_file,
@@ -230,6 +230,8 @@ def _output_dir(out_dir: str | os.PathLike | None) -> Iterator[Path]:
     directory = scratch_dir("mpiio")
     try:
         yield directory
+    except KeyboardInterrupt as interrupt:  # true once `finally` has removed the directory
+        raise Interrupted("nothing half-written is kept") from interrupt
     finally:
         remove_tree(directory)
 
@@ -522,6 +524,9 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 def _mpiio_subcommand(args: argparse.Namespace) -> int:
     if args.csv:
         output_file(args.csv, "--csv")  # before the runs: a result that cannot be saved is lost
+        if args.no_trace:
+            raise LabError("--csv saves the system-call table, which --no-trace skips; drop "
+                           "one of the two")
     timed, traced = compare_modes(args.ranks, args.block_size, args.blocks_per_rank,
                                   trace=not args.no_trace)
     total = timed[0].total_bytes

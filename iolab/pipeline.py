@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import resource
 import sys
+import tarfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -253,12 +254,18 @@ def read_throughput(data_dir: Path, source: str = "files", workers: int | None =
     stream = batches(data_dir, source, workers, batch_size)
     try:
         for batch in stream:
-            for _key, data in batch[: None if limit is None else limit - samples]:
-                total, count = sm.sample_value(kind, data)
+            for key, data in batch[: None if limit is None else limit - samples]:
+                total, count = sm.sample_value(kind, data, key)
                 samples, payload = samples + 1, payload + len(data)
                 value_sum, value_count = value_sum + total, value_count + count
             if limit is not None and samples >= limit:
                 break
+    except (tarfile.TarError, EOFError, OSError, KeyError, ValueError) as err:
+        # webdataset passes tarfile's errors on (a truncated or changed shard), a worker
+        # re-raises what it met; either is damaged input, said in one sentence
+        detail = " ".join(str(err.args[0] if err.args else err).split())
+        raise LabError(f"the {source} of {data_dir} could not be read ({type(err).__name__}: "
+                       f"{detail}); rebuild them with the generator that made them") from None
     finally:
         stream.close()  # stops DataLoader workers now, so their CPU time is counted
     return ReadResult(source, workers, samples, payload, time.perf_counter() - wall_start,
@@ -301,6 +308,56 @@ def expected_result(data_dir: Path) -> dict:
                        f"`python data_generators/make_images.py --out {data_dir}`")
     manifest = json.loads(path.read_text())
     return {"samples": manifest["count"], "mean": manifest["label_sum"] / manifest["count"]}
+
+
+def _expected_sums(data_dir: Path, source: str) -> tuple[int, int, int, str]:
+    """(samples, value sum, value count) a full read of `source` must give, and what says so.
+
+    Files are checked against the dataset's manifest, shards against their own index (made
+    from a verified dataset); both are small files the lab already reads (bookkeeping).
+    """
+    data_dir = Path(data_dir)
+    kind = sm.dataset_kind(data_dir)
+    if source == "shards":
+        index = sh.load_shard_index(data_dir / sm.SHARDS_DIR)
+        try:
+            if kind == sm.ACTIVITY:
+                sums = index["source"]["activity_sum"], index["source"]["total_rows"]
+            else:
+                sums = index["label_sum"], index["sample_count"]
+        except (KeyError, TypeError):
+            raise LabError(f"the shard index in {data_dir / sm.SHARDS_DIR} is corrupted; rebuild "
+                           "the shards with the generator that made them") from None
+        return index["sample_count"], *sums, "their index"
+    if kind == sm.ACTIVITY:
+        from iolab.dataset import load_manifest
+
+        manifest = load_manifest(data_dir)
+        return (manifest["file_count"], manifest["activity_sum"], manifest["total_rows"],
+                "the manifest")
+    path = data_dir / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+        return manifest["count"], manifest["label_sum"], manifest["count"], "the manifest"
+    except (OSError, ValueError, KeyError, TypeError):
+        raise LabError(f"no readable manifest at {path}; build the dataset with "
+                       f"`python data_generators/make_images.py --out {data_dir}`") from None
+
+
+def check_full_read(data_dir: Path, source: str, result: ReadResult) -> None:
+    """Refuse a full read that is not the dataset: other samples, or other values.
+
+    Costs no reading of data: the manifest or index is small, and the sums are what the
+    read computed anyway. A damaged, missing or extra sample changes the count or a sum.
+    """
+    samples, value_sum, value_count, proof = _expected_sums(data_dir, source)
+    if (result.samples, result.value_sum, result.value_count) == (samples, value_sum, value_count):
+        return
+    what = ("samples" if result.samples != samples else "values (a sample was changed)")
+    raise LabError(f"the {source} of {data_dir} do not match {proof}: {result.samples} samples "
+                   f"with a value sum of {result.value_sum} were read, {proof} says {samples} "
+                   f"with {value_sum}, so the {what} differ; rebuild them with the generator "
+                   "that made them")
 
 
 def read_samples_command(data_dir: Path, source: str, workers: int | None = None,

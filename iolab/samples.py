@@ -97,11 +97,19 @@ def image_label(payload: bytes) -> int:
     return payload[0] % IMAGE_CLASSES
 
 
-def sample_value(kind: str, payload: bytes) -> tuple[int, int]:
-    """(value sum, value count) of one payload: activity levels and rows, or (label, 1)."""
-    if kind == ACTIVITY:
-        return activity_value(payload)
-    return image_label(payload), 1
+def sample_value(kind: str, payload: bytes, key: str = "") -> tuple[int, int]:
+    """(value sum, value count) of one payload: activity levels and rows, or (label, 1).
+
+    A payload that cannot be one (a damaged CSV, an empty sample) is a LabError.
+    """
+    try:
+        if kind == ACTIVITY:
+            return activity_value(payload)
+        return image_label(payload), 1
+    except (ValueError, IndexError):
+        raise LabError(f"the sample {key or '(no key)'} is damaged: it is not a valid "
+                       f"{'daily activity CSV' if kind == ACTIVITY else 'image-like sample'}; "
+                       "rebuild the dataset with the generator that made it") from None
 
 
 def image_payload(seed: int, index: int, size_bytes: int) -> bytes:

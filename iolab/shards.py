@@ -195,6 +195,20 @@ def verify_shards(shard_dir: Path) -> list[str]:
     return problems
 
 
+def _size_problem(entry: dict, path: Path) -> str | None:
+    """Why a shard cannot be the one in the index, from one stat (as cheap as checking that
+    it exists): missing, or another size (a truncated or half-copied shard)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return f"{entry['name']} is missing"
+    except OSError as err:
+        return f"{entry['name']} cannot be read ({err.strerror})"
+    if size != entry.get("bytes", size):
+        return f"{entry['name']} has {size} bytes, the index says {entry['bytes']} (truncated or replaced)"
+    return None
+
+
 def require_shards(shard_dir: Path, verify: bool = False) -> dict:
     """The index of a complete shard set; with verify=True every shard's sha256 is checked too.
 
@@ -203,7 +217,8 @@ def require_shards(shard_dir: Path, verify: bool = False) -> dict:
     """
     index = load_shard_index(shard_dir)
     problems = verify_shards(shard_dir) if verify else [
-        f"{path.name} is missing" for path in shard_paths(shard_dir, index) if not path.is_file()]
+        problem for entry, path in zip(index["shards"], shard_paths(shard_dir, index))
+        if (problem := _size_problem(entry, path))]
     if problems:
         raise LabError(f"the shards in {shard_dir} do not match their index ({problems[0]}); "
                        "rebuild them with the generator that made them")

@@ -438,7 +438,9 @@ def test_writer_interrupted_at_a_random_moment(name: str, sig: int, dataset: Pat
         assert not leftovers(dataset.parent), leftovers(dataset.parent)
         if result_exists(name, dataset):  # whatever claims to be complete is complete
             assert writer_verifies(name, dataset), (delay, proc.stderr)
-        assert proc.returncode > 0 or result_exists(name, dataset)
+        # interrupted (an exit status, or the signal Python re-raises on an uncaught Ctrl-C
+        # after printing the sentence) or finished; either way never success without a result
+        assert proc.returncode != 0 or result_exists(name, dataset)
         assert not (dataset / ".iolab-lock").exists() and not (dataset.parent / "images" /
                                                                  ".iolab-lock").exists()
         rerun = run(argv)
@@ -704,3 +706,312 @@ def test_clean_of_a_read_only_workspace_is_one_sentence(tmp_path: Path, read_onl
     if proc.returncode != 0:
         assert_one_error(proc)
     assert_user_files_intact(mine)
+
+
+# --------------------------------------------------------------------------- readers of shards
+
+
+def truncate_shard(d: Path) -> None:
+    shard = d / "shards" / "shard-000002.tar"
+    with open(shard, "r+b") as handle:
+        handle.truncate(shard.stat().st_size // 2)
+
+
+def change_shard_byte(d: Path) -> None:
+    """One activity level in a shard's payload becomes another level: same size, other value."""
+    shard = d / "shards" / "shard-000003.tar"
+    data = bytearray(shard.read_bytes())
+    at = data.index(b"\n23,23,") + len(b"\n23,23,")  # the last row of the shard's first sample
+    data[at] = ord("3") if data[at] != ord("3") else ord("2")
+    shard.write_bytes(bytes(data))
+
+
+def missing_shard(d: Path) -> None:
+    (d / "shards" / "shard-000004.tar").unlink()
+
+
+def missing_index(d: Path) -> None:
+    (d / "shards" / "shards.json").unlink()
+
+
+SHARD_DAMAGE = [truncate_shard, change_shard_byte, missing_shard, missing_index]
+SHARD_READERS = {
+    "read_samples-shards": lambda d: command("demos/read_samples.py", "--source", "shards",
+                                             "--data", d),
+    "read_samples-files": lambda d: command("demos/read_samples.py", "--source", "files",
+                                            "--data", d),
+    "accelerator": lambda d: command("iolab", "accelerator", "--data", d, "--source", "shards",
+                                     "--steps", 3, "--compute-ms", 1, "--cache", "warm"),
+}
+SAMPLE_DAMAGED = ([(r, f) for r in ("read_samples-shards", "accelerator") for f in SHARD_DAMAGE]
+                  + [("read_samples-files", f) for f in (delete_file, change_byte, empty_csv,
+                                                         half_csv)])
+
+
+@pytest.mark.parametrize("reader,damage", SAMPLE_DAMAGED,
+                         ids=[f"{r}-{f.__name__}" for r, f in SAMPLE_DAMAGED])
+def test_sample_reader_refuses_damaged_input(reader: str, damage, dataset: Path) -> None:
+    damage(dataset)
+    proc = run(SHARD_READERS[reader](dataset))
+    assert_one_error(proc)
+    assert '"mean"' not in proc.stdout and "pass line" not in proc.stdout
+
+
+@pytest.mark.parametrize("reader", [pytest.param("read_samples-shards", marks=pytest.mark.slow),
+                                    "read_samples-files"])
+def test_sample_reader_of_an_intact_dataset(reader: str, template: Path) -> None:
+    proc = run(SHARD_READERS[reader](template))
+    assert_ok(proc)
+    expected = verify_dataset(template).stdout.rsplit("expected mean ", 1)[1].strip()
+    assert f'"samples": {FILES},' in proc.stdout and f'"mean": {expected}' in proc.stdout
+
+
+# --------------------------------------------------------------------------- `python -m iolab checkpoint`
+
+
+def checkpoint_argv(target: Path, background: bool = False) -> list[str]:
+    return command("iolab", "checkpoint", "--size-mib", 1, "--steps", 6, "--every", 1,
+                   "--step-s", 0.05, "--keep", 2, "--target", target,
+                   *(["--background"] if background else []))
+
+
+def lab_files(root: Path) -> list[str]:
+    """Files below `root` other than the lab's folder markers: what a run left behind."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                  if not p.is_dir() and p.name != MADE_MARKER)
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_checkpoint_interrupted_leaves_nothing(sig: int, tmp_path: Path) -> None:
+    target, work = tmp_path / "target", tmp_path / "work"
+    mine = place_user_files(target)
+    env = {"IOLAB_WORKDIR": str(work)}
+    for n, delay in enumerate(delays(f"checkpoint-{sig}", 0.0, 1.5)):
+        proc = signal_and_collect(interrupted(checkpoint_argv(target, n % 2 == 1), delay, env), sig)
+        assert_interrupt_reported(proc, "sync:" if n % 2 == 0 else "background:")
+        # no checkpoint, sidecar or temporary file is left to pass as a complete checkpoint
+        assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in mine)
+        assert lab_files(work) == [], (delay, proc.stderr)
+    assert_user_files_intact(mine)
+
+
+def test_two_checkpoint_runs_at_once(tmp_path: Path) -> None:
+    target, work = tmp_path / "target", tmp_path / "work"
+    mine = place_user_files(target)
+    env = {**os.environ, "IOLAB_WORKDIR": str(work)}
+    procs = [subprocess.Popen(checkpoint_argv(target, background), cwd=ROOT, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for background in (False, True)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and "the loop was blocked" in out, err
+    assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in mine)
+    assert lab_files(work) == []
+    assert_user_files_intact(mine)
+
+
+def test_checkpoint_target_under_a_file_is_one_sentence(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    assert_one_error(run(checkpoint_argv(blocker / "target"),
+                         {"IOLAB_WORKDIR": str(tmp_path / "work")}))
+    assert blocker.read_text() == "mine"
+
+
+@not_as_root
+def test_checkpoint_read_only_target_is_one_sentence(tmp_path: Path, read_only) -> None:
+    target = tmp_path / "target"
+    mine = place_user_files(target)
+    read_only(target)
+    assert_one_error(run(checkpoint_argv(target), {"IOLAB_WORKDIR": str(tmp_path / "work")}))
+    assert_user_files_intact(mine)
+    assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in mine)
+
+
+# --------------------------------------------------------------------------- `python -m iolab hygiene`
+# The hygiene sub-commands only read: even `caches` is a dry run that prints the cleaning
+# commands; hygiene_caches.apply_cleanup, which does delete, has no command of its own.
+
+
+def cache_tree(root: Path) -> dict[str, str]:
+    """Caches of pip, conda, Hugging Face and torch below `root`, as the environment names them."""
+    for rel in ("pip/http/a", "conda/pkgs/numpy-1", "hf/hub/models--x/blob", "torch/hub/w.pt"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"x" * 100)
+    return {"PIP_CACHE_DIR": str(root / "pip"), "CONDA_PKGS_DIRS": str(root / "conda" / "pkgs"),
+            "HF_HOME": str(root / "hf"), "TORCH_HOME": str(root / "torch"),
+            "XDG_CACHE_HOME": str(root / "xdg")}
+
+
+def test_hygiene_caches_deletes_nothing(tmp_path: Path) -> None:
+    caches = tmp_path / "caches"
+    env = cache_tree(caches)
+    mine = place_user_files(caches, caches / "pip", tmp_path)
+    before = snapshot(caches)
+    proc = run(command("iolab", "hygiene", "caches"),
+               {**env, "MPLCONFIGDIR": str(tmp_path / "mpl")})  # matplotlib's own font cache
+    assert_ok(proc)
+    assert "nothing was deleted" in proc.stdout
+    assert snapshot(caches) == before
+    assert_user_files_intact(mine)
+
+
+@pytest.mark.parametrize("action,path", [("df", "missing"), ("usage", "file"), ("du", "missing"),
+                                         ("checkpoints", "file")])
+def test_hygiene_bad_path_is_one_sentence(action: str, path: str, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("mine")
+    where = tmp_path / ("a-file" if path == "file" else "nowhere")
+    assert_one_error(run(command("iolab", "hygiene", action, "--directory", where)))
+    assert (tmp_path / "a-file").read_text() == "mine" and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_hygiene_interrupted_is_one_sentence_and_changes_nothing(sig: int, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    for n in range(40):
+        folder = tree / f"d{n}"
+        folder.mkdir(parents=True)
+        for i in range(50):
+            (folder / f"f{i}.pt").write_bytes(b"x" * i)
+    before = snapshot(tmp_path)
+    for delay in delays(f"hygiene-{sig}", 0.0, 1.2):
+        proc = signal_and_collect(interrupted(command("iolab", "hygiene", "usage", "--directory",
+                                                      tree), delay), sig)
+        assert_interrupt_reported(proc, "(arithmetic")
+        assert snapshot(tmp_path) == before
+
+
+def test_apply_cleanup_deletes_the_plan_only(tmp_path: Path, monkeypatch) -> None:
+    from iolab.hygiene_caches import apply_cleanup, cache_cleanup_plan
+
+    caches = tmp_path / "caches"
+    for name, value in cache_tree(caches).items():
+        monkeypatch.setenv(name, value)
+    beside = place_user_files(tmp_path, caches)  # beside the caches, not inside one
+    plan = cache_cleanup_plan()
+    assert apply_cleanup(plan, caches) == 4
+    assert_user_files_intact(beside)
+    assert all(not any(d.iterdir()) for d in (caches / "pip", caches / "conda" / "pkgs"))
+
+
+@not_as_root
+def test_apply_cleanup_of_a_read_only_cache_is_one_sentence(tmp_path: Path, monkeypatch,
+                                                            read_only) -> None:
+    from iolab.hygiene_caches import apply_cleanup, cache_cleanup_plan
+
+    caches = tmp_path / "caches"
+    for name, value in cache_tree(caches).items():
+        monkeypatch.setenv(name, value)
+    mine = place_user_files(tmp_path)
+    read_only(caches / "pip")
+    with pytest.raises(LabError) as caught:
+        apply_cleanup(cache_cleanup_plan(), caches)
+    assert len(str(caught.value).splitlines()) == 1 and "cannot delete" in str(caught.value)
+    assert_user_files_intact(mine)
+
+
+# --------------------------------------------------------------------------- `python -m iolab` starting
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_iolab_interrupted_while_starting_is_one_sentence(sig: int, tmp_path: Path) -> None:
+    """The moment falls in the imports: __main__ handles signals before iolab.cli loads."""
+    for delay in delays(f"start-{sig}", 0.0, 0.3):
+        proc = signal_and_collect(interrupted(command("iolab", "hygiene", "df", "--directory",
+                                                      tmp_path), delay), sig)
+        assert_interrupt_reported(proc, "| os.statvfs")
+
+
+# --------------------------------------------------------------------------- result files of fio and mpiio
+
+
+def result_argv(name: str, out: Path, tmp: Path) -> list[str]:
+    """A small run of `name` that saves its result to `out` (fio runs in tmp/run)."""
+    if name.startswith("fio"):
+        option = "--csv" if name == "fio-csv" else "--json-out"
+        return command("iolab", "fio", "--directory", tmp / "run", "--size-scale", 0.02,
+                       "--runtime", 1, option, out)
+    return command("iolab", "mpiio", "--ranks", 2, "--blocks-per-rank", 8, "--csv", out)
+
+
+def result_complete(name: str, out: Path) -> bool:
+    text = out.read_text()
+    if name == "fio-json-out":
+        import json
+
+        return bool(json.loads(text)["jobs"])
+    lines = text.splitlines()
+    return len(lines) > 1 and lines[0].startswith(("job_index,", "run,")) and text.endswith("\n")
+
+
+RESULT_FILES = [pytest.param("fio-csv", marks=pytest.mark.needs("fio")),
+                pytest.param("fio-json-out", marks=pytest.mark.needs("fio")),
+                pytest.param("mpiio-csv", marks=pytest.mark.needs("mpi"))]
+
+
+def result_env(tmp: Path) -> dict:
+    (tmp / "run").mkdir(exist_ok=True)
+    return {"IOLAB_WORKDIR": str(tmp / "work")}
+
+
+@pytest.mark.parametrize("name", RESULT_FILES)
+def test_result_file_under_a_file_is_refused_before_the_run(name: str, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    proc = run(result_argv(name, blocker / "result", tmp_path), result_env(tmp_path))
+    assert_one_error(proc)
+    assert proc.stdout == ""  # refused before anything ran or was announced
+    assert blocker.read_text() == "mine" and not any((tmp_path / "run").iterdir())
+
+
+@not_as_root
+@pytest.mark.parametrize("name", RESULT_FILES)
+def test_result_file_in_a_read_only_folder_is_refused_before_the_run(name: str, tmp_path: Path,
+                                                                     read_only) -> None:
+    folder = tmp_path / "results"
+    mine = place_user_files(folder)
+    read_only(folder)
+    proc = run(result_argv(name, folder / "result", tmp_path), result_env(tmp_path))
+    assert_one_error(proc)
+    assert proc.stdout == "" and not any((tmp_path / "run").iterdir())
+    assert_user_files_intact(mine)
+
+
+@pytest.mark.needs("mpi")
+def test_mpiio_csv_without_trace_is_refused(tmp_path: Path) -> None:
+    """--no-trace makes no syscall table: --csv used to be ignored, the run reported success."""
+    argv = result_argv("mpiio-csv", tmp_path / "calls.csv", tmp_path) + ["--no-trace"]
+    proc = run(argv, result_env(tmp_path))
+    assert_one_error(proc)
+    assert proc.stdout == "" and not (tmp_path / "calls.csv").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.parametrize("name", RESULT_FILES)
+def test_result_file_interrupted_is_whole_or_absent(name: str, sig: int, tmp_path: Path) -> None:
+    folder = tmp_path / "results"
+    mine = place_user_files(folder)
+    out = folder / ("result.json" if name == "fio-json-out" else "result.csv")
+    env = result_env(tmp_path)
+    for delay in delays(f"{name}-{sig}", 0.5, 8.0):
+        out.unlink(missing_ok=True)
+        proc = signal_and_collect(interrupted(result_argv(name, out, tmp_path), delay, env), sig)
+        if proc.returncode != 0:
+            assert_interrupt_reported(proc, "")
+        assert not out.exists() or result_complete(name, out), (delay, proc.stderr)
+        assert not leftovers(folder) and not any((tmp_path / "run").iterdir())
+    assert_user_files_intact(mine)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RESULT_FILES)
+def test_two_runs_into_one_result_file(name: str, tmp_path: Path) -> None:
+    out = tmp_path / ("result.json" if name == "fio-json-out" else "result.csv")
+    env = {**os.environ, **result_env(tmp_path)}
+    procs = [subprocess.Popen(result_argv(name, out, tmp_path), cwd=ROOT, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    assert result_complete(name, out) and not leftovers(tmp_path)
