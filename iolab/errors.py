@@ -12,6 +12,7 @@ says so (it raises Interrupted with that outcome); otherwise the sentence claims
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -134,6 +135,12 @@ def quiet_interrupts() -> None:
         interrupt = interrupt_behind(value) if value is not None else None
         if interrupt is not None:
             print(interrupt_message(interrupt), file=sys.stderr)
+            # Skip the interpreter's shutdown: an interrupt that cut an extension module's
+            # import short can make finalization abort ("Fatal Python error"), and the
+            # cleanup that matters ran while the exception unwound.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(INTERRUPTED_EXIT)
         else:
             previous_hook(kind, value, traceback)
 

@@ -946,7 +946,7 @@ def result_complete(name: str, out: Path) -> bool:
 
 RESULT_FILES = [pytest.param("fio-csv", marks=pytest.mark.needs("fio")),
                 pytest.param("fio-json-out", marks=pytest.mark.needs("fio")),
-                pytest.param("mpiio-csv", marks=pytest.mark.needs("mpi"))]
+                pytest.param("mpiio-csv", marks=[pytest.mark.needs("mpi"), pytest.mark.needs("strace")])]
 
 
 def result_env(tmp: Path) -> dict:
