@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,13 +75,19 @@ def copy_with_manifest(source: Path | str, destination: Path | str) -> Path:
     sizes = [(source / line[66:]).stat().st_size for line in text.splitlines()]
     destination.parent.mkdir(parents=True, exist_ok=True)
     check_capacity(destination.parent, sum(sizes), len(sizes) + 1000)
-    partial = destination.with_name(destination.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
+    # A name of this run's own: a second copy running at once must not delete ours.
+    partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
     try:
         shutil.copytree(source, partial, symlinks=True, ignore=shutil.ignore_patterns(
             MANIFEST_NAME))
         (partial / MANIFEST_NAME).write_text(text)
         partial.rename(destination)
+    except OSError as err:
+        shutil.rmtree(partial, ignore_errors=True)
+        if destination.exists():
+            raise LabError(f"{destination} was made by another run meanwhile; this copy was "
+                           "discarded; check that one against its manifest") from None
+        raise
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -211,7 +212,7 @@ def copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_faithful_copy_verifies_with_sha256sum_and_python(copied: Path) -> None:
     lines = copied.read_text().splitlines()
     assert len(lines) == 4 and lines[2].endswith("  deep/c.csv")
-    assert not copied.with_name("copy.partial").exists()
+    assert not list(copied.parent.parent.glob("*.partial"))
     for check in (verify_with_sha256sum(copied), verify_in_python(copied)):
         assert check.ok and check.files == 4 and check.failed == []
 
@@ -235,6 +236,26 @@ def test_copies_go_only_to_new_places_inside_the_workspace(copied: Path, tmp_pat
     assert not (tmp_path / "elsewhere").exists()
     with pytest.raises(LabError, match="no manifest"):
         verify_in_python(tmp_path / "source" / MANIFEST_NAME)
+
+
+def test_a_copy_racing_another_keeps_the_other_and_leaves_nothing_partial(
+        copied: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import iolab.hygiene_checksums as checksums
+
+    destination = copied.parent.parent / "second"
+    real_copytree = shutil.copytree
+
+    def another_run_finishes_first(source, target, *args, **kwargs):
+        if not destination.exists():  # the other run renames its copy into place first
+            real_copytree(source, destination)
+            (destination / "theirs.txt").write_text("kept")
+        return real_copytree(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(checksums.shutil, "copytree", another_run_finishes_first)
+    with pytest.raises(LabError, match="made by another run meanwhile"):
+        copy_with_manifest(tmp_path / "source", destination)
+    assert (destination / "theirs.txt").read_text() == "kept"
+    assert not list(destination.parent.glob("*.partial"))
 
 
 # -- df, capacity, tmpdir ---------------------------------------------------------------------
