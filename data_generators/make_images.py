@@ -33,10 +33,10 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 
 from iolab import samples as sm  # noqa: E402
 from iolab import shards as sh  # noqa: E402
-from iolab.dataset import build_once, sha256_of  # noqa: E402
+from iolab.dataset import build_once  # noqa: E402
 from iolab.workspace import check_capacity, workdir  # noqa: E402
 
-MANIFEST_NAME = "manifest.json"
+MANIFEST_NAME = sm.IMAGES_MANIFEST
 MARKER_NAME = ".iolab-images"
 MIN_SAMPLE_KB, MAX_SAMPLE_KB = 100, 8192
 MAX_COUNT = 100_000
@@ -79,24 +79,7 @@ def label_member(label: int) -> bytes:
 
 def verify_images(out: Path) -> list[str]:
     """Problems found checking files and shards against the manifest; empty if none."""
-    path = out / MANIFEST_NAME
-    if not path.is_file():
-        return [f"no manifest at {path} (the dataset was never completed)"]
-    try:
-        manifest = json.loads(path.read_text())
-        entries = manifest["samples"]
-    except (ValueError, KeyError, TypeError):
-        return [f"the manifest {path} is corrupted"]
-    problems = []
-    files = out / sm.IMAGE_FILES_DIR
-    for entry in entries:
-        sample = files / f"{entry['key']}.bin"
-        if not sample.is_file() or sha256_of(sample) != entry["sha256"]:
-            problems.append(f"{sample.name} is missing or differs from the manifest")
-    on_disk = set(os.listdir(files)) if files.is_dir() else set()
-    extra = on_disk - {f"{entry['key']}.bin" for entry in entries}
-    problems += [f"{name} is not in the manifest" for name in sorted(extra)]
-    return problems + sh.verify_shards(out / sm.SHARDS_DIR)
+    return sm.image_files_problems(out) + sh.verify_shards(out / sm.SHARDS_DIR)
 
 
 def clear_previous(out: Path) -> None:

@@ -365,12 +365,14 @@ def _cli_accelerator(args: argparse.Namespace) -> int:
         raise LabError(f"--batch-size must be at least 1, not {args.batch_size}")
     states = CACHE_STATES if args.cache == "both" else (args.cache,)
     data = _source_dir(args.data, args.source)
+    # Every sample's sha256 against the index or manifest, before the first (cold) run
+    # evicts them: a run reads only --steps batches, so damage would otherwise go unnoticed.
     if args.source == "shards":
-        # every shard's sha256 against the index, before the first (cold) run evicts them:
-        # a run reads only --steps batches, so a damaged shard would otherwise go unnoticed
         from iolab.shards import require_shards
 
         require_shards(data, verify=True)
+    else:
+        _require_intact_files(args.data)
     frame = sweep(lambda w: pipeline.batches(args.data, args.source, w, args.batch_size), data,
                   args.compute_ms, args.workers, args.steps, source=args.source,
                   location=str(args.data), cache_states=states)
@@ -379,6 +381,21 @@ def _cli_accelerator(args: argparse.Namespace) -> int:
     passed = (frame["au_pct"] >= PASS_AU_PCT).sum()
     print(f"{passed} of {len(frame)} runs reached MLPerf's {PASS_AU_PCT:.0f}% pass line")
     return 0
+
+
+def _require_intact_files(data: Path) -> None:
+    """Refuse a files dataset whose samples differ from its manifest, in one sentence."""
+    from iolab import samples
+    from iolab.dataset import require_verified
+
+    if samples.dataset_kind(data) == samples.ACTIVITY:
+        require_verified(data)
+        return
+    problems = samples.image_files_problems(data)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise LabError(f"the images in {data} do not match their manifest: {problems[0]}{more}; "
+                       f"rebuild them with `python data_generators/make_images.py --out {data}`")
 
 
 def _source_dir(data: Path, source: str) -> Path:

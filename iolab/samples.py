@@ -15,12 +15,14 @@ DIR/files/ (image samples); its shards live in DIR/shards/ in both cases.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 from datetime import date
 from pathlib import Path
 
+from iolab.dataset import sha256_of
 from iolab.errors import LabError
 from iolab.workspace import existing_dir
 
@@ -35,6 +37,8 @@ LABEL_EXT = "cls"
 IMAGE_CLASSES = 10
 IMAGE_FILES_DIR = "files"
 SHARDS_DIR = "shards"
+#: Written last by data_generators/make_images.py: per-sample sha256 and label.
+IMAGES_MANIFEST = "manifest.json"
 
 _ACTIVITY_NAME = re.compile(r"activity_(\d+)_(\d+)_(\d+)\.csv$")
 
@@ -53,6 +57,30 @@ def dataset_kind(data_dir: Path) -> str:
         "`python data_generators/generate_data.py --out DIR` or "
         "`python data_generators/make_images.py --out DIR`"
     )
+
+
+def image_files_problems(data_dir: Path) -> list[str]:
+    """Image sample files that are missing, extra or differ (sha256) from the manifest.
+
+    The manifest is written last by data_generators/make_images.py, so its absence means the
+    dataset was never completed; empty when every file is exactly what was generated.
+    """
+    path = Path(data_dir) / IMAGES_MANIFEST
+    if not path.is_file():
+        return [f"no manifest at {path} (the dataset was never completed)"]
+    try:
+        entries = json.loads(path.read_text())["samples"]
+    except (ValueError, KeyError, TypeError):
+        return [f"the manifest {path} is corrupted"]
+    files = Path(data_dir) / IMAGE_FILES_DIR
+    problems = []
+    for entry in entries:
+        sample = files / f"{entry['key']}.bin"
+        if not sample.is_file() or sha256_of(sample) != entry["sha256"]:
+            problems.append(f"{sample.name} is missing or differs from the manifest")
+    on_disk = set(os.listdir(files)) if files.is_dir() else set()
+    extra = on_disk - {f"{entry['key']}.bin" for entry in entries}
+    return problems + [f"{name} is not in the manifest" for name in sorted(extra)]
 
 
 def activity_key(name: str) -> str:

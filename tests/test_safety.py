@@ -742,10 +742,14 @@ SHARD_READERS = {
                                             "--data", d),
     "accelerator": lambda d: command("iolab", "accelerator", "--data", d, "--source", "shards",
                                      "--steps", 3, "--compute-ms", 1, "--cache", "warm"),
+    "accelerator-files": lambda d: command("iolab", "accelerator", "--data", d, "--source",
+                                           "files", "--steps", 3, "--compute-ms", 1,
+                                           "--cache", "warm"),
 }
 SAMPLE_DAMAGED = ([(r, f) for r in ("read_samples-shards", "accelerator") for f in SHARD_DAMAGE]
                   + [("read_samples-files", f) for f in (delete_file, change_byte, empty_csv,
-                                                         half_csv)])
+                                                         half_csv)]
+                  + [("accelerator-files", f) for f in (delete_file, change_byte)])
 
 
 @pytest.mark.parametrize("reader,damage", SAMPLE_DAMAGED,
@@ -755,6 +759,24 @@ def test_sample_reader_refuses_damaged_input(reader: str, damage, dataset: Path)
     proc = run(SHARD_READERS[reader](dataset))
     assert_one_error(proc)
     assert '"mean"' not in proc.stdout and "pass line" not in proc.stdout
+
+
+@pytest.mark.parametrize("damage", ["truncate", "change_byte", "delete"])
+def test_accelerator_refuses_damaged_image_files(damage: str, tmp_path: Path) -> None:
+    images = tmp_path / "images"
+    assert_ok(run(writer_argv("images", tmp_path / "dataset")))
+    sample = sorted((images / "files").iterdir())[5]
+    if damage == "truncate":
+        os.truncate(sample, sample.stat().st_size // 2)
+    elif damage == "change_byte":
+        data = bytearray(sample.read_bytes())
+        data[100] ^= 0x01
+        sample.write_bytes(bytes(data))
+    else:
+        sample.unlink()
+    proc = run(SHARD_READERS["accelerator-files"](images))
+    assert_one_error(proc)
+    assert sample.name in proc.stderr and "pass line" not in proc.stdout
 
 
 @pytest.mark.parametrize("reader", [pytest.param("read_samples-shards", marks=pytest.mark.slow),
