@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.dataset import writer_lock
 from iolab.errors import LabError
 from iolab.recorded import FALLBACK_LOG_ENV
 from iolab.workspace import atomic_output, default_dataset_dir, lab_owned_dir, repo_root, workdir
@@ -152,13 +153,23 @@ def build_site(executed: Path, site: Path) -> bool:
 
 
 def run_lab(repeats: int = 5) -> int:
-    """The `make lab` sequence; returns the exit code."""
+    """The `make lab` sequence; returns the exit code.
+
+    One run at a time: a second `make lab` would empty the notebooks and site the first is
+    writing, and both would report a site built from a mix of the two.
+    """
+    out = lab_dir()
+    with writer_lock(out):
+        return _run_steps(out, repeats)
+
+
+def _run_steps(out: Path, repeats: int) -> int:
+    """The five steps, writing into `out` (the caller holds its lock)."""
     from iolab.locations import discover_locations, locations_frame
     from iolab.measure import to_markdown
     from iolab.tools import check_tools, format_report
 
     total = 5
-    out = lab_dir()
     step(1, total, "System tools and the places to compare")
     print(format_report(check_tools()))
     print()

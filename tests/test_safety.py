@@ -355,6 +355,22 @@ def test_two_cleans_at_once(tmp_path: Path) -> None:
                                                        "notes.txt", "tmp"]
 
 
+def test_a_second_make_lab_refuses_while_one_runs(tmp_path: Path, monkeypatch) -> None:
+    """Two `make lab` would empty each other's notebooks and site: the second says who runs."""
+    from iolab.dataset import writer_lock
+    from iolab.lab import lab_dir
+
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "work"))
+    out = lab_dir()
+    (out / "site").mkdir()
+    (out / "site" / "index.html").write_text("the first run's site")
+    with writer_lock(out):  # the first run, still going
+        proc = run(command("iolab", "lab"), {"IOLAB_WORKDIR": str(tmp_path / "work")})
+    assert_one_error(proc)
+    assert "another run is writing" in proc.stderr
+    assert (out / "site" / "index.html").read_text() == "the first run's site"
+
+
 # --------------------------------------------------------------------------- (c) interrupted
 
 
