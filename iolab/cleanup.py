@@ -22,9 +22,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from iolab.errors import LabError
-from iolab.workspace import (LOCATION_MARKER, MADE_MARKER, is_lab_made, mounts_under,
-                             user_name, workdir)
+from iolab.errors import LabError, interrupts_held
+from iolab.workspace import (CREATION_MARKERS, LOCATION_MARKER, MADE_MARKER, is_lab_made,
+                             mounts_under, user_name, workdir)
 
 #: The lab's mount points live here (see iolab.netmount).
 MOUNT_DIR = "mnt"
@@ -72,11 +72,36 @@ def _remove(target: Path) -> bool:
         return False
     print(f"removing {target}")
     try:
-        shutil.rmtree(target, onerror=_unless_gone)
+        _delete_marker_last(target)
     except OSError as err:
         raise LabError(f"cannot delete {err.filename or target} ({err.strerror or err}); make "
                        "its folder writable (chmod u+w) and run `make clean` again") from None
     return True
+
+
+def _delete_marker_last(target: Path) -> None:
+    """Delete a marked directory's contents, then its marker, then the directory.
+
+    A `clean` interrupted halfway must leave the directory still marked, so that the next
+    `clean` finishes the job instead of leaving it alone as the user's.
+    """
+    markers = [target / name for name in CREATION_MARKERS]
+    try:
+        entries = list(target.iterdir())
+    except FileNotFoundError:
+        return  # another `clean` removed it
+    for entry in entries:
+        if entry in markers:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, onerror=_unless_gone)
+        else:
+            entry.unlink(missing_ok=True)
+    with interrupts_held():  # an unmarked, empty directory would be left alone for good
+        for marker in markers:
+            marker.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):  # another `clean` may have been quicker
+            target.rmdir()
 
 
 def _unless_gone(function, path, exc_info) -> None:

@@ -16,6 +16,7 @@ interrupted build leaves nothing half-written; the caller holds the directory's 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -158,6 +159,9 @@ def write_index(shard_dir: Path, index: dict) -> None:
     os.replace(partial, shard_dir / INDEX_NAME)
 
 
+_INDEX_CACHE: dict[tuple, dict] = {}
+
+
 def load_shard_index(shard_dir: Path) -> dict:
     """Read DIR/shards.json, or raise a LabError that says how to build the shards."""
     path = Path(shard_dir) / INDEX_NAME
@@ -166,13 +170,20 @@ def load_shard_index(shard_dir: Path) -> dict:
     if not path.is_file():
         raise LabError(f"no complete shards in {shard_dir} (no {INDEX_NAME}, so the build never "
                        f"finished); {hint}")
-    try:
-        index = json.loads(path.read_text())
-        [(entry["name"], entry["samples"], entry["sha256"]) for entry in index["shards"]]
-        index["sample_count"], index["kind"]
-    except (ValueError, KeyError, TypeError):
-        raise LabError(f"the shard index {path} is corrupted; {hint}") from None
-    return index
+    stat = path.stat()
+    # A reader consults the index before and after reading (to check what it read): one
+    # open per run keeps the system-call counts the lessons show. Writers replace the index
+    # by rename, so a rewritten index has another inode and is read afresh.
+    key = (str(path.resolve()), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    if key not in _INDEX_CACHE:
+        try:
+            index = json.loads(path.read_text())
+            [(entry["name"], entry["samples"], entry["sha256"]) for entry in index["shards"]]
+            index["sample_count"], index["kind"]
+        except (ValueError, KeyError, TypeError):
+            raise LabError(f"the shard index {path} is corrupted; {hint}") from None
+        _INDEX_CACHE[key] = index
+    return copy.deepcopy(_INDEX_CACHE[key])
 
 
 def shard_paths(shard_dir: Path, index: dict) -> list[Path]:

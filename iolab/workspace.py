@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
-from iolab.errors import LabError
+from iolab.errors import LabError, interrupts_held
 
 #: Headroom kept free beyond what a write needs (bytes, inodes).
 SPACE_MARGIN_BYTES = 256 * 1024**2
@@ -139,11 +139,12 @@ def _missing_levels(path: Path) -> list[Path]:
 
 def _make_marked(path: Path) -> None:
     """Create one directory and mark it as the lab's; lose the race to nobody's files."""
-    try:
-        path.mkdir()
-    except FileExistsError:
-        return  # made in the meantime by someone else: not ours to mark
-    (path / MADE_MARKER).write_text(MADE_MARKER_TEXT)
+    with interrupts_held():  # a directory made but not marked would never be cleaned
+        try:
+            path.mkdir()
+        except FileExistsError:
+            return  # made in the meantime by someone else: not ours to mark
+        (path / MADE_MARKER).write_text(MADE_MARKER_TEXT)
 
 
 def ensure_writable_dir(path: Path) -> Path:
