@@ -70,15 +70,26 @@ def run_cli(main: Callable[[], int | None]) -> NoReturn:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt as err:
-        print(interrupt_message(err), file=sys.stderr)
-        sys.exit(INTERRUPTED_EXIT)
+        exit_interrupted(err)
     except Exception as err:
         interrupt = interrupt_behind(err)
         if interrupt is None:
             raise
-        print(interrupt_message(interrupt), file=sys.stderr)
-        sys.exit(INTERRUPTED_EXIT)
+        exit_interrupted(interrupt)
     sys.exit(code or 0)
+
+
+def exit_interrupted(err: KeyboardInterrupt) -> NoReturn:
+    """Print the interrupt's one sentence and end at once, skipping the interpreter's shutdown.
+
+    An interrupt that cut an extension module's import short (numpy, pandas) can make the
+    shutdown abort with "Fatal Python error" (seen in CI); the cleanup that matters has
+    already run while the exception unwound through the `finally` blocks.
+    """
+    print(interrupt_message(err), file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(INTERRUPTED_EXIT)
 
 
 @contextlib.contextmanager
@@ -134,13 +145,7 @@ def quiet_interrupts() -> None:
     def hook(kind, value, traceback) -> None:
         interrupt = interrupt_behind(value) if value is not None else None
         if interrupt is not None:
-            print(interrupt_message(interrupt), file=sys.stderr)
-            # Skip the interpreter's shutdown: an interrupt that cut an extension module's
-            # import short can make finalization abort ("Fatal Python error"), and the
-            # cleanup that matters ran while the exception unwound.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(INTERRUPTED_EXIT)
+            exit_interrupted(interrupt)
         else:
             previous_hook(kind, value, traceback)
 
