@@ -4,7 +4,8 @@ Datasets are built once per session in temporary directories. A test that needs 
 tool says so with `@pytest.mark.needs("fio")` (or "strace", "sshfs", "slurm", "torch",
 "mpi"): where the tool is missing or unusable it is skipped with the reason, the Debian
 package that brings it, and how to enable it; the end of the run prints one line per
-skipped area with the command that would enable it.
+skipped area with the command that would enable it. `-m needs_slurm` (any area's name)
+selects the tests of one area.
 """
 
 from __future__ import annotations
@@ -109,6 +110,16 @@ def skip_reason(name: str) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(area): skip unless this area's tool works here: "
                             + ", ".join(AREAS))
+    for name in AREAS:
+        config.addinivalue_line("markers", f"needs_{name}: set on every test marked "
+                                f"needs({name!r}), to select them: -m needs_{name}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in {name for mark in item.iter_markers("needs") for name in mark.args}:
+            item.add_marker(f"needs_{name}")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

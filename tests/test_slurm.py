@@ -24,6 +24,7 @@ import pytest
 from iolab.fio import PROFILES, scaled_profile
 from iolab.fio_parse import loads_fio
 from iolab.locations import MARKER
+from iolab.workspace import MADE_MARKER
 
 import slurm_cluster
 
@@ -34,6 +35,8 @@ NODE_JOBS = [job.name for job in PROFILES["node"].jobs]
 #: Variables of the outer environment that would steer a job elsewhere, blanked per job.
 STEERING = ("IOLAB_NODE_LOCAL", "SLURM_TMPDIR", "LOCAL_SCRATCH", "IOLAB_FIO_SIZE_SCALE",
             "IOLAB_FIO_RUNTIME_S", "IOLAB_MPI_LAUNCH", "IOLAB_MPIIO_ARGS")
+#: All a job leaves in scratch: the per-user directory the lab made, with its two marks.
+LAB_MARKS = sorted([MADE_MARKER, MARKER])
 #: The fio node profile, scaled for the test: files x 0.001 (4 KiB to 1 MiB), 1 s per job.
 SMALL_FIO = {"IOLAB_FIO_SIZE_SCALE": "0.001", "IOLAB_FIO_RUNTIME_S": "1"}
 SMALL_FIO_PROFILE = scaled_profile("node", 0.001, 1)
@@ -174,9 +177,9 @@ def test_fio_job_runs_the_node_profile_on_local_disk_and_scratch(cluster, places
         assert "| read-16k" in (results / f"fio-node-{place}.md").read_text()
     assert "RESULT: fio node profile ran all 6 jobs" in job.output
     assert list(places["local"].iterdir()) == []
-    # scratch holds only the lab's marked per-user directory, empty but for the marker
+    # scratch holds only the per-user directory the lab made, empty but for its marks
     user_dir, = places["scratch"].iterdir()
-    assert [p.name for p in user_dir.iterdir()] == [MARKER]
+    assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS
 
 
 @on_slurm
@@ -190,7 +193,7 @@ def test_mpiio_job_verifies_all_three_modes(cluster, places):
     assert "RESULT: 4 ranks wrote and verified the data in all 3 modes" in job.output
     assert list(places["local"].iterdir()) == []
     user_dir, = places["scratch"].iterdir()
-    assert [p.name for p in user_dir.iterdir()] == [MARKER]  # mpiio-<jobid> removed
+    assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS  # mpiio-<jobid> removed
 
 
 @on_slurm
@@ -202,7 +205,7 @@ def test_a_failing_job_reports_failure_and_still_cleans_up(cluster, places):
     assert (places["workspace"] / "slurm-results" / job.job_id).is_dir()
     assert list(places["local"].iterdir()) == []
     user_dir, = places["scratch"].iterdir()
-    assert [p.name for p in user_dir.iterdir()] == [MARKER]
+    assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS
 
 
 @on_slurm
