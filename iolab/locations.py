@@ -42,7 +42,7 @@ import pandas as pd
 from iolab.context import fs_kind, is_network_fs, mount_for, public_mount_options, public_text
 from iolab.errors import LabError
 from iolab.measure import to_markdown
-from iolab.workspace import ensure_writable_dir, user_name, workdir
+from iolab.workspace import LOCATION_MARKER, ensure_writable_dir, user_name, workdir
 
 #: Environment variables through which clusters name their storage areas, in listing order:
 #: SCRATCH, WRKDIR and WORK (parallel file-system scratch and work areas; WRKDIR on Aalto's
@@ -60,8 +60,8 @@ CLUSTER_VARIABLES = (
     "PFSDIR",
     "PROJECT",
 )
-#: The file that marks a per-user directory as the lab's, and so as safe to delete.
-MARKER = ".iolab-location"
+#: The file that marks a per-user directory as the lab's (its name is the workspace's).
+MARKER = LOCATION_MARKER
 #: The workspace's per-location working directory (every other base gets iolab-<user>).
 WORKSPACE_SUBDIR = "loc"
 #: Buffer sizes tried for O_DIRECT, smallest first: the logical block of most disks, then

@@ -30,7 +30,7 @@ INODE_MARGIN = 10_000
 MADE_MARKER = ".iolab-made"
 MADE_MARKER_TEXT = ("made by the storage I/O lab; `python -m iolab clean` deletes this "
                     "directory with everything in it\n")
-#: The marker iolab.locations has always written into the per-user directories it creates.
+#: The marker of the per-user directories iolab.locations creates (iolab.locations.MARKER).
 LOCATION_MARKER = ".iolab-location"
 CREATION_MARKERS = (MADE_MARKER, LOCATION_MARKER)
 _MOUNTS_ESCAPE = re.compile(r"\\([0-7]{3})")
