@@ -46,6 +46,7 @@ exclude_patterns = [
     "data_generators",
     "iolab",
     "README.md",
+    "ARCHITECTURE.md",
     ".ci",
     "requirements-lock.txt",
     "requirements-torch.txt",

@@ -8,7 +8,7 @@ sorted order, owner fields blank), so each 193-byte file costs one 512-byte head
 would have had is recorded in DIR/archive.json, because the per-member overhead of an
 archive format is part of the lesson.
 
-    python data_generators/create_archive.py --out workspace/dataset
+    python data_generators/create_archive.py --data workspace/dataset
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ import argparse
 import calendar
 import contextlib
 import io
-import json
 import os
 import tarfile
 import time
 from pathlib import Path
 
-from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
+from iolab.core.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
 
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
-from iolab import dataset as ds  # noqa: E402
-from iolab.workspace import check_capacity  # noqa: E402
+from iolab.core import dataset as ds  # noqa: E402
+from iolab.core.options import add_data_option  # noqa: E402
+from iolab.core.workspace import check_capacity  # noqa: E402
 
 BLOCK = tarfile.BLOCKSIZE
 
@@ -83,35 +83,12 @@ def archive_is_current(dataset_dir: Path) -> bool:
     return (dataset_dir / ds.ARCHIVE_INFO_NAME).is_file() and not ds.verify_archive(dataset_dir)
 
 
-def archive_info(dataset_dir: Path, paths: list[str], partial: Path, payload: int) -> dict:
-    """What archive.json records about a finished archive (still under its partial name)."""
-    size = partial.stat().st_size
-    pax_size = default_format_size(dataset_dir, paths)
-    return {
-        "archive": ds.ARCHIVE_NAME,
-        "format": "ustar",
-        "members": len(paths),
-        "member_order": "sorted by path",
-        "payload_bytes": payload,
-        "archive_bytes": size,
-        "archive_sha256": ds.sha256_of(partial),
-        "bytes_per_member": size / len(paths),
-        "overhead_ratio": size / payload,
-        "default_format": "pax (Python's tarfile default, float mtimes from tar.add)",
-        "default_format_bytes": pax_size,
-        "default_overhead_ratio": pax_size / payload,
-        "manifest_sha256": ds.sha256_of(dataset_dir / ds.MANIFEST_NAME),
-    }
-
-
 def commit(dataset_dir: Path, partial: Path, info: dict) -> None:
     """Replace the archive and its description together, uninterrupted."""
     with interrupts_held():
         (dataset_dir / ds.ARCHIVE_INFO_NAME).unlink(missing_ok=True)
         os.replace(partial, dataset_dir / ds.ARCHIVE_NAME)
-        partial_info = dataset_dir / (ds.ARCHIVE_INFO_NAME + ".partial")
-        partial_info.write_text(json.dumps(info, indent=1))
-        os.replace(partial_info, dataset_dir / ds.ARCHIVE_INFO_NAME)
+        ds.write_archive_info(dataset_dir, info)
 
 
 def write_archive(dataset_dir: Path, manifest: dict) -> dict:
@@ -127,7 +104,8 @@ def write_archive(dataset_dir: Path, manifest: dict) -> dict:
     archive = dataset_dir / ds.ARCHIVE_NAME
     try:
         write_ustar(dataset_dir, paths, partial)
-        info = archive_info(dataset_dir, paths, partial, payload)
+        info = ds.new_archive_info(dataset_dir, partial, len(paths), payload,
+                                   default_format_size(dataset_dir, paths))
     except KeyboardInterrupt:
         with contextlib.suppress(KeyboardInterrupt), interrupts_held():
             partial.unlink(missing_ok=True)
@@ -143,7 +121,7 @@ def write_archive(dataset_dir: Path, manifest: dict) -> dict:
         raise Interrupted(f"the new archive {archive} was complete") from None
     except OSError as err:
         raise LabError(f"putting {archive} in place failed ({err.strerror or err}); run "
-                       f"`python data_generators/create_archive.py --out {dataset_dir}` again") from None
+                       f"`python data_generators/create_archive.py --data {dataset_dir}` again") from None
     return info
 
 
@@ -173,13 +151,13 @@ def create_archive(dataset_dir: Path) -> tuple[dict, bool]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True,
-                        help="dataset directory (holding data/ and manifest.json)")
+    add_data_option(parser, "dataset directory (holding data/ and manifest.json)",
+                    required=True, old_names=("--out",))
     args = parser.parse_args()
     start = time.perf_counter()
-    info, reused = create_archive(args.out)
+    info, reused = create_archive(args.dataset_dir)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Archive {args.out / ds.ARCHIVE_NAME}: {info['members']} members, "
+    print(f"Archive {args.dataset_dir / ds.ARCHIVE_NAME}: {info['members']} members, "
           f"{info['archive_bytes']} bytes for {info['payload_bytes']} bytes of data "
           f"({info['overhead_ratio']:.1f}x), {verb}")
     print(f"Python's default tar format would take {info['default_format_bytes']} bytes "

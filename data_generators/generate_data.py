@@ -12,16 +12,14 @@ the manifest last; one run at a time may write a dataset directory (a lock file)
 "written" is printed only after the manifest on disk has verified as this run's. Ctrl-C or
 SIGTERM removes the half-written files.
 
-    python data_generators/generate_data.py --out workspace/dataset
-    python data_generators/generate_data.py --out workspace/dataset --verify
+    python data_generators/generate_data.py --data workspace/dataset
+    python data_generators/generate_data.py --data workspace/dataset --verify
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
-import json
 import os
 import random
 import shutil
@@ -29,12 +27,13 @@ import sys
 import time
 from pathlib import Path
 
-from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
+from iolab.core.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
 
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
-from iolab import dataset as ds  # noqa: E402
-from iolab.workspace import check_capacity  # noqa: E402
+from iolab.core import dataset as ds  # noqa: E402
+from iolab.core.options import add_data_option  # noqa: E402
+from iolab.core.workspace import check_capacity  # noqa: E402
 
 #: Disk use per file: one block on most file systems, however small the file.
 BYTES_PER_FILE_ON_DISK = 4096
@@ -51,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog="A dataset that already verifies is reused (also in a read-only place); one "
                "that does not is rebuilt. One run at a time may write a directory.",
     )
-    parser.add_argument("--out", type=Path, required=True, help="dataset directory to write")
+    add_data_option(parser, "dataset directory to write", required=True, old_names=("--out",))
     parser.add_argument(
         "--files", type=int, default=ds.DEFAULT_FILES,
         help=f"number of daily files (default {ds.DEFAULT_FILES}: 20 years from 2004-01-01)",
@@ -88,7 +87,7 @@ def refuse_foreign_data(out: Path) -> None:
     data = out / ds.DATA_DIR
     if data.exists() and not (out / ds.MARKER_NAME).exists():
         raise LabError(
-            f"{data} exists but was not written by this lab; choose an empty directory for --out"
+            f"{data} exists but was not written by this lab; choose an empty directory for --data"
         )
 
 
@@ -105,7 +104,7 @@ def write_files(partial: Path, files: int, seed: int, quiet: bool) -> dict:
     """Write every file below `partial` (standing in for data/); returns the manifest."""
     rng = random.Random(seed)
     entries = []
-    total_rows = total_bytes = activity_sum = 0
+    activity_sum = 0
     made_dirs: set[Path] = set()
     for day in progress(ds.days(files), files, quiet):
         levels = [rng.randint(1, 4) for _ in range(ds.HOURS_PER_FILE)]
@@ -116,24 +115,9 @@ def write_files(partial: Path, files: int, seed: int, quiet: bool) -> dict:
             path.parent.mkdir(parents=True, exist_ok=True)
             made_dirs.add(path.parent)
         path.write_bytes(payload)
-        entries.append({"path": rel, "sha256": hashlib.sha256(payload).hexdigest(),
-                        "rows": len(levels), "bytes": len(payload)})
-        total_rows += len(levels)
-        total_bytes += len(payload)
+        entries.append(ds.manifest_entry(rel, payload, len(levels)))
         activity_sum += sum(levels)
-    return {
-        "format_version": ds.FORMAT_VERSION,
-        "generator": "data_generators/generate_data.py",
-        "seed": seed,
-        "first_day": ds.FIRST_DAY.isoformat(),
-        "file_count": files,
-        "directory_count": len(made_dirs),
-        "total_rows": total_rows,
-        "total_bytes": total_bytes,
-        "activity_sum": activity_sum,
-        "expected_mean": activity_sum / total_rows,
-        "files": entries,
-    }
+    return ds.new_manifest(seed, entries, len(made_dirs), activity_sum)
 
 
 def commit(out: Path, partial: Path, manifest: dict) -> None:
@@ -150,9 +134,7 @@ def commit(out: Path, partial: Path, manifest: dict) -> None:
         if (out / ds.DATA_DIR).exists():
             os.rename(out / ds.DATA_DIR, replaced)
         os.rename(partial, out / ds.DATA_DIR)
-        manifest_partial = out / (ds.MANIFEST_NAME + ".partial")
-        manifest_partial.write_text(json.dumps(manifest, indent=0))
-        os.replace(manifest_partial, out / ds.MANIFEST_NAME)
+        ds.write_manifest(out, manifest)
         shutil.rmtree(replaced, ignore_errors=True)
 
 
@@ -220,13 +202,13 @@ def generate(out: Path, files: int = ds.DEFAULT_FILES, seed: int = ds.DEFAULT_SE
 def main() -> int:
     args = parse_args()
     if args.verify:
-        result = ds.verify_dataset(args.out)
+        result = ds.verify_dataset(args.dataset_dir)
         print(result.summary())
         return 0 if result.ok else 1
     start = time.perf_counter()
-    manifest, reused = generate(args.out, args.files, args.seed, args.quiet)
+    manifest, reused = generate(args.dataset_dir, args.files, args.seed, args.quiet)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Dataset {args.out}: {manifest['file_count']} files, {manifest['total_rows']} rows, "
+    print(f"Dataset {args.dataset_dir}: {manifest['file_count']} files, {manifest['total_rows']} rows, "
           f"{manifest['total_bytes']} bytes, {verb}")
     print(f"Expected mean activity_level: {manifest['expected_mean']!r}")
     return 0

@@ -11,30 +11,27 @@ webdataset convention for a label.
     DIR/shards/shard-000000.tar  members 000000.bin, 000000.cls, ... (+ shards.json)
     DIR/manifest.json            count, bytes, label sum, per-sample sha256 and label (last)
 
-    python data_generators/make_images.py --out workspace/images
-    python data_generators/make_images.py --out workspace/images --count 64 --sample-kb 2048 --shard-mb 32
+    python data_generators/make_images.py --data workspace/images
+    python data_generators/make_images.py --data workspace/images --count 64 --sample-kb 2048 --shard-mb 32
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
-import json
-import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
-from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
+from iolab.core.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
 
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
-from iolab import samples as sm  # noqa: E402
-from iolab import shards as sh  # noqa: E402
-from iolab.dataset import build_once  # noqa: E402
-from iolab.workspace import check_capacity, workdir  # noqa: E402
+from iolab.core import samples as sm  # noqa: E402
+from iolab.core import shards as sh  # noqa: E402
+from iolab.core.dataset import build_once  # noqa: E402
+from iolab.core.options import add_data_option  # noqa: E402
+from iolab.core.workspace import WorkspaceEntry, check_capacity  # noqa: E402
 
 MANIFEST_NAME = sm.IMAGES_MANIFEST
 MARKER_NAME = ".iolab-images"
@@ -49,8 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog=f"Defaults ({DEFAULTS['count']} x {DEFAULTS['sample_kb']} KB = 128 MB) suit a shared "
                "login node. A dataset that already verifies with the same options is reused.",
     )
-    parser.add_argument("--out", type=Path, default=workdir() / "images",
-                        help="dataset directory (default: <workspace>/images)")
+    add_data_option(parser, "dataset directory (default: <workspace>/images)",
+                    default=WorkspaceEntry.IMAGES.path(), old_names=("--out",))
     parser.add_argument("--count", type=int, default=DEFAULTS["count"], help="number of samples")
     parser.add_argument("--sample-kb", type=int, default=DEFAULTS["sample_kb"],
                         help=f"bytes per sample in KB (1024 bytes), {MIN_SAMPLE_KB} to {MAX_SAMPLE_KB}")
@@ -87,7 +84,7 @@ def clear_previous(out: Path) -> None:
     for name in (sm.IMAGE_FILES_DIR, sm.SHARDS_DIR):
         if (out / name).exists() and not (out / MARKER_NAME).exists():
             raise LabError(f"{out / name} exists but was not written by this lab; "
-                           "choose an empty directory for --out")
+                           "choose an empty directory for --data")
     (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: a half-rebuilt dataset never looks complete
     shutil.rmtree(out / sm.IMAGE_FILES_DIR, ignore_errors=True)
     (out / MARKER_NAME).write_text("written by the storage I/O lab's make_images.py\n")
@@ -102,8 +99,7 @@ def write_dataset(out: Path, count: int, sample_kb: int, seed: int, shard_mb: fl
     for i in range(count):
         payload = sm.image_payload(seed, i, size)
         (files / f"{sm.image_key(i)}.bin").write_bytes(payload)
-        entries.append({"key": sm.image_key(i), "sha256": hashlib.sha256(payload).hexdigest(),
-                        "label": sm.image_label(payload)})
+        entries.append(sm.image_entry(i, payload))
     shard_dir = out / sm.SHARDS_DIR
     sh.prepare_shard_dir(shard_dir)
     per_sample = sh.sample_tar_bytes([size, len(label_member(0))])
@@ -116,21 +112,16 @@ def write_dataset(out: Path, count: int, sample_kb: int, seed: int, shard_mb: fl
 
     shard_entries = [sh.write_shard(shard_dir / sh.SHARD_NAME.format(n), shard_samples(indices))
                      for n, indices in enumerate(plan)]
-    label_sum = sum(entry["label"] for entry in entries)
     request = {"count": count, "sample_kb": sample_kb, "seed": seed, "shard_mb": shard_mb}
+    manifest = sm.new_images_manifest(request, size, entries, len(shard_entries))
     sh.write_index(shard_dir, {
         "format_version": sh.INDEX_FORMAT_VERSION, "generator": "data_generators/make_images.py",
         "kind": sm.IMAGES, "payload_ext": sm.PAYLOAD_EXT[sm.IMAGES], "source": request,
         "shard_count": len(shard_entries), "sample_count": count, "payload_bytes": count * size,
-        "shard_bytes": sum(e["bytes"] for e in shard_entries), "label_sum": label_sum,
+        "shard_bytes": sum(e["bytes"] for e in shard_entries), "label_sum": manifest["label_sum"],
         "shards": shard_entries,
     })
-    manifest = {"format_version": 1, "generator": "data_generators/make_images.py", **request,
-                "sample_bytes": size, "total_bytes": count * size, "classes": sm.IMAGE_CLASSES,
-                "label_sum": label_sum, "shard_count": len(shard_entries), "samples": entries}
-    partial = out / (MANIFEST_NAME + ".partial")
-    partial.write_text(json.dumps(manifest, indent=0))
-    os.replace(partial, out / MANIFEST_NAME)
+    sm.write_images_manifest(out, manifest)
     return manifest
 
 
@@ -141,7 +132,7 @@ def reusable(out: Path, request: dict) -> dict | None:
     """
     if not out.is_dir() or verify_images(out):
         return None
-    manifest = json.loads((out / MANIFEST_NAME).read_text())
+    manifest = sm.read_images_manifest(out)
     return manifest if all(manifest.get(k) == v for k, v in request.items()) else None
 
 
@@ -184,13 +175,13 @@ def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULT
 def main() -> int:
     args = parse_args()
     if args.verify:
-        problems = verify_images(args.out)
-        print(f"{args.out}: " + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3])))
+        problems = verify_images(args.dataset_dir)
+        print(f"{args.dataset_dir}: " + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3])))
         return 0 if not problems else 1
     start = time.perf_counter()
-    manifest, reused = generate(args.out, args.count, args.sample_kb, args.seed, args.shard_mb)
+    manifest, reused = generate(args.dataset_dir, args.count, args.sample_kb, args.seed, args.shard_mb)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Images {args.out}: {manifest['count']} samples x {manifest['sample_bytes']} bytes "
+    print(f"Images {args.dataset_dir}: {manifest['count']} samples x {manifest['sample_bytes']} bytes "
           f"as files and {manifest['shard_count']} shards, label sum {manifest['label_sum']}, {verb}")
     return 0
 

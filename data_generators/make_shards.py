@@ -18,14 +18,15 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from iolab.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
+from iolab.core.errors import Interrupted, LabError, interrupts_held, quiet_interrupts, run_cli
 
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
-from iolab import dataset as ds  # noqa: E402
-from iolab import samples as sm  # noqa: E402
-from iolab import shards as sh  # noqa: E402
-from iolab.workspace import check_capacity, default_dataset_dir  # noqa: E402
+from iolab.core import dataset as ds  # noqa: E402
+from iolab.core import samples as sm  # noqa: E402
+from iolab.core import shards as sh  # noqa: E402
+from iolab.core.options import add_data_option  # noqa: E402
+from iolab.core.workspace import check_capacity, default_dataset_dir  # noqa: E402
 
 DEFAULT_SAMPLES_PER_SHARD = 1000
 
@@ -35,8 +36,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Write webdataset shards (one sample per day) from the verified activity dataset.",
         epilog="Shards that already verify for the same dataset and sharding are reused.",
     )
-    parser.add_argument("--data", type=Path, default=default_dataset_dir(),
-                        help="dataset directory with manifest.json (default: the workspace's dataset)")
+    add_data_option(parser, "dataset directory with manifest.json (default: the workspace's "
+                    "dataset)", default=default_dataset_dir())
     parser.add_argument("--out", type=Path, help="shard directory (default: DATA/shards)")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--samples-per-shard", type=int,
@@ -51,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--shard-size-mb must be between 0.01 and 100000")
     if args.samples_per_shard is None and args.shard_size_mb is None:
         args.samples_per_shard = DEFAULT_SAMPLES_PER_SHARD
-    args.out = args.out or args.data / sm.SHARDS_DIR
+    args.out = args.out or args.dataset_dir / sm.SHARDS_DIR
     return args
 
 
@@ -76,7 +77,7 @@ def reusable(out: Path, source: dict, cut: dict) -> dict | None:
     return None
 
 
-def write_shards(data: Path, out: Path, manifest: dict, source: dict, cut: dict,
+def write_shards(dataset_dir: Path, out: Path, manifest: dict, source: dict, cut: dict,
                  plan: list[range]) -> dict:
     """Write the planned shards as partials, then swap them in with their index, uninterrupted."""
     files = manifest["files"]
@@ -85,7 +86,7 @@ def write_shards(data: Path, out: Path, manifest: dict, source: dict, cut: dict,
     def day_samples(indices: range):
         for i in indices:
             key = (first_day + timedelta(days=i)).isoformat()
-            yield key, {sm.PAYLOAD_EXT[sm.ACTIVITY]: (data / files[i]["path"]).read_bytes()}
+            yield key, {sm.PAYLOAD_EXT[sm.ACTIVITY]: (dataset_dir / files[i]["path"]).read_bytes()}
 
     try:
         entries = sh.write_partial_shards(out, (day_samples(indices) for indices in plan))
@@ -113,14 +114,15 @@ def write_shards(data: Path, out: Path, manifest: dict, source: dict, cut: dict,
     return index
 
 
-def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES_PER_SHARD,
+def build(dataset_dir: Path, out: Path,
+          samples_per_shard: int | None = DEFAULT_SAMPLES_PER_SHARD,
           shard_size_mb: float | None = None) -> tuple[dict, bool]:
-    """Make sure `out` holds verified shards of the dataset in `data`; returns (index, reused).
+    """Make sure `out` holds verified shards of the dataset in `dataset_dir`: (index, reused).
 
     Shards that verify are reused without writing (also in a read-only place); otherwise one
     run at a time builds them, and the result is reported only once it verifies on disk.
     """
-    manifest = ds.require_verified(data)
+    manifest = ds.require_verified(dataset_dir)
     source, cut = source_identity(manifest), sharding(samples_per_shard, shard_size_mb)
 
     def build(out: Path) -> dict:
@@ -129,7 +131,7 @@ def build(data: Path, out: Path, samples_per_shard: int | None = DEFAULT_SAMPLES
                               None if shard_size_mb is None else int(shard_size_mb * 1e6))
         sh.prepare_shard_dir(out)
         check_capacity(out, sum(sizes) + len(plan) * sh.TAR_RECORD, len(plan) + 10)
-        index = write_shards(data, out, manifest, source, cut, plan)
+        index = write_shards(dataset_dir, out, manifest, source, cut, plan)
         problems = sh.verify_shards(out)
         if problems or sh.load_shard_index(out) != index:
             raise LabError(f"the shards written to {out} do not verify "
@@ -146,7 +148,7 @@ def main() -> int:
         print(f"{args.out}: " + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3])))
         return 0 if not problems else 1
     start = time.perf_counter()
-    index, reused = build(args.data, args.out, args.samples_per_shard, args.shard_size_mb)
+    index, reused = build(args.dataset_dir, args.out, args.samples_per_shard, args.shard_size_mb)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
     print(f"Shards {args.out}: {index['shard_count']} shards, {index['sample_count']} samples, "
           f"{index['shard_bytes']} bytes ({index['payload_bytes']} payload), {verb}")

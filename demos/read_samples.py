@@ -4,7 +4,7 @@
 Prints one JSON line: samples, payload bytes, the mean value read (for the activity dataset
 the mean activity level, which must equal the manifest's expected mean; for the image-like
 dataset the mean label), wall and CPU seconds, samples/s and MiB/s. Run it under strace (or
-`python -m iolab syscalls --data-dir DIR -- ...`) to count the opens per sample of each layout.
+`python -m iolab syscalls --data DIR -- ...`) to count the opens per sample of each layout.
 
     python demos/read_samples.py --source files --data workspace/dataset
     python demos/read_samples.py --source shards --data workspace/dataset --workers 2
@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from iolab.errors import quiet_interrupts, run_cli
+from iolab.core.errors import quiet_interrupts, run_cli
 
-quiet_interrupts()  # before pandas: Ctrl-C during a slow import is one sentence, too
+quiet_interrupts()  # first: Ctrl-C during a slow import (webdataset, torch) is one sentence
 
-from iolab.pipeline import SOURCES, check_full_read, read_throughput  # noqa: E402
+from iolab.core.loader import SOURCES, check_full_read, read_throughput  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:

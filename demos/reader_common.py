@@ -4,7 +4,7 @@ Each reader differs only in how it gets the bytes of the 7300 small CSV files of
 storage; parsing, checking and reporting are the same code, so differences in time and
 system calls come from the access pattern alone.
 
-A reader uses a dataset only when it matches its manifest (iolab.dataset): after reading,
+A reader uses a dataset only when it matches its manifest (iolab.core.dataset): after reading,
 the files or archive members it saw, their sizes, the rows and the sum of the activity
 levels are compared with the manifest, which costs no extra I/O, so the system calls on the
 data stay those of the access pattern; --verify also checks every checksum first (extra
@@ -19,21 +19,20 @@ import io
 import json
 import os
 import random
-import sys
 import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from iolab.errors import LabError, quiet_interrupts, run_cli
+from iolab.core.errors import LabError, quiet_interrupts, run_cli
 
 quiet_interrupts()  # before pandas: Ctrl-C during a slow import is one sentence, too
 
 import pandas as pd  # noqa: E402
 
-from iolab import dataset as ds  # noqa: E402
-from iolab.workspace import atomic_output, output_file  # noqa: E402
+from iolab.core import dataset as ds  # noqa: E402
+from iolab.core.workspace import atomic_output, output_file  # noqa: E402
 
 COLUMNS = ["index", "hour", "activity_level"]
 #: What a reader reads: the per-file readers read data/, the archive readers data.tar.
@@ -103,7 +102,7 @@ def archive_path(dataset_dir: Path) -> Path:
     if not path.is_file():
         raise DatasetProblem(
             f"no archive at {path}; create it with "
-            f"`python data_generators/create_archive.py --out {dataset_dir}`"
+            f"`python data_generators/create_archive.py --data {dataset_dir}`"
         )
     return path
 
@@ -116,7 +115,7 @@ def archive_problems(path: Path) -> Iterator[None]:
     except (tarfile.TarError, EOFError) as err:
         raise DatasetProblem(
             f"the archive {path} is damaged or truncated ({err}); rebuild it with "
-            f"`python data_generators/create_archive.py --out {path.parent}`"
+            f"`python data_generators/create_archive.py --data {path.parent}`"
         ) from None
 
 

@@ -56,7 +56,7 @@ def main():
     archive = args.data / "data.tar"
     if not archive.is_file():
         parser.exit(2, f"error: no archive at {archive}; create it with "
-                       f"`python data_generators/create_archive.py --out {args.data}`\n")
+                       f"`python data_generators/create_archive.py --data {args.data}`\n")
     with tarfile.open(archive) as tar:
         members = tar.getmembers()
         names = [m.name for m in members]

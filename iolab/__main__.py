@@ -1,6 +1,6 @@
 """`python -m iolab ...`: the toolkit's command line."""
 
-from iolab.errors import quiet_interrupts
+from iolab.core.errors import quiet_interrupts
 
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 

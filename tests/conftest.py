@@ -1,5 +1,7 @@
 """Shared fixtures and the tools the tests need.
 
+The whole run, with its subprocesses and notebook kernels, writes into a temporary workspace
+(IOLAB_WORKDIR), never into the checkout's workspace/; the run fails if that one changed.
 Datasets are built once per session in temporary directories. A test that needs a system
 tool says so with `@pytest.mark.needs("fio")` (or "strace", "sshfs", "slurm", "torch",
 "mpi"): where the tool is missing or unusable it is skipped with the reason, the Debian
@@ -10,8 +12,10 @@ selects the tests of one area.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -21,8 +25,14 @@ from typing import Callable
 
 import pytest
 
+from iolab.core.cluster import JOB_VARIABLES
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+#: The default workspace (IOLAB_WORKDIR unset), which `make lab` fills and no test may touch.
+CHECKOUT_WORKSPACE = ROOT / "workspace"
+_WORKSPACE_BEFORE = pytest.StashKey[dict]()
+_WORKSPACE_CHANGED = pytest.StashKey[list]()
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,7 @@ class Area:
 
 
 def _strace_problem() -> str | None:
-    from iolab.syscalls import strace_status
+    from iolab.measure.syscalls import strace_status
 
     status = strace_status()
     return None if status.available else status.reason
@@ -47,7 +57,7 @@ def _fio_problem() -> str | None:
 
 
 def _sshfs_problem() -> str | None:
-    from iolab.netmount import sshfs_status
+    from iolab.storage.netmount import sshfs_status
 
     status = sshfs_status()
     return None if status.available else status.reason
@@ -64,7 +74,7 @@ def _torch_problem() -> str | None:
 
 
 def _mpi_problem() -> str | None:
-    from iolab.mpiio import mpi_available
+    from iolab.hpc.mpiio import mpi_available
 
     ok, why = mpi_available()
     return None if ok else why
@@ -133,8 +143,61 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.skip(reason)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """One line per area whose tests were skipped, with the command that would enable it."""
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """Size and mtime of every entry at or below `root`; mounts inside it are not entered."""
+    state: dict[str, tuple[int, int]] = {}
+    device = _device(root)
+    for folder, dirs, files in os.walk(root):
+        for path in [Path(folder), *(Path(folder, name) for name in files)]:
+            with contextlib.suppress(OSError):  # gone meanwhile: its folder's mtime tells
+                st = path.lstat()
+                state[path.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns)
+        dirs[:] = [d for d in dirs if _device(Path(folder, d)) == device]
+    return state
+
+
+def _device(path: Path) -> int | None:
+    try:
+        return path.lstat().st_dev
+    except OSError:
+        return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Point IOLAB_WORKDIR at a temporary workspace for the whole run.
+
+    Set in os.environ before collection (a test module may call workdir() on import), so every
+    subprocess and nbval's kernels (--nbval-current-env) inherit it; a user's own
+    IOLAB_WORKDIR is overridden too. The checkout's workspace/ may already hold `make lab`'s
+    results, so what is checked at the end is that it did not change.
+    """
+    session.config.stash[_WORKSPACE_BEFORE] = tree_state(CHECKOUT_WORKSPACE)
+    # the tmp_path_factory fixture's own object: the workspace sits beside the tests' tmp_path
+    workspace = session.config._tmp_path_factory.mktemp("workspace")
+    os.environ["IOLAB_WORKDIR"] = str(workspace)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run if it wrote into the checkout's workspace/ (reported in the summary)."""
+    before = session.config.stash.get(_WORKSPACE_BEFORE, None)
+    if before is None:  # this conftest was loaded after the session started
+        return
+    after = tree_state(CHECKOUT_WORKSPACE)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        session.config.stash[_WORKSPACE_CHANGED] = changed
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """What the run wrote into the checkout's workspace/, and one line per area whose tests
+    were skipped, with the command that would enable it."""
+    changed = config.stash.get(_WORKSPACE_CHANGED, [])
+    if changed:
+        terminalreporter.section(f"FAILED: the run changed {CHECKOUT_WORKSPACE} (tests must "
+                                 "write into IOLAB_WORKDIR, a temporary workspace)", red=True)
+        for entry in changed[:20]:
+            terminalreporter.write_line(f"  {entry}")
     counts: dict[str, int] = {}
     for report in terminalreporter.stats.get("skipped", []):
         reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
@@ -151,6 +214,36 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                                     f"enable with: {area.enable}")
 
 
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A workspace of this test alone, not yet created (as for a new user): IOLAB_WORKDIR."""
+    root = tmp_path / "workspace"
+    monkeypatch.setenv("IOLAB_WORKDIR", str(root))
+    return root
+
+
+@pytest.fixture
+def login_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside any batch job, as on a cluster's login node: the login-node budget applies."""
+    for name in JOB_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def compute_node(login_node: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a Slurm job on its compute node: the login-node budget does not apply."""
+    monkeypatch.setenv("SLURMD_NODENAME", "node001")
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> os.statvfs_result:
+    """Every file system reports 40 KiB and 10 inodes free (os.statvfs, which check_capacity
+    and the other free-space probes ask); returns what it reports."""
+    full = os.statvfs_result((4096, 4096, 1_000_000, 10, 10, 1_000_000, 10, 10, 0, 255))
+    monkeypatch.setattr(os, "statvfs", lambda path: full)
+    return full
+
+
 def run_script(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one of the lab's scripts exactly as a learner would, from the repo root."""
     proc = subprocess.run([PY, str(ROOT / script), *map(str, args)], cwd=ROOT,
@@ -160,16 +253,12 @@ def run_script(script: str, *args: str, check: bool = True) -> subprocess.Comple
     return proc
 
 
-def build_dataset(out: Path, files: int | None = None, seed: int | None = None) -> Path:
-    """Generate a dataset and its archive in `out`."""
-    extra = []
-    if files is not None:
-        extra += ["--files", str(files)]
-    if seed is not None:
-        extra += ["--seed", str(seed)]
-    run_script("data_generators/generate_data.py", "--out", out, "--quiet", *extra)
-    run_script("data_generators/create_archive.py", "--out", out)
-    return out
+def build_dataset(out: Path, files: int | None = None, seed: int | None = None,
+                  archive: bool = True) -> Path:
+    """Generate a dataset (and its archive) in `out` with the builder `make lab` uses."""
+    from iolab.core import builder
+
+    return builder.build_dataset(out, files, seed, archive).dataset_dir
 
 
 @pytest.fixture(scope="session")

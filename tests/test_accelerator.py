@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from iolab import accelerator as acc
-from iolab import mlperf_reference
-from iolab.errors import LabError
 from conftest import run_script
-from iolab.workspace import remove_tree, scratch_dir
+
+from iolab.cli.accelerator import setup_parser
+from iolab.core.errors import LabError
+from iolab.core.workspace import remove_tree, scratch_dir
+from iolab.ml import accelerator as acc
+from iolab.ml import mlperf_reference
 
 
 def test_utilization_on_a_fixed_schedule_is_exact() -> None:
@@ -73,7 +74,7 @@ def test_workers_needed_rounds_up() -> None:
 def test_batch_size_counts_samples_and_bytes() -> None:
     assert acc.batch_size(b"abc") == (1, 3)
     assert acc.batch_size([b"ab", b"cde"]) == (2, 5)
-    assert acc.batch_size([("000001", b"xy"), ("000002", b"z")]) == (2, 3)  # iolab.pipeline
+    assert acc.batch_size([("000001", b"xy"), ("000002", b"z")]) == (2, 3)  # iolab.ml.pipeline
     assert acc.batch_size(np.zeros((4, 10), dtype=np.float64)) == (4, 320)
     assert acc.batch_size({"__key__": ["a", "b"], "npy": np.zeros((2, 3), dtype=np.uint8)}) == (2, 6)
 
@@ -208,13 +209,13 @@ def test_au_plot_draws_medians_and_the_pass_line() -> None:
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers(dest="command", required=True)
-    acc.add_cli(commands)
+    setup_parser(commands)
     return parser.parse_args(["accelerator", *argv])
 
 
 def test_cli_reports_au_for_a_tiny_image_dataset(tmp_path: Path, capsys) -> None:
     images = tmp_path / "images"
-    run_script("data_generators/make_images.py", "--out", images, "--count", "24",
+    run_script("data_generators/make_images.py", "--data", images, "--count", "24",
                "--sample-kb", "100", "--shard-mb", "1")
     args = parse("--data", str(images), "--source", "files", "--compute-ms", "1", "5",
                  "--steps", "3", "--batch-size", "4")

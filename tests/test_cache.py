@@ -1,4 +1,4 @@
-"""Tests of iolab.cache against the kernel: reading caches, evicting empties, tmpfs cannot.
+"""Tests of iolab.measure.cache against the kernel: reading caches, evicting empties, tmpfs cannot.
 
 The margins are generous (>= 95% resident after a read, <= 5% after eviction): physics
 guarantees the direction, not the last page, and a busy machine may reclaim or read ahead.
@@ -13,20 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from iolab import cache, dataset as ds
-from iolab.cache import (
-    Eviction,
-    Residency,
-    drop_all_caches,
-    drop_caches_permitted,
-    evict,
-    fincore_bytes,
-    residency,
-    residency_frame,
-)
-from iolab.errors import LabError
-from iolab.context import MEMORY_FS, mount_for
-from iolab.readers import READER_NAMES, time_readers
+from iolab.core import dataset as ds
+from iolab.core.errors import LabError
+from iolab.measure import cache
+from iolab.measure.cache import (Eviction, Residency, drop_all_caches, drop_caches_permitted, evict,
+                                 fincore_bytes, residency, residency_frame)
+from iolab.measure.context import MEMORY_FS, mount_for
+from iolab.measure.readers import READER_NAMES, time_readers
 
 MIB = 1024**2
 CACHED_PCT = 95.0

@@ -21,10 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iolab import checkpoint as ck
-from iolab.errors import LabError, run_cli
-from iolab.netmount import lab_leftovers, sshfs_status
-from iolab.workspace import MADE_MARKER
+from iolab.cli import checkpoint as checkpoint_command
+from iolab.core.budget import LIMITS
+from iolab.core.errors import LabError, run_cli
+from iolab.core.workspace import MADE_MARKER
+from iolab.ml import checkpoint as ck
+from iolab.ml.checkpoint.writing import atomic_write
+from iolab.storage.netmount import lab_leftovers
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024**2
@@ -32,12 +35,9 @@ needs_sshfs = pytest.mark.needs("sshfs")
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "workspace"
-    monkeypatch.setenv("IOLAB_WORKDIR", str(root))
-    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
-    monkeypatch.delenv("PBS_JOBID", raising=False)
-    return root
+def workspace(workspace: Path, login_node: None) -> Path:
+    """The test's own workspace (conftest), on a login node: the size budget applies."""
+    return workspace
 
 
 def sha256(path: Path) -> str:
@@ -121,7 +121,7 @@ def test_ctrl_c_mid_write_leaves_nothing(tmp_path: Path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        ck._atomic_write(tmp_path / "step-000001.ckpt", write_half_then_interrupt, fsync=False)
+        atomic_write(tmp_path / "step-000001.ckpt", write_half_then_interrupt, fsync=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -298,16 +298,16 @@ def test_torch_save_is_optional(workspace: Path, monkeypatch: pytest.MonkeyPatch
 # --------------------------------------------------------------------------- bad input
 
 
-def test_sizes_outside_the_limits_are_refused(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
-    monkeypatch.delenv("PBS_JOBID", raising=False)
+def test_sizes_outside_the_limits_are_refused(login_node, monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(LabError, match="at least 1 MiB"):
         ck.checked_size(0)
     with pytest.raises(LabError, match="too big for a shared login node"):
-        ck.checked_size(ck.LOGIN_MAX_MIB + 1)
-    assert ck.checked_size(ck.LOGIN_MAX_MIB) == ck.LOGIN_MAX_MIB
+        ck.checked_size(LIMITS["data_mib"].most + 1)
+    assert ck.checked_size(LIMITS["data_mib"].most) == LIMITS["data_mib"].most
     assert ck.checked_size(4096, compute_node=True) == 4096
-    monkeypatch.setenv("SLURMD_NODENAME", "node001")
+
+
+def test_a_batch_job_lifts_the_size_limit(compute_node):
     assert ck.checked_size(4096) == 4096
 
 
@@ -336,7 +336,7 @@ def test_a_target_that_is_not_writable_is_refused(workspace: Path, tmp_path: Pat
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers(dest="command", required=True)
-    ck.add_cli(commands)
+    checkpoint_command.setup_parser(commands)
     return parser.parse_args(["checkpoint", *argv])
 
 
@@ -352,7 +352,7 @@ def test_cli_prints_the_table_and_one_result(workspace: Path, capsys: pytest.Cap
 
 @pytest.mark.parametrize("argv, message", [
     (["--size-mib", "0"], "at least 1 MiB"),
-    (["--size-mib", str(ck.LOGIN_MAX_MIB + 1)], "too big for a shared login node"),
+    (["--size-mib", str(LIMITS["data_mib"].most + 1)], "too big for a shared login node"),
     (["--keep", "0"], "keep at least 1"),
 ])
 def test_cli_bad_input_is_one_sentence(workspace: Path, capsys: pytest.CaptureFixture,
@@ -366,8 +366,8 @@ def test_cli_bad_input_is_one_sentence(workspace: Path, capsys: pytest.CaptureFi
 
 
 CHILD = """
-from iolab import checkpoint as ck
-from iolab.errors import run_cli
+from iolab.ml import checkpoint as ck
+from iolab.core.errors import run_cli
 run_cli(lambda: ck.run_strategy(ck.model_state(2), "local", background=True, steps=500,
                                 every=1, step_s=0.05, keep=1, throttle_MiBps=0.5))
 """

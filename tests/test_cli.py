@@ -1,7 +1,9 @@
-"""`python -m iolab`: the syscall counts the issue promises, the lab's safety rules, clean."""
+"""`python -m iolab`: every command's parser, the renamed flags and the one budget flag, the
+syscall counts the issue promises, the lab's safety rules, clean."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -10,13 +12,19 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import run_script
 from nbformat.v4 import new_code_cell, new_notebook
 
-from iolab.lab import execute_notebook
-from iolab.cleanup import clean
-from iolab.netmount import loopback_sshfs, sshfs_status
-from iolab.syscalls import strace_status
-from iolab.workspace import ensure_writable_dir, user_name
+from iolab.cli import COMMAND_MODULES, build_parser
+from iolab.cli import main as cli_main
+from iolab.cli.lab import execute_notebook
+from iolab.core import budget
+from iolab.core import cleanup
+from iolab.core.cleanup import clean
+from iolab.core.errors import LabError
+from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, WorkspaceEntry, ensure_writable_dir,
+                                  location_dir)
+from iolab.storage.netmount import loopback_sshfs
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_strace = pytest.mark.needs("strace")
@@ -27,13 +35,149 @@ def iolab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           capture_output=True, env={**os.environ, **(env or {})}, timeout=600)
 
 
+def notice(old: str, new: str) -> str:
+    return f"note: {old} is now {new}; the old name will be removed in the next release\n"
+
+
+# --- every command's parser, in-process -----------------------------------------------------
+
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Each registered command's own parser, by its name on the command line."""
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(commands.choices)
+
+
+def test_every_registered_command_builds_its_parser() -> None:
+    assert len(command_parsers()) == len(COMMAND_MODULES)
+
+
+@pytest.mark.parametrize("argv", [[name, "--help"] for name in command_parsers()]
+                         + [["lustre", "status", "--help"], ["lustre", "getstripe", "--help"]])
+def test_help_exits_0_in_process(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli_main(argv)
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m iolab " + argv[0])
+
+
+def test_every_command_runs_main_through_func() -> None:
+    for name, parser in command_parsers().items():
+        func = parser.get_default("func")
+        assert func is not None and func.__name__ == "main", name
+
+
+# --- renamed flags: the old names still work for one release, with a notice ------------------
+
+#: (command line with the old name, the same with the new one, what both must set).
+RENAMED = [
+    (["time", "--location", "D", "--", "true"], ["time", "--data", "D", "--", "true"],
+     ("--location", "--data"), ("dataset_dir", Path("D"))),
+    (["over-sshfs", "--export", "D", "--", "true"], ["over-sshfs", "--data", "D", "--", "true"],
+     ("--export", "--data"), ("dataset_dir", Path("D"))),
+    (["hygiene", "df", "--directory", "D"], ["hygiene", "df", "--data", "D"],
+     ("--directory", "--data"), ("dataset_dir", Path("D"))),
+    (["syscalls", "--data-dir", "D", "--", "true"], ["syscalls", "--data", "D", "--", "true"],
+     ("--data-dir", "--data"), ("dataset_dir", Path("D"))),
+    (["mdrates", "--directory", "D", "--allow-large"],
+     ["mdrates", "--directory", "D", budget.FLAG],
+     ("--allow-large", budget.FLAG), ("compute_node", True)),
+]
+
+
+@pytest.mark.parametrize("old,new,names,expected", RENAMED, ids=[r[2][0] + "-" + r[0][0]
+                                                                for r in RENAMED])
+def test_an_old_flag_name_still_works_and_says_its_new_name(old, new, names, expected,
+                                                            capsys) -> None:
+    attribute, value = expected
+    args = build_parser().parse_args(old)
+    assert getattr(args, attribute) == value
+    assert capsys.readouterr().err == notice(*names)
+    args = build_parser().parse_args(new)
+    assert getattr(args, attribute) == value
+    assert capsys.readouterr().err == ""
+
+
+def test_old_and_new_name_together_are_a_usage_error(capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["hygiene", "df", "--data", "A", "--directory", "B"])
+    assert done.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script,args,code", [
+    ("data_generators/generate_data.py", ["--verify"], 1),
+    ("data_generators/create_archive.py", [], 2),
+    ("data_generators/make_images.py", ["--verify"], 1),
+])
+def test_the_generators_take_data_and_still_accept_out(script: str, args: list[str], code: int,
+                                                       tmp_path: Path) -> None:
+    for flag in ("--out", "--data"):
+        proc = run_script(script, flag, tmp_path / "none", *args, check=False)
+        assert proc.returncode == code, proc.stderr
+        assert proc.stderr.startswith(notice("--out", "--data")) == (flag == "--out")
+        assert "Traceback" not in proc.stderr
+
+
+def test_the_mpiio_demo_takes_directory_and_still_accepts_out(tmp_path: Path) -> None:
+    demo = str(ROOT / "demos" / "mpiio" / "mpiio_demo.py")
+    bad_hint = "error: --hint 'x' is not KEY=VALUE, e.g. --hint cb_nodes=2\n"
+    for flag, expected in (("--directory", bad_hint), ("--out", notice("--out", "--directory")
+                                                      + bad_hint)):
+        proc = subprocess.run([sys.executable, demo, flag, str(tmp_path), "--hint", "x"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and proc.stderr == expected
+
+
+# --- one login-node budget, one flag --------------------------------------------------------
+
+#: The commands that have a login-node limit, with the arguments each needs besides the flag.
+LIMITED = {"fio": [], "mdrates": ["--directory", "D"], "checkpoint": []}
+
+
+@pytest.mark.parametrize("name", LIMITED)
+def test_every_limited_command_takes_the_one_budget_flag(name: str) -> None:
+    assert build_parser().parse_args([name, *LIMITED[name]]).compute_node is None
+    assert build_parser().parse_args([name, *LIMITED[name], budget.FLAG]).compute_node is True
+
+
+def test_the_budget_flag_means_the_same_everywhere() -> None:
+    helps = {parser._option_string_actions[budget.FLAG].help
+             for name, parser in command_parsers().items() if name in LIMITED}
+    assert len(helps) == 1
+
+
+@pytest.mark.usefixtures("login_node")
+def test_a_refusal_names_the_one_flag_in_process(tmp_path: Path) -> None:
+    with pytest.raises(LabError) as refused:
+        cli_main(["mdrates", "--directory", str(tmp_path), "-n", "20000", "-P", "2"])
+    assert f"pass {budget.FLAG}" in str(refused.value) and "--allow-large" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.usefixtures("login_node")
+def test_the_budget_check_is_lifted_by_the_flag(monkeypatch) -> None:
+    limit = budget.LIMITS["files"].most
+    budget.check("a run", files=limit)
+    with pytest.raises(LabError, match=f"{limit + 1} files > {limit} files.*{budget.FLAG}"):
+        budget.check("a run", files=limit + 1)
+    budget.check("a run", files=limit + 1, compute_node=True)
+
+
+@pytest.mark.usefixtures("compute_node")
+def test_the_budget_check_is_lifted_in_a_batch_job_unless_the_caller_says_otherwise() -> None:
+    limit = budget.LIMITS["files"].most
+    budget.check("a run", files=limit + 1)
+    with pytest.raises(LabError):
+        budget.check("a run", files=limit + 1, compute_node=False)
+
+
 @pytest.mark.slow
 @needs_strace
 @pytest.mark.parametrize("reader,opens", [("read_files", 7300), ("read_archive", 1)])
 def test_dataset_opens_of_the_default_dataset_are_exact(default_dataset: Path, reader: str,
                                                         opens: int) -> None:
     data = str(default_dataset)
-    proc = iolab("syscalls", "--data-dir", data, "--json", "--",
+    proc = iolab("syscalls", "--data", data, "--json", "--",
                  sys.executable, f"demos/{reader}.py", "--data", data)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -46,7 +190,7 @@ def test_dataset_opens_of_the_default_dataset_are_exact(default_dataset: Path, r
 @pytest.mark.slow
 def test_fallback_without_strace_still_counts_the_dataset_opens(small_dataset: Path) -> None:
     data = str(small_dataset)
-    proc = iolab("syscalls", "--data-dir", data, "--json", "--method", "fallback", "--",
+    proc = iolab("syscalls", "--data", data, "--json", "--method", "fallback", "--",
                  sys.executable, "demos/read_files.py", "--data", data)
     report = json.loads(proc.stdout)
     assert report["method"] == "audit-hook+proc-io"
@@ -76,36 +220,43 @@ def test_unusable_workspace_is_one_sentence(tmp_path: Path) -> None:
     assert proc.stderr.startswith("error: cannot create the directory") and "Traceback" not in proc.stderr
 
 
-def test_clean_removes_what_the_lab_wrote_and_nothing_else(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    workspace = tmp_path / "scratch-of-a-user"
-    monkeypatch.setenv("IOLAB_WORKDIR", str(workspace))
-    marked, unmarked = tmp_path / "tmpbase", tmp_path / "otherbase"
-    (marked / f"iolab-{user_name()}").mkdir(parents=True)
-    (marked / f"iolab-{user_name()}" / ".iolab-location").write_text("")
-    (unmarked / f"iolab-{user_name()}").mkdir(parents=True)
-    for name in ("dataset", "tmp", "lab", "loc", "images", "slurm-results"):  # made by the lab
-        (ensure_writable_dir(workspace / name) / "f").write_text("x")
+@pytest.fixture
+def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Every base where clean looks for per-user directories, inside tmp_path: a test's
+    clean must never reach the real /tmp/iolab-<user> of a run going on beside it."""
+    bases = {name: tmp_path / "bases" / name.lower() for name in cleanup.LOCATION_BASES}
+    for name, base in bases.items():
+        base.mkdir(parents=True)
+        monkeypatch.setenv(name, str(base))
+    monkeypatch.setattr(cleanup, "SYSTEM_BASES", ())
+    return bases
+
+
+def test_clean_removes_what_the_lab_wrote_and_nothing_else(places: dict[str, Path],
+                                                           workspace: Path, capsys) -> None:
+    marked = location_dir(places["TMPDIR"])
+    unmarked = location_dir(places["SCRATCH"])
+    marked.mkdir()
+    (marked / LOCATION_MARKER).write_text("")
+    unmarked.mkdir()
+    for entry in WorkspaceEntry:  # made by the lab
+        (ensure_writable_dir(entry.path()) / "f").write_text("x")
     (workspace / "my-own-results.txt").write_text("keep")
-    env = {**os.environ, "IOLAB_WORKDIR": str(workspace), "TMPDIR": str(marked),
-           "SCRATCH": str(unmarked)}
-    proc = subprocess.run([sys.executable, "-m", "iolab", "clean"], cwd=ROOT, text=True,
-                          capture_output=True, env=env)
-    assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in workspace.iterdir()) == [".iolab-made", "my-own-results.txt"]
-    assert "left alone" in proc.stdout and "my-own-results.txt" in proc.stdout
-    assert not (marked / f"iolab-{user_name()}").exists()
-    assert (unmarked / f"iolab-{user_name()}").is_dir()  # no marker: not the lab's
+    assert clean() == 0
+    out = capsys.readouterr().out
+    assert sorted(p.name for p in workspace.iterdir()) == [MADE_MARKER, "my-own-results.txt"]
+    assert "left alone" in out and "my-own-results.txt" in out
+    assert not marked.exists()
+    assert unmarked.is_dir()  # no marker: not the lab's
     (workspace / "my-own-results.txt").unlink()
-    subprocess.run([sys.executable, "-m", "iolab", "clean"], cwd=ROOT, check=True,
-                   capture_output=True, env={**os.environ, "IOLAB_WORKDIR": str(workspace)})
+    assert clean() == 0
     assert not workspace.exists()  # an empty workspace the lab made goes too
 
 
 @pytest.mark.needs("sshfs")
+@pytest.mark.usefixtures("places")
 def test_clean_unmounts_first_and_never_deletes_through_a_mount(tmp_path: Path,
-                                                                 monkeypatch) -> None:
-    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
+                                                                 workspace: Path) -> None:
     export = tmp_path / "export"
     export.mkdir()
     (export / "precious.txt").write_text("keep")
@@ -114,4 +265,18 @@ def test_clean_unmounts_first_and_never_deletes_through_a_mount(tmp_path: Path,
         clean()
         assert not mount.mount_point.exists()
     assert (export / "precious.txt").read_text() == "keep"
-    assert not (tmp_path / "ws").exists()
+    assert not workspace.exists()
+
+
+def test_clean_needs_no_third_party_package() -> None:
+    """`make clean` runs `python -m iolab clean` even before .venv exists: no pandas, numpy
+    or matplotlib may be imported on the way to the clean command."""
+    script = ("import sys\n"
+              "for name in ('pandas', 'numpy', 'matplotlib', 'tqdm'):\n"
+              "    sys.modules[name] = None  # importing it now raises ImportError\n"
+              "from iolab.cli import build_parser\n"
+              "import iolab.cli.clean\n"
+              "args = build_parser(full=False).parse_args(['clean'])\n"
+              "print(args.func is iolab.cli.clean.main)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "True\n", proc.stderr

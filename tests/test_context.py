@@ -1,4 +1,4 @@
-"""Tests of iolab.context: mount tables, file-system classes, tool versions, machine context."""
+"""Tests of iolab.measure.context: mount tables, file-system classes, tool versions, machine context."""
 
 from __future__ import annotations
 
@@ -11,20 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab.context import (
-    MountInfo,
-    context_frame,
-    fs_kind,
-    is_network_fs,
-    machine_context,
-    mount_for,
-    parse_mountinfo,
-    parse_proc_mounts,
-    public_mount_options,
-    public_text,
-    tool_version,
-)
-from iolab.errors import LabError
+from iolab.core.errors import LabError
+from iolab.measure.context import (MountInfo, context_frame, fs_kind, is_network_fs,
+                                   machine_context, mount_for, parse_mountinfo, parse_proc_mounts,
+                                   public_mount_options, public_text, tool_version)
 
 linux_only = pytest.mark.skipif(
     not Path("/proc/self/mountinfo").exists(), reason="needs Linux's /proc/self/mountinfo"

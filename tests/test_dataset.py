@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,13 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import build_dataset, run_script
-from iolab import dataset as ds
-from iolab.errors import LabError
-from iolab.workspace import check_capacity, ensure_writable_dir
 
-import importlib.util
+from iolab.core import dataset as ds
+from iolab.core.errors import LabError
+from iolab.core.workspace import check_capacity, ensure_writable_dir
 
 _spec = importlib.util.spec_from_file_location(
     "generate_data", Path(__file__).resolve().parent.parent / "data_generators/generate_data.py")
@@ -75,11 +74,11 @@ def test_verify_detects_corruption_missing_and_extra_files(tmp_path: Path) -> No
     target.write_text(target.read_text().replace("\n0,0,", "\n0,0,9", 1))
     result = ds.verify_dataset(out)
     assert not result.ok and "activity_2004_1_5.csv differs" in result.problems[0]
-    proc = run_script("data_generators/generate_data.py", "--out", out, "--verify", check=False)
+    proc = run_script("data_generators/generate_data.py", "--data", out, "--verify", check=False)
     assert proc.returncode == 1 and "NOT VALID" in proc.stdout
     target.unlink()
     assert "is missing" in ds.verify_dataset(out).problems[0]
-    run_script("data_generators/generate_data.py", "--out", out, "--files", "20", "--quiet")
+    run_script("data_generators/generate_data.py", "--data", out, "--files", "20", "--quiet")
     assert ds.verify_dataset(out).ok  # a failed verification triggers a rebuild
     (out / "data/activity_2004_1/extra.csv").write_text("x\n")
     assert "extra.csv is not in the manifest" in ds.verify_dataset(out).problems[0]
@@ -121,7 +120,7 @@ def test_refuses_to_replace_data_it_did_not_write(tmp_path: Path) -> None:
     foreign = tmp_path / "foreign"
     (foreign / "data").mkdir(parents=True)
     (foreign / "data" / "precious.txt").write_text("keep me")
-    proc = run_script("data_generators/generate_data.py", "--out", foreign, check=False)
+    proc = run_script("data_generators/generate_data.py", "--data", foreign, check=False)
     assert proc.returncode == 2
     assert "was not written by this lab" in proc.stderr and "Traceback" not in proc.stderr
     assert (foreign / "data" / "precious.txt").read_text() == "keep me"
@@ -130,7 +129,7 @@ def test_refuses_to_replace_data_it_did_not_write(tmp_path: Path) -> None:
 def test_bad_locations_and_full_disks_get_one_sentence(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    proc = run_script("data_generators/generate_data.py", "--out", blocker / "sub", check=False)
+    proc = run_script("data_generators/generate_data.py", "--data", blocker / "sub", check=False)
     assert proc.returncode == 2 and proc.stderr.startswith("error: cannot create the directory")
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
     with pytest.raises(LabError, match="not enough free space"):
@@ -163,11 +162,11 @@ def test_archive_is_compact_sorted_ustar_and_records_default_size(default_datase
 
 def test_archive_needs_a_verified_dataset_and_rebuilds_when_damaged(tmp_path: Path) -> None:
     out = tmp_path / "x"
-    proc = run_script("data_generators/create_archive.py", "--out", out, check=False)
-    assert proc.returncode == 2 and "generate_data.py --out" in proc.stderr
+    proc = run_script("data_generators/create_archive.py", "--data", out, check=False)
+    assert proc.returncode == 2 and "generate_data.py --data" in proc.stderr
     build_dataset(out, files=12)
     good = (out / "data.tar").read_bytes()
     (out / "data.tar").write_bytes(good[:-10240])  # truncated, e.g. by a full disk
-    proc = run_script("data_generators/create_archive.py", "--out", out)
+    proc = run_script("data_generators/create_archive.py", "--data", out)
     assert "written in" in proc.stdout
     assert (out / "data.tar").read_bytes() == good

@@ -7,7 +7,6 @@ import configparser
 import copy
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,27 +16,21 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iolab import fio
-from iolab.errors import LabError
-from iolab.fio_parse import (
-    COLUMNS, block_size_bytes, fio_frame, latency_cdf, latency_cdf_plot, load_fio, loads_fio,
-    parse_size_bytes, summary_frame, throughput_plot,
-)
-from iolab.context import fs_kind, mount_for
-from iolab.locations import DirectIO
+from iolab.core.cluster import JOB_VARIABLES
+from iolab.core.errors import LabError
+from iolab.measure.context import fs_kind, mount_for
+from iolab.storage import fio
+from iolab.storage.fio_parse import (COLUMNS, block_size_bytes, fio_frame, latency_cdf, load_fio,
+                                     loads_fio, parse_size_bytes, summary_frame)
+from iolab.storage.fio_plots import latency_cdf_plot, throughput_plot
+from iolab.storage.locations import DirectIO
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "fio"
 REAL = ROOT / "tests" / "fixtures" / "real-outputs"  # sources: its MANIFEST.md
 needs_fio = pytest.mark.needs("fio")
-JOB_ENV = ("SLURMD_NODENAME", "PBS_JOBID")
-
-
-@pytest.fixture(autouse=True)
-def login_node(monkeypatch):
-    """Every test runs as on a login node, whatever batch system CI may run in."""
-    for name in JOB_ENV:
-        monkeypatch.delenv(name, raising=False)
+#: Every test runs as on a login node, whatever batch system CI may run in.
+pytestmark = pytest.mark.usefixtures("login_node")
 
 
 def fixture(name: str) -> dict:
@@ -355,12 +348,15 @@ def test_login_profile_fits_the_login_limits_and_is_gentle() -> None:
     assert sum(fio.job_duration_s(checked.options(job)) for job in checked.jobs) <= 105
 
 
-@pytest.mark.parametrize("name,match", [("node", "16 processes > 4"), ("pairs", "120 s > 20 s")])
-def test_big_profiles_are_refused_on_a_login_node(name: str, match: str, monkeypatch) -> None:
+@pytest.mark.parametrize("name,match", [("node", "16 processes > 4"), ("pairs", "120 s per job > 20 s per job")])
+def test_big_profiles_are_refused_on_a_login_node(name: str, match: str) -> None:
     with pytest.raises(LabError, match=match):
         fio.checked_profile(fio.PROFILES[name])
     assert fio.checked_profile(fio.PROFILES[name], compute_node=True) == fio.PROFILES[name]
-    monkeypatch.setenv("SLURMD_NODENAME", "node001")  # inside a Slurm job on its node
+
+
+@pytest.mark.parametrize("name", ["node", "pairs"])
+def test_a_batch_job_lifts_the_login_limits(name: str, compute_node) -> None:
     assert fio.checked_profile(fio.PROFILES[name]) == fio.PROFILES[name]
 
 
@@ -393,7 +389,7 @@ def test_fio_missing_is_one_sentence_with_the_fix(tmp_path: Path, monkeypatch) -
 # --- live runs ------------------------------------------------------------------------------
 
 def iolab(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in JOB_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
     return subprocess.run([sys.executable, "-m", "iolab", "fio", *args], cwd=ROOT, text=True,
                           capture_output=True, env=env, timeout=300, **kwargs)
 
@@ -455,7 +451,7 @@ def _fio_processes(marker: str) -> list[int]:
 @pytest.mark.slow
 @needs_fio
 def test_ctrl_c_stops_fio_and_removes_its_files(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in JOB_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
     proc = subprocess.Popen([sys.executable, "-m", "iolab", "fio", "--directory", str(tmp_path),
                              "--runtime", "10"], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -11,29 +11,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iolab import hygiene
-from iolab.context import mount_for
-from iolab.errors import LabError
-from iolab.hygiene import (
-    allocation_report,
-    biggest_consumers,
-    capacity_to_buy,
-    checkpoints_by_owner,
-    df_report,
-    file_sizes,
-    find_checkpoints,
-    owner_name,
-    rounded_allocation,
-    tmpdir_report,
-    usable_capacity,
-)
-from iolab.hygiene_caches import apply_cleanup, cache_cleanup_plan, cache_report
-from iolab.hygiene_checksums import (
-    MANIFEST_NAME,
-    copy_with_manifest,
-    verify_in_python,
-    verify_with_sha256sum,
-)
+from iolab.cli.hygiene import setup_parser
+from iolab.core.errors import LabError
+from iolab.measure.context import mount_for
+from iolab.storage.hygiene import (allocation_report, biggest_consumers, capacity_to_buy,
+                                   checkpoints_by_owner, df_report, file_sizes, find_checkpoints,
+                                   owner_name, rounded_allocation, tmpdir_report, usable_capacity)
+from iolab.storage.hygiene_caches import apply_cleanup, cache_cleanup_plan, cache_report
+from iolab.storage.hygiene_checksums import (MANIFEST_NAME, copy_with_manifest, verify_in_python,
+                                             verify_with_sha256sum)
 
 DAY_S = 86400
 
@@ -200,13 +186,12 @@ def test_apply_deletes_only_inside_its_root_and_refuses_the_rest(caches: Path) -
 
 
 @pytest.fixture
-def copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A source tree copied into a temporary workspace; returns the copy's manifest."""
-    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "workspace"))
+def copied(tmp_path: Path, workspace: Path) -> Path:
+    """A source tree copied into the test's workspace; returns the copy's manifest."""
     source = tmp_path / "source"
     for i, rel in enumerate(["a.csv", "b.csv", "deep/c.csv", "name with space.csv"]):
         write(source / rel, 100 + i, seed=i)
-    return copy_with_manifest(source, tmp_path / "workspace" / "copy")
+    return copy_with_manifest(source, workspace / "copy")
 
 
 def test_a_faithful_copy_verifies_with_sha256sum_and_python(copied: Path) -> None:
@@ -240,7 +225,7 @@ def test_copies_go_only_to_new_places_inside_the_workspace(copied: Path, tmp_pat
 
 def test_a_copy_racing_another_keeps_the_other_and_leaves_nothing_partial(
         copied: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import iolab.hygiene_checksums as checksums
+    import iolab.storage.hygiene_checksums as checksums
 
     destination = copied.parent.parent / "second"
     real_copytree = shutil.copytree
@@ -300,7 +285,7 @@ def test_tmpdir_report_follows_tmpdir(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def run_cli(*argv: str) -> None:
     parser = argparse.ArgumentParser()
-    hygiene.add_cli(parser.add_subparsers(dest="command", required=True))
+    setup_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["hygiene", *argv])
     assert args.func(args) == 0
 
@@ -310,7 +295,7 @@ def test_cli_actions_print_their_tables(sized_tree: Path, caches: Path, capsys,
     monkeypatch.setenv("PATH", os.pathsep.join([os.environ["PATH"], "/usr/bin", "/bin"]))
     write(sized_tree / "ckpt" / "model.pt", 123)
     for action in ("df", "usage", "du", "checkpoints", "tmpdir"):
-        run_cli(action, "--directory", str(sized_tree))
+        run_cli(action, "--data", str(sized_tree))
     run_cli("caches")
     out = capsys.readouterr().out
     for expected in ("inodes_total", "would_allocate_bytes", "du_allocated_bytes", "ckpt/model.pt",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab import largefiles
-from iolab.errors import LabError
+from iolab.core.errors import LabError
+from iolab.storage import largefiles
 
 
 def test_parse_dd_reads_the_closing_line() -> None:
@@ -19,18 +19,32 @@ def test_parse_dd_reads_the_closing_line() -> None:
         largefiles.parse_dd("dd: something else\n")
 
 
-@pytest.mark.parametrize("size", [0, 1025, 50 * 1024])
-def test_sizes_beyond_a_login_node_budget_are_refused(tmp_path: Path, size: int) -> None:
-    with pytest.raises(LabError, match="at most 1024 MiB"):
+@pytest.mark.usefixtures("login_node")
+@pytest.mark.parametrize("size,message", [(0, "at least 1 MiB"),
+                                          (1025, "1025 MiB > 1024 MiB"),
+                                          (50 * 1024, "too big for a shared login node")])
+def test_sizes_beyond_a_login_node_budget_are_refused(tmp_path: Path, size: int,
+                                                      message: str) -> None:
+    with pytest.raises(LabError, match=message):
         largefiles.dd_write_variants(tmp_path, size)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_too_little_free_space_is_refused_before_writing(tmp_path: Path, monkeypatch) -> None:
-    real = os.statvfs(tmp_path)
-    tiny = os.statvfs_result((real.f_bsize, real.f_frsize, real.f_blocks, 10, 10, real.f_files,
-                              real.f_ffree, real.f_favail, real.f_flag, real.f_namemax))
-    monkeypatch.setattr(os, "statvfs", lambda path: tiny)
+@pytest.mark.usefixtures("login_node")
+def test_the_budget_is_lifted_on_a_compute_node_but_not_the_size_floor() -> None:
+    assert largefiles.checked_size(4096, compute_node=True) == 4096
+    with pytest.raises(LabError, match="--i-am-on-a-compute-node"):
+        largefiles.checked_size(4096)
+    with pytest.raises(LabError, match="at least 1 MiB"):
+        largefiles.checked_size(0, compute_node=True)
+
+
+def test_a_batch_job_lifts_the_budget(compute_node) -> None:
+    assert largefiles.checked_size(4096) == 4096
+
+
+@pytest.mark.usefixtures("full_disk")
+def test_too_little_free_space_is_refused_before_writing(tmp_path: Path) -> None:
     with pytest.raises(LabError, match="not enough free space"):
         largefiles.cache_trap(tmp_path, 8)
     assert list(tmp_path.iterdir()) == []

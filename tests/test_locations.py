@@ -1,4 +1,4 @@
-"""Tests of iolab.locations on this machine: discovery, de-duplication, O_DIRECT, safe cleanup."""
+"""Tests of iolab.storage.locations on this machine: discovery, de-duplication, O_DIRECT, safe cleanup."""
 
 from __future__ import annotations
 
@@ -11,17 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.context import mount_for
-from iolab.errors import LabError
-from iolab.workspace import MADE_MARKER
-from iolab.locations import (
-    CLUSTER_VARIABLES,
-    MARKER,
-    discover_locations,
-    locations_frame,
-    remove_user_dir,
-    user_dir,
-)
+from iolab.core.cluster import STORAGE_VARIABLES
+from iolab.core.errors import LabError
+from iolab.core.workspace import LOCATION_MARKER, MADE_MARKER
+from iolab.measure.context import mount_for
+from iolab.storage.locations import discover_locations, locations_frame, remove_user_dir, user_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SHM = Path("/dev/shm")
@@ -38,7 +32,7 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("IOLAB_WORKDIR", str(dirs["workspace"]))
     monkeypatch.setenv("HOME", str(dirs["home"]))
     monkeypatch.setenv("TMPDIR", str(dirs["tmp"]))
-    for variable in CLUSTER_VARIABLES:
+    for variable in STORAGE_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     return dirs
 
@@ -131,7 +125,7 @@ def test_probing_an_existing_user_dir_leaves_only_its_marker(places):
     tmp = by_name(discover_locations(probe=False))["tmp"]
     user_dir(tmp)
     discover_locations()
-    assert listing(tmp.path) == sorted([MARKER, MADE_MARKER])
+    assert listing(tmp.path) == sorted([LOCATION_MARKER, MADE_MARKER])
 
 
 def test_no_probe_writes_nothing(places, tmp_path, monkeypatch):
@@ -148,7 +142,7 @@ def test_user_dir_is_made_marked_and_removed_alone(places):
     tmp = by_name(discover_locations(probe=False))["tmp"]
     path = user_dir(tmp)
     assert path == places["tmp"] / f"iolab-{getpass.getuser()}"
-    assert (path / MARKER).is_file()
+    assert (path / LOCATION_MARKER).is_file()
     (path / "data.bin").write_bytes(b"0" * 10)
     remove_user_dir(tmp)
     assert listing(places["tmp"]) == ["theirs"]
@@ -169,14 +163,14 @@ def test_a_directory_without_the_marker_is_refused_and_left_untouched(places):
 def test_a_symlink_in_place_of_the_user_dir_is_refused(places, tmp_path):
     target = tmp_path / "elsewhere"
     target.mkdir()
-    (target / MARKER).write_text("")
+    (target / LOCATION_MARKER).write_text("")
     tmp = by_name(discover_locations(probe=False))["tmp"]
     tmp.path.symlink_to(target)
     with pytest.raises(LabError, match="symbolic link"):
         user_dir(tmp)
     with pytest.raises(LabError, match="refusing to delete"):
         remove_user_dir(tmp)
-    assert target.is_dir() and listing(target) == [MARKER]
+    assert target.is_dir() and listing(target) == [LOCATION_MARKER]
 
 
 def test_the_frame_has_units_and_names_no_one(places):

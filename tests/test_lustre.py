@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from iolab import lustre
-from iolab.errors import LabError
-from iolab.lustre_parse import (
-    parse_dir_default, parse_getstripe, parse_getstripe_many, parse_getstripe_yaml,
-    parse_lfs_df,
-)
-from iolab.stripes import Component
-from iolab.workspace import workdir
+from iolab.cli.lustre import setup_parser
+from iolab.core.errors import LabError
+from iolab.core.workspace import workdir
+from iolab.hpc import lustre
+from iolab.hpc.lustre_parse import (parse_dir_default, parse_getstripe, parse_getstripe_many,
+                                    parse_getstripe_yaml, parse_lfs_df)
+from iolab.hpc.stripes import Component
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "lustre"
@@ -349,7 +348,7 @@ def test_setstripe_validation_messages(options: dict, message: str) -> None:
 def run_cli(argv: list[str], capsys, stdin: str | None = None, monkeypatch=None) -> str:
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers(dest="command", required=True)
-    lustre.add_cli(commands)
+    setup_parser(commands)
     if stdin is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
     args = parser.parse_args(argv)

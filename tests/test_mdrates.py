@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab import mdrates
-from iolab.errors import LabError
+from iolab.core.errors import LabError
+from iolab.storage import mdrates
 
 ROOT = Path(__file__).resolve().parent.parent
 OPERATIONS = ["File creation", "File stat", "File read", "File removal"]
@@ -67,9 +67,10 @@ def test_io500_hard_files_have_3901_bytes_in_every_iteration(tmp_path: Path) -> 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.usefixtures("login_node")
 @pytest.mark.parametrize("files,processes,message", [
-    (10_001, 2, "20002 files in total"),
-    (100, 5, "5 processes"),
+    (10_001, 2, "20002 files > 20000 files"),
+    (100, 5, "5 processes > 4 processes"),
     (0, 1, "at least 1"),
 ])
 def test_requests_beyond_the_caps_are_refused_before_anything_is_written(
@@ -118,6 +119,7 @@ def test_the_grid_is_tidy(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("login_node")
 def test_cli_prints_json_rows_and_refuses_the_cap_in_one_line(tmp_path: Path) -> None:
     def iolab(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "iolab", "mdrates", "--directory",
@@ -131,5 +133,6 @@ def test_cli_prints_json_rows_and_refuses_the_cap_in_one_line(tmp_path: Path) ->
     assert all(row["ops_per_iteration"] == 40 and row["file_bytes"] == 3901 for row in rows)
     refused = iolab("-n", "20000", "-P", "2")
     assert refused.returncode == 2
-    assert refused.stderr.startswith("error: 40000 files") and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("error: a run of 40000 files in 2 processes is too big")
+    assert "--i-am-on-a-compute-node" in refused.stderr and "Traceback" not in refused.stderr
     assert list(tmp_path.iterdir()) == []

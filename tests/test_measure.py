@@ -1,4 +1,4 @@
-"""Tests of iolab.measure: repeated timings, CPU accounting, JSON results, tables, CLI."""
+"""Tests of iolab.measure.timing: repeated timings, CPU accounting, JSON results, tables, CLI."""
 
 from __future__ import annotations
 
@@ -11,17 +11,12 @@ import sys
 import pandas as pd
 import pytest
 
-from iolab.cache import Eviction, evict, residency
-from iolab.context import MEMORY_FS, mount_for
-from iolab.errors import LabError
-from iolab.measure import (
-    SUMMARY_COLUMNS,
-    Measurement,
-    add_cli,
-    summarize,
-    time_command,
-    to_markdown,
-)
+from iolab.cli.time import setup_parser
+from iolab.core.errors import LabError
+from iolab.core.tables import to_markdown
+from iolab.measure.cache import Eviction, evict, residency
+from iolab.measure.context import MEMORY_FS, mount_for
+from iolab.measure.timing import SUMMARY_COLUMNS, Measurement, summarize, time_command
 
 PY = sys.executable
 SLEEP_S = 0.05
@@ -205,7 +200,7 @@ def test_to_markdown_formats_numbers_and_text():
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iolab")
-    add_cli(parser.add_subparsers(dest="command"))
+    setup_parser(parser.add_subparsers(dest="command"))
     return parser
 
 

@@ -1,4 +1,4 @@
-"""MPI-IO demo and iolab.mpiio: bytes verified independently, hints read back, exact call counts.
+"""MPI-IO demo and iolab.hpc.mpiio: bytes verified independently, hints read back, exact call counts.
 
 The counts asserted exactly are the ones ROMIO's algorithms fix (MPICH 5.0.2, one node):
 a collective write with one aggregator makes one pwrite per cb_buffer_size piece; data
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iolab import mpiio
-from iolab.errors import LabError
-from iolab.syscalls import strace_status
+from iolab.cli.mpiio import setup_parser
+from iolab.core.errors import LabError
+from iolab.hpc import mpiio
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_mpi = pytest.mark.needs("mpi")
@@ -108,7 +108,7 @@ def test_demo_help_and_bad_hint():
     demo = str(ROOT / mpiio.DEMO)
     shown = subprocess.run([sys.executable, demo, "--help"], capture_output=True, text=True)
     assert shown.returncode == 0 and "--mode" in shown.stdout
-    bad = subprocess.run([sys.executable, demo, "--out", "x", "--hint", "cb_nodes"],
+    bad = subprocess.run([sys.executable, demo, "--directory", "x", "--hint", "cb_nodes"],
                          capture_output=True, text=True)
     assert bad.returncode != 0
     assert bad.stderr.strip().splitlines() == [
@@ -141,7 +141,7 @@ def test_every_byte_is_written_where_it_belongs(tmp_path, ranks, mode):
 @needs_mpi
 def test_demo_alone_prints_verified(tmp_path):
     proc = subprocess.run(
-        [mpiio.find_mpiexec(), "-n", "2", sys.executable, str(ROOT / mpiio.DEMO), "--out",
+        [mpiio.find_mpiexec(), "-n", "2", sys.executable, str(ROOT / mpiio.DEMO), "--directory",
          str(tmp_path), "--mode", "independent", "--blocks-per-rank", "8", "--remove"],
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -221,7 +221,7 @@ def test_syscall_counts_on_the_data_file(ranks):
 def test_cli_compares_modes_without_trace(capsys):
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
-    mpiio.add_cli(sub)
+    setup_parser(sub)
     args = parser.parse_args(["mpiio", "--ranks", "2", "--blocks-per-rank", "8", "--no-trace"])
     assert args.func(args) == 0
     out = capsys.readouterr().out
@@ -245,8 +245,8 @@ def _processes_mentioning(text: str) -> list[str]:
 @needs_mpi
 def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     workspace = tmp_path / "ws"
-    script = ("from iolab import mpiio; "
-              "from iolab.errors import run_cli; run_cli(lambda: mpiio.run_demo(4, 'independent', "
+    script = ("from iolab.hpc import mpiio;"
+              "from iolab.core.errors import run_cli; run_cli(lambda: mpiio.run_demo(4, 'independent', "
               "hints={'romio_ds_write': 'disable'}, blocks_per_rank=16384) and 0)")
     proc = subprocess.Popen([sys.executable, "-c", script], text=True,
                             env={**os.environ, "IOLAB_WORKDIR": str(workspace)},

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab.context import parse_proc_mounts
-from iolab.errors import LabError
-from iolab.netmount import lab_leftovers, loopback_sshfs, sshfs_status
-from iolab.workspace import MADE_MARKER
+from iolab.core.errors import LabError
+from iolab.core.workspace import MADE_MARKER
+from iolab.measure.context import parse_proc_mounts
+from iolab.storage.netmount import lab_leftovers, loopback_sshfs, sshfs_status
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_sshfs = pytest.mark.needs("sshfs")
@@ -28,7 +28,7 @@ needs_sshfs = pytest.mark.needs("sshfs")
 INTERRUPTED_CHILD = """
 import sys, time
 from pathlib import Path
-from iolab.netmount import loopback_sshfs
+from iolab.storage.netmount import loopback_sshfs
 try:
     with loopback_sshfs(Path(sys.argv[1])) as mount:
         print("mounted", mount.mount_point, mount.sshd_pid, flush=True)
@@ -37,13 +37,6 @@ except KeyboardInterrupt:
     print("interrupted", flush=True)
     sys.exit(130)
 """
-
-
-@pytest.fixture
-def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "workspace"
-    monkeypatch.setenv("IOLAB_WORKDIR", str(root))
-    return root
 
 
 @pytest.fixture
@@ -146,7 +139,7 @@ def test_an_interrupted_program_leaves_no_mount_and_no_sshd(export: Path, worksp
 @pytest.mark.slow
 @needs_sshfs
 def test_cli_runs_the_command_on_the_mount(export: Path, workspace: Path):
-    proc = run_cli("over-sshfs", "--export", str(export), "--", "cat", "{}/f.txt")
+    proc = run_cli("over-sshfs", "--data", str(export), "--", "cat", "{}/f.txt")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "a small file\n"
     assert "mounted over sshfs" in proc.stderr
@@ -156,7 +149,7 @@ def test_cli_runs_the_command_on_the_mount(export: Path, workspace: Path):
 @pytest.mark.slow
 @needs_sshfs
 def test_cli_passes_the_exit_code_through(export: Path, workspace: Path):
-    proc = run_cli("over-sshfs", "--export", str(export), "--",
+    proc = run_cli("over-sshfs", "--data", str(export), "--",
                    "sh", "-c", "test -f {}/f.txt && exit 3")
     assert proc.returncode == 3, proc.stderr
     assert lab_leftovers() == []
@@ -183,7 +176,7 @@ def test_without_sshfs_the_lab_says_why_in_one_sentence(export: Path, tmp_path: 
     with pytest.raises(LabError, match="apt-get install sshfs"):
         with loopback_sshfs(export):
             pass
-    proc = run_cli("over-sshfs", "--export", str(export), "--", "true")
+    proc = run_cli("over-sshfs", "--data", str(export), "--", "true")
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "apt-get install sshfs" in proc.stderr
     assert "Traceback" not in proc.stderr

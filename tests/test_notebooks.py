@@ -2,7 +2,8 @@
 
 nbval itself re-runs every notebook (pytest collects notebooks/ with --nbval-lax); these tests
 check what nbval cannot: that the committed copies are complete real runs, and that a changed
-deterministic output would be caught.
+deterministic output would be caught. Kernels and the pytest run below inherit the run's
+temporary IOLAB_WORKDIR (conftest.py), so all notebooks share one generated dataset there.
 """
 
 from __future__ import annotations
@@ -68,11 +69,10 @@ def truncated_copy(tmp_path: Path, mutate: bool) -> Path:
 @pytest.mark.parametrize("mutate", [False, True], ids=["unchanged", "one-output-changed"])
 def test_nbval_fails_when_a_deterministic_output_changes(tmp_path: Path, mutate: bool) -> None:
     target = truncated_copy(tmp_path, mutate)
-    env = {**os.environ, "IOLAB_WORKDIR": str(tmp_path / "workspace")}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax",
          "--nbval-current-env", "-c", os.devnull, "--rootdir", str(tmp_path), str(target)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        cwd=tmp_path, capture_output=True, text=True, timeout=600)
     if mutate:
         assert proc.returncode == 1, proc.stdout[-3000:]
         assert "files: 7301" in proc.stdout and "files: 7300" in proc.stdout
@@ -82,12 +82,10 @@ def test_nbval_fails_when_a_deterministic_output_changes(tmp_path: Path, mutate:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel_dir", [".", "notebooks"], ids=["repository-root", "notebooks"])
-def test_a_notebook_runs_the_same_wherever_its_kernel_starts(tmp_path: Path, monkeypatch,
-                                                           kernel_dir: str) -> None:
+def test_a_notebook_runs_the_same_wherever_its_kernel_starts(kernel_dir: str) -> None:
     """VS Code starts kernels at the repository root, Jupyter in the notebook's folder."""
     from nbclient import NotebookClient
 
-    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "workspace"))
     committed = nbformat.read(ROOT / "notebooks/01-file-access.ipynb", as_version=4)
     first_check = next(i for i, cell in enumerate(committed.cells)
                        if cell.cell_type == "code" and CHECK in cell.source)

@@ -1,4 +1,4 @@
-"""Tests of iolab.perception: real runs of the everyday actions on small generated trees.
+"""Tests of iolab.storage.perception: real runs of the everyday actions on small generated trees.
 
 The sizes are cut down so the whole file takes seconds; what is checked is what the sizes do
 not change: each action did what it claims (clean repository, every test collected, every
@@ -17,26 +17,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from iolab import perception
-from iolab.context import MEMORY_FS, mount_for, public_text
-from iolab.errors import LabError
-from iolab.perception import (
-    COLUMNS,
-    SYNTHETIC_PACKAGE,
-    PerceptionSizes,
-    collected_count,
-    git_env,
-    installed_package_dirs,
-    make_git_repo,
-    perception_suite,
-    pytest_collect_command,
-    sync_command,
-    time_untar_sync,
-    untar_command,
-    write_archive,
-    write_synthetic_package,
-    write_test_tree,
-)
+from iolab.core.errors import LabError
+from iolab.measure.context import MEMORY_FS, mount_for, public_text
+from iolab.storage import perception
+from iolab.storage.perception import (COLUMNS, SYNTHETIC_PACKAGE, PerceptionSizes, collected_count,
+                                      git_env, installed_package_dirs, make_git_repo,
+                                      perception_suite, pytest_collect_command, sync_command,
+                                      time_untar_sync, untar_command, write_archive,
+                                      write_synthetic_package, write_test_tree)
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = PerceptionSizes(

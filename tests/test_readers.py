@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import build_dataset, run_script
-from iolab import dataset as ds
+
+from iolab.core import dataset as ds
 
 READERS = ["read_files_naive", "read_files", "read_archive", "read_archive_random",
            "read_random_chunked"]

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.errors import LabError
-from iolab.recorded import FALLBACK_LOG_ENV, RECORD_ENV, Recordings, recordings_dir
+from iolab.core.errors import LabError
+from iolab.measure.recorded import FALLBACK_LOG_ENV, RECORD_ENV, Recordings, recordings_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

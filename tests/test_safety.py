@@ -15,7 +15,7 @@ Guards the promises of issue 11 for the whole toolkit, one test id per command x
 
 Commands: `python -m iolab clean` (deletes), data_generators/{generate_data, create_archive,
 make_shards, make_images}.py and `python -m iolab sweep --csv` (write), demos/read_*.py
-(`--order-out` writes too) and iolab.checkpoint.load_checkpoint (read). Datasets are small
+(`--order-out` writes too) and iolab.ml.checkpoint.load_checkpoint (read). Datasets are small
 (300 files); the whole file takes well under a minute and a half on two cores.
 """
 
@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iolab import checkpoint as ck
-from iolab.errors import LabError
-from iolab.workspace import MADE_MARKER, ensure_writable_dir
+from iolab.core.errors import LabError
+from iolab.core.workspace import MADE_MARKER, WorkspaceEntry, ensure_writable_dir
+from iolab.ml import checkpoint as ck
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -47,7 +47,7 @@ not_as_root = pytest.mark.skipif(IS_ROOT, reason="as root chmod a-w does not sto
 BUSY = "another run is writing"
 # `clean` also removes marked iolab-<user> folders in /tmp and /dev/shm; a test must not take
 # those from a lab run going on beside it, so the command runs with that one step disabled.
-CLEAN = ["-c", "import iolab.cleanup as c; c.location_dirs = lambda: []; "
+CLEAN = ["-c", "import iolab.core.cleanup as c; c.location_dirs = lambda: []; "
                "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()"]
 
 
@@ -114,16 +114,16 @@ def assert_user_files_intact(mine: dict[Path, str]) -> None:
 
 
 def verify_dataset(d: Path) -> subprocess.CompletedProcess:
-    return run(command("data_generators/generate_data.py", "--out", d, "--verify"))
+    return run(command("data_generators/generate_data.py", "--data", d, "--verify"))
 
 
 @pytest.fixture(scope="session")
 def template(tmp_path_factory) -> Path:
     """A 300-file dataset with archive and shards, copied by each test that changes one."""
     d = tmp_path_factory.mktemp("safety-template") / "dataset"
-    assert_ok(run(command("data_generators/generate_data.py", "--out", d, "--files", FILES,
+    assert_ok(run(command("data_generators/generate_data.py", "--data", d, "--files", FILES,
                           "--quiet")))
-    assert_ok(run(command("data_generators/create_archive.py", "--out", d)))
+    assert_ok(run(command("data_generators/create_archive.py", "--data", d)))
     assert_ok(run(command("data_generators/make_shards.py", "--data", d,
                           "--samples-per-shard", 50)))
     return d
@@ -142,15 +142,15 @@ def dataset(template: Path, tmp_path: Path) -> Path:
 def writer_argv(name: str, d: Path, variant: int = 0) -> list[str]:
     """The command that writes `name`'s result for the dataset folder `d`; variants differ."""
     if name == "generate":
-        return command("data_generators/generate_data.py", "--out", d, "--files", FILES,
+        return command("data_generators/generate_data.py", "--data", d, "--files", FILES,
                        "--quiet", "--seed", 1 + variant)
     if name == "archive":
-        return command("data_generators/create_archive.py", "--out", d)
+        return command("data_generators/create_archive.py", "--data", d)
     if name == "shards":
         return command("data_generators/make_shards.py", "--data", d, "--out", d / "shards",
                        "--samples-per-shard", 50 + 10 * variant)
     if name == "images":
-        return command("data_generators/make_images.py", "--out", d.parent / "images",
+        return command("data_generators/make_images.py", "--data", d.parent / "images",
                        "--count", 12, "--sample-kb", 100, "--shard-mb", 0.5, "--seed", 1 + variant)
     if name == "sweep-csv":
         return command("iolab", "sweep", "--directory", d.parent / "sweep", "--min", "4K",
@@ -184,7 +184,7 @@ def writer_verifies(name: str, d: Path) -> bool:
         return run(command("data_generators/make_shards.py", "--data", d, "--out", d / "shards",
                            "--verify")).returncode == 0
     if name == "images":
-        return run(command("data_generators/make_images.py", "--out", d.parent / "images",
+        return run(command("data_generators/make_images.py", "--data", d.parent / "images",
                            "--verify")).returncode == 0
     if name == "sweep-csv":
         lines = (d.parent / "sweep.csv").read_text().splitlines()
@@ -246,7 +246,19 @@ def test_reader_changes_nothing(reader: str, dataset: Path) -> None:
     assert_user_files_intact(mine)
 
 
-USER_FOLDERS = ["dataset", "tmp", "lab", "loc", "images", "slurm-results", "mnt", "projects"]
+#: A user's own folders that happen to carry the names of the workspace's entries, and one more.
+USER_FOLDERS = [*(entry.dirname for entry in WorkspaceEntry), "projects"]
+
+
+def test_clean_removes_every_workspace_entry_the_lab_made(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    mine = place_user_files(home / "projects")
+    for entry in WorkspaceEntry:
+        made = ensure_writable_dir(home / entry.dirname)  # as every writer makes its entry
+        (made / "result.txt").write_text(entry.holds)
+    assert_ok(run(command("clean"), {"IOLAB_WORKDIR": str(home)}))
+    assert sorted(p.name for p in home.iterdir()) == ["projects"]
+    assert_user_files_intact(mine)
 
 
 def test_clean_deletes_only_what_the_lab_made(tmp_path: Path) -> None:
@@ -310,8 +322,8 @@ def test_two_writers_at_once(name: str, dataset: Path) -> None:
 
 def test_two_generators_with_different_sizes_leave_one_valid_dataset(tmp_path: Path) -> None:
     d = tmp_path / "dataset"
-    small = command("data_generators/generate_data.py", "--out", d, "--files", 200, "--quiet")
-    large = command("data_generators/generate_data.py", "--out", d, "--files", 1500, "--quiet")
+    small = command("data_generators/generate_data.py", "--data", d, "--files", 200, "--quiet")
+    large = command("data_generators/generate_data.py", "--data", d, "--files", 1500, "--quiet")
     results = both_at_once(large, small)
     ok = assert_success_or_busy(results)
     check = verify_dataset(d)
@@ -324,7 +336,7 @@ def test_two_generators_with_different_sizes_leave_one_valid_dataset(tmp_path: P
 def test_a_reader_during_a_regeneration_is_right_or_refuses(reader: str, dataset: Path) -> None:
     means = {run(writer_argv("generate", dataset.parent / f"ref{seed}", seed - 1)).stdout
              .rsplit(": ", 1)[1].strip() for seed in (1, 2)}
-    regenerate = command("data_generators/generate_data.py", "--out", dataset, "--files", 3000,
+    regenerate = command("data_generators/generate_data.py", "--data", dataset, "--files", 3000,
                          "--quiet", "--seed", 2)
     results = both_at_once(regenerate, command(f"demos/{reader}.py", "--data", dataset))
     assert_ok(results[0])
@@ -355,17 +367,17 @@ def test_two_cleans_at_once(tmp_path: Path) -> None:
                                                        "notes.txt", "tmp"]
 
 
-def test_a_second_make_lab_refuses_while_one_runs(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.usefixtures("workspace")
+def test_a_second_make_lab_refuses_while_one_runs() -> None:
     """Two `make lab` would empty each other's notebooks and site: the second says who runs."""
-    from iolab.dataset import writer_lock
-    from iolab.lab import lab_dir
+    from iolab.core.dataset import writer_lock
+    from iolab.core.workspace import results_dir
 
-    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "work"))
-    out = lab_dir()
+    out = results_dir()
     (out / "site").mkdir()
     (out / "site" / "index.html").write_text("the first run's site")
     with writer_lock(out):  # the first run, still going
-        proc = run(command("iolab", "lab"), {"IOLAB_WORKDIR": str(tmp_path / "work")})
+        proc = run(command("iolab", "lab"))
     assert_one_error(proc)
     assert "another run is writing" in proc.stderr
     assert (out / "site" / "index.html").read_text() == "the first run's site"
@@ -581,10 +593,10 @@ def test_verify_reports_damage(damage, dataset: Path) -> None:
 @pytest.mark.parametrize("argv", [
     ["demos/read_files.py", "--data", "{file}"],
     ["demos/read_archive.py", "--data", "{missing}"],
-    ["data_generators/create_archive.py", "--out", "{file}"],
+    ["data_generators/create_archive.py", "--data", "{file}"],
     ["data_generators/make_shards.py", "--data", "{missing}"],
     ["iolab", "lustre", "status", "{missing}"],
-    ["iolab", "syscalls", "--data-dir", "{file}", "--", "true"],
+    ["iolab", "syscalls", "--data", "{file}", "--", "true"],
     ["iolab", "sweep", "--directory", "{file}", "--dry-run"],
 ], ids=["read_files-file", "read_archive-missing", "archive-file", "shards-missing",
         "lustre-missing", "syscalls-file", "sweep-file"])
@@ -701,7 +713,7 @@ def test_unsearchable_parent_is_one_sentence(name: str, tmp_path: Path, read_onl
     d.parent.mkdir()
     read_only(d.parent, 0o000)
     argv = {"generate": writer_argv("generate", d),
-            "generate-verify": command("data_generators/generate_data.py", "--out", d, "--verify"),
+            "generate-verify": command("data_generators/generate_data.py", "--data", d, "--verify"),
             "read_files": command("demos/read_files.py", "--data", d),
             "archive": writer_argv("archive", d)}[name]
     proc = run(argv)
@@ -820,39 +832,34 @@ def lab_files(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
-def test_checkpoint_interrupted_leaves_nothing(sig: int, tmp_path: Path) -> None:
-    target, work = tmp_path / "target", tmp_path / "work"
+def test_checkpoint_interrupted_leaves_nothing(sig: int, tmp_path: Path, workspace: Path) -> None:
+    target = tmp_path / "target"
     mine = place_user_files(target)
-    env = {"IOLAB_WORKDIR": str(work)}
     for n, delay in enumerate(delays(f"checkpoint-{sig}", 0.0, 1.5)):
-        proc = signal_and_collect(interrupted(checkpoint_argv(target, n % 2 == 1), delay, env), sig)
+        proc = signal_and_collect(interrupted(checkpoint_argv(target, n % 2 == 1), delay), sig)
         assert_interrupt_reported(proc, "sync:" if n % 2 == 0 else "background:")
         # no checkpoint, sidecar or temporary file is left to pass as a complete checkpoint
         assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in mine)
-        assert lab_files(work) == [], (delay, proc.stderr)
+        assert lab_files(workspace) == [], (delay, proc.stderr)
     assert_user_files_intact(mine)
 
 
-def test_two_checkpoint_runs_at_once(tmp_path: Path) -> None:
-    target, work = tmp_path / "target", tmp_path / "work"
+def test_two_checkpoint_runs_at_once(tmp_path: Path, workspace: Path) -> None:
+    target = tmp_path / "target"
     mine = place_user_files(target)
-    env = {**os.environ, "IOLAB_WORKDIR": str(work)}
-    procs = [subprocess.Popen(checkpoint_argv(target, background), cwd=ROOT, env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for background in (False, True)]
+    procs = [start(checkpoint_argv(target, background)) for background in (False, True)]
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0 and "the loop was blocked" in out, err
     assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in mine)
-    assert lab_files(work) == []
+    assert lab_files(workspace) == []
     assert_user_files_intact(mine)
 
 
 def test_checkpoint_target_under_a_file_is_one_sentence(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("mine")
-    assert_one_error(run(checkpoint_argv(blocker / "target"),
-                         {"IOLAB_WORKDIR": str(tmp_path / "work")}))
+    assert_one_error(run(checkpoint_argv(blocker / "target")))
     assert blocker.read_text() == "mine"
 
 
@@ -861,7 +868,7 @@ def test_checkpoint_read_only_target_is_one_sentence(tmp_path: Path, read_only) 
     target = tmp_path / "target"
     mine = place_user_files(target)
     read_only(target)
-    assert_one_error(run(checkpoint_argv(target), {"IOLAB_WORKDIR": str(tmp_path / "work")}))
+    assert_one_error(run(checkpoint_argv(target)))
     assert_user_files_intact(mine)
     assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in mine)
 
@@ -902,7 +909,7 @@ def test_hygiene_caches_deletes_nothing(tmp_path: Path) -> None:
 def test_hygiene_bad_path_is_one_sentence(action: str, path: str, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("mine")
     where = tmp_path / ("a-file" if path == "file" else "nowhere")
-    assert_one_error(run(command("iolab", "hygiene", action, "--directory", where)))
+    assert_one_error(run(command("iolab", "hygiene", action, "--data", where)))
     assert (tmp_path / "a-file").read_text() == "mine" and not (tmp_path / "nowhere").exists()
 
 
@@ -916,14 +923,14 @@ def test_hygiene_interrupted_is_one_sentence_and_changes_nothing(sig: int, tmp_p
             (folder / f"f{i}.pt").write_bytes(b"x" * i)
     before = snapshot(tmp_path)
     for delay in delays(f"hygiene-{sig}", 0.0, 1.2):
-        proc = signal_and_collect(interrupted(command("iolab", "hygiene", "usage", "--directory",
+        proc = signal_and_collect(interrupted(command("iolab", "hygiene", "usage", "--data",
                                                       tree), delay), sig)
         assert_interrupt_reported(proc, "(arithmetic")
         assert snapshot(tmp_path) == before
 
 
 def test_apply_cleanup_deletes_the_plan_only(tmp_path: Path, monkeypatch) -> None:
-    from iolab.hygiene_caches import apply_cleanup, cache_cleanup_plan
+    from iolab.storage.hygiene_caches import apply_cleanup, cache_cleanup_plan
 
     caches = tmp_path / "caches"
     for name, value in cache_tree(caches).items():
@@ -938,7 +945,7 @@ def test_apply_cleanup_deletes_the_plan_only(tmp_path: Path, monkeypatch) -> Non
 @not_as_root
 def test_apply_cleanup_of_a_read_only_cache_is_one_sentence(tmp_path: Path, monkeypatch,
                                                             read_only) -> None:
-    from iolab.hygiene_caches import apply_cleanup, cache_cleanup_plan
+    from iolab.storage.hygiene_caches import apply_cleanup, cache_cleanup_plan
 
     caches = tmp_path / "caches"
     for name, value in cache_tree(caches).items():
@@ -958,7 +965,7 @@ def test_apply_cleanup_of_a_read_only_cache_is_one_sentence(tmp_path: Path, monk
 def test_iolab_interrupted_while_starting_is_one_sentence(sig: int, tmp_path: Path) -> None:
     """The moment falls in the imports: __main__ handles signals before iolab.cli loads."""
     for delay in delays(f"start-{sig}", 0.0, 0.3):
-        proc = signal_and_collect(interrupted(command("iolab", "hygiene", "df", "--directory",
+        proc = signal_and_collect(interrupted(command("iolab", "hygiene", "df", "--data",
                                                       tmp_path), delay), sig)
         assert_interrupt_reported(proc, "| os.statvfs")
 
@@ -967,7 +974,8 @@ def test_iolab_interrupted_while_starting_is_one_sentence(sig: int, tmp_path: Pa
 
 
 def result_argv(name: str, out: Path, tmp: Path) -> list[str]:
-    """A small run of `name` that saves its result to `out` (fio runs in tmp/run)."""
+    """A small run of `name` that saves its result to `out` (fio runs in tmp/run, made here)."""
+    (tmp / "run").mkdir(exist_ok=True)
     if name.startswith("fio"):
         option = "--csv" if name == "fio-csv" else "--json-out"
         return command("iolab", "fio", "--directory", tmp / "run", "--size-scale", 0.02,
@@ -990,16 +998,11 @@ RESULT_FILES = [pytest.param("fio-csv", marks=pytest.mark.needs("fio")),
                 pytest.param("mpiio-csv", marks=[pytest.mark.needs("mpi"), pytest.mark.needs("strace")])]
 
 
-def result_env(tmp: Path) -> dict:
-    (tmp / "run").mkdir(exist_ok=True)
-    return {"IOLAB_WORKDIR": str(tmp / "work")}
-
-
 @pytest.mark.parametrize("name", RESULT_FILES)
 def test_result_file_under_a_file_is_refused_before_the_run(name: str, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("mine")
-    proc = run(result_argv(name, blocker / "result", tmp_path), result_env(tmp_path))
+    proc = run(result_argv(name, blocker / "result", tmp_path))
     assert_one_error(proc)
     assert proc.stdout == ""  # refused before anything ran or was announced
     assert blocker.read_text() == "mine" and not any((tmp_path / "run").iterdir())
@@ -1012,7 +1015,7 @@ def test_result_file_in_a_read_only_folder_is_refused_before_the_run(name: str, 
     folder = tmp_path / "results"
     mine = place_user_files(folder)
     read_only(folder)
-    proc = run(result_argv(name, folder / "result", tmp_path), result_env(tmp_path))
+    proc = run(result_argv(name, folder / "result", tmp_path))
     assert_one_error(proc)
     assert proc.stdout == "" and not any((tmp_path / "run").iterdir())
     assert_user_files_intact(mine)
@@ -1022,7 +1025,7 @@ def test_result_file_in_a_read_only_folder_is_refused_before_the_run(name: str, 
 def test_mpiio_csv_without_trace_is_refused(tmp_path: Path) -> None:
     """--no-trace makes no syscall table: --csv used to be ignored, the run reported success."""
     argv = result_argv("mpiio-csv", tmp_path / "calls.csv", tmp_path) + ["--no-trace"]
-    proc = run(argv, result_env(tmp_path))
+    proc = run(argv)
     assert_one_error(proc)
     assert proc.stdout == "" and not (tmp_path / "calls.csv").exists()
 
@@ -1034,10 +1037,9 @@ def test_result_file_interrupted_is_whole_or_absent(name: str, sig: int, tmp_pat
     folder = tmp_path / "results"
     mine = place_user_files(folder)
     out = folder / ("result.json" if name == "fio-json-out" else "result.csv")
-    env = result_env(tmp_path)
     for delay in delays(f"{name}-{sig}", 0.5, 8.0):
         out.unlink(missing_ok=True)
-        proc = signal_and_collect(interrupted(result_argv(name, out, tmp_path), delay, env), sig)
+        proc = signal_and_collect(interrupted(result_argv(name, out, tmp_path), delay), sig)
         if proc.returncode != 0:
             assert_interrupt_reported(proc, "")
         assert not out.exists() or result_complete(name, out), (delay, proc.stderr)
@@ -1049,9 +1051,7 @@ def test_result_file_interrupted_is_whole_or_absent(name: str, sig: int, tmp_pat
 @pytest.mark.parametrize("name", RESULT_FILES)
 def test_two_runs_into_one_result_file(name: str, tmp_path: Path) -> None:
     out = tmp_path / ("result.json" if name == "fio-json-out" else "result.csv")
-    env = {**os.environ, **result_env(tmp_path)}
-    procs = [subprocess.Popen(result_argv(name, out, tmp_path), cwd=ROOT, env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    procs = [start(result_argv(name, out, tmp_path)) for _ in range(2)]
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import build_dataset, run_script
 
-from conftest import run_script
-from iolab import pipeline, shards
-from iolab import shuffling as sf
-from iolab.errors import LabError
+from iolab.core import loader, shards
+from iolab.core.errors import LabError
+from iolab.ml import shuffling as sf
 
 SIZES = [10, 10, 10, 7]  # the 37-sample shard set of the fixture below
 
@@ -17,13 +17,13 @@ SIZES = [10, 10, 10, 7]  # the 37-sample shard set of the fixture below
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("shuffle") / "dataset"
-    run_script("data_generators/generate_data.py", "--out", data, "--files", 37, "--seed", 7, "--quiet")
+    build_dataset(data, 37, 7, archive=False)
     run_script("data_generators/make_shards.py", "--data", data, "--samples-per-shard", 10)
     return data
 
 
 def keys_in_order(data: Path) -> list[str]:
-    return [key for key, _ in pipeline.file_samples(data)]
+    return [key for key, _ in loader.file_samples(data)]
 
 
 def test_shard_sizes_of_fixture(sharded: Path) -> None:
@@ -32,14 +32,14 @@ def test_shard_sizes_of_fixture(sharded: Path) -> None:
 
 def test_buffer_order_is_webdatasets_order(sharded: Path) -> None:
     keys = keys_in_order(sharded)
-    read = [key for key, _ in pipeline.shard_samples(sharded, buffer_size=8, seed=3)]
+    read = [key for key, _ in loader.shard_samples(sharded, buffer_size=8, seed=3)]
     assert read == sf.buffer_shuffle_order(keys, 8, seed=3)
     assert read != keys and sorted(read) == keys
 
 
 def test_shard_order_is_webdatasets_order(sharded: Path) -> None:
     keys = keys_in_order(sharded)
-    read = [key for key, _ in pipeline.shard_samples(sharded, shardshuffle=100, seed=5)]
+    read = [key for key, _ in loader.shard_samples(sharded, shardshuffle=100, seed=5)]
     assert read == [keys[i] for i in sf.shard_shuffle_order(SIZES, seed=5)]
     assert sorted(read) == keys
 
@@ -96,7 +96,7 @@ def test_epochs_differ_and_foreign_state_is_refused() -> None:
 def test_sampler_drives_the_file_reader(sharded: Path) -> None:
     keys = keys_in_order(sharded)
     sampler = sf.EpochSampler(len(keys), seed=9)
-    read = [key for batch in pipeline.batches(sharded, "files", sampler=sampler, batch_size=5) for key, _ in batch]
+    read = [key for batch in loader.batches(sharded, "files", sampler=sampler, batch_size=5) for key, _ in batch]
     assert read == [keys[i] for i in sf.EpochSampler(len(keys), seed=9).permutation()]
     with pytest.raises(LabError, match="random access"):
-        pipeline.batches(sharded, "shards", sampler=sampler)
+        loader.batches(sharded, "shards", sampler=sampler)

@@ -20,13 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from iolab.fio import PROFILES, scaled_profile
-from iolab.fio_parse import loads_fio
-from iolab.locations import MARKER
-from iolab.workspace import MADE_MARKER
-
 import slurm_cluster
+
+from iolab.core.workspace import LOCATION_MARKER, MADE_MARKER
+from iolab.storage.fio import PROFILES, scaled_profile
+from iolab.storage.fio_parse import loads_fio
 
 ROOT = Path(__file__).resolve().parent.parent
 SLURM_DEMOS = ROOT / "demos" / "slurm"
@@ -36,7 +34,7 @@ NODE_JOBS = [job.name for job in PROFILES["node"].jobs]
 STEERING = ("IOLAB_NODE_LOCAL", "SLURM_TMPDIR", "LOCAL_SCRATCH", "IOLAB_FIO_SIZE_SCALE",
             "IOLAB_FIO_RUNTIME_S", "IOLAB_MPI_LAUNCH", "IOLAB_MPIIO_ARGS")
 #: All a job leaves in scratch: the per-user directory the lab made, with its two marks.
-LAB_MARKS = sorted([MADE_MARKER, MARKER])
+LAB_MARKS = sorted([MADE_MARKER, LOCATION_MARKER])
 #: The fio node profile, scaled for the test: files x 0.001 (4 KiB to 1 MiB), 1 s per job.
 SMALL_FIO = {"IOLAB_FIO_SIZE_SCALE": "0.001", "IOLAB_FIO_RUNTIME_S": "1"}
 SMALL_FIO_PROFILE = scaled_profile("node", 0.001, 1)
@@ -203,6 +201,7 @@ def test_a_failing_job_reports_failure_and_still_cleans_up(cluster, places):
     assert job.returncode != 0 and job.state == "FAILED", job.output
     assert f"job {job.job_id}: FAILED" in job.output
     assert (places["workspace"] / "slurm-results" / job.job_id).is_dir()
+    assert (places["workspace"] / "slurm-results" / MADE_MARKER).is_file()  # clean removes it
     assert list(places["local"].iterdir()) == []
     user_dir, = places["scratch"].iterdir()
     assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS

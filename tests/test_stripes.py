@@ -17,16 +17,16 @@ import pytest
 
 matplotlib.use("Agg")
 
-from iolab.errors import LabError  # noqa: E402
-from iolab.workspace import MADE_MARKER  # noqa: E402
-from iolab.stripe_plots import grid_pair, stripes_by_ost  # noqa: E402
-from iolab.stripe_trial import TrialStep, layout_problems, plan_frame, plan_trial  # noqa: E402
-from iolab.striping_advice import (GB, MiB, advice_table, advise_stripe_count,  # noqa: E402
-                                   factor_of_writers, lustre_wiki_range, nersc_stripe_helper,
-                                   stripe_count_sqrt_rule)
-from iolab.stripes import (EOF, INTERLEAVED, MDT, SEGMENTED, Component, Layout,  # noqa: E402
-                           bytes_per_ost, grid_summary, is_aligned, locate, object_extents,
-                           osts_touched, pieces, writer_blocks, writer_ost_grid)
+from iolab.core.errors import LabError  # noqa: E402
+from iolab.core.workspace import MADE_MARKER  # noqa: E402
+from iolab.hpc.stripe_plots import grid_pair, stripes_by_ost  # noqa: E402
+from iolab.hpc.stripe_trial import TrialStep, layout_problems, plan_frame, plan_trial  # noqa: E402
+from iolab.hpc.stripes import (EOF, INTERLEAVED, MDT, SEGMENTED, Component, Layout,  # noqa: E402
+                               bytes_per_ost, grid_summary, is_aligned, locate, object_extents,
+                               osts_touched, pieces, writer_blocks, writer_ost_grid)
+from iolab.hpc.striping_advice import (GB, MiB, advice_table, advise_stripe_count,  # noqa: E402
+                                       factor_of_writers, lustre_wiki_range, nersc_stripe_helper,
+                                       stripe_count_sqrt_rule)
 
 KiB = 1024
 CSC_OSTS = (22, 8, 4, *range(100, 119), 19, 15)
@@ -268,6 +268,7 @@ def test_nersc_and_wiki_and_the_table():
     assert table["olcf_manual_striping"].tolist() == [False, False, True]
 
 
+@pytest.mark.usefixtures("login_node")
 def test_trial_plan_is_data(tmp_path: Path):
     plan = plan_trial(tmp_path, (8, 4, 1, 2), size_mib=64, osts_available=4)
     assert [s.stripe_count for s in plan] == [1, 2, 4]
@@ -282,7 +283,7 @@ def test_trial_plan_is_data(tmp_path: Path):
         plan_trial(tmp_path, stripe_size_bytes=100_000)
     with pytest.raises(LabError, match="none of the stripe counts"):
         plan_trial(tmp_path, (8,), osts_available=4)
-    with pytest.raises(LabError, match="outside"):
+    with pytest.raises(LabError, match="too big for a shared login node"):
         plan_trial(tmp_path, size_mib=4096)
 
 
@@ -307,7 +308,7 @@ def test_pictures_draw_every_stripe_unit():
 
 
 def test_architecture_script_writes_a_figure(tmp_path: Path, capsys):
-    from iolab.stripe_plots import main
+    from iolab.hpc.stripe_plots import main
     assert main([str(tmp_path / "arch.svg")]) == 0
     assert (tmp_path / "arch.svg").read_text().lstrip().startswith("<?xml")
     assert "wrote" in capsys.readouterr().out
@@ -329,8 +330,8 @@ def test_placeholders_parse_but_have_no_place():
 
 def test_committed_architecture_figure_is_current(tmp_path: Path):
     """The lesson's SVG is what the code draws; after changing the figure, regenerate it with
-    `python -m iolab.stripe_plots lessons/img/lustre-architecture.svg`."""
-    from iolab.stripe_plots import main
+    `python -m iolab.hpc.stripe_plots lessons/img/lustre-architecture.svg`."""
+    from iolab.hpc.stripe_plots import main
     main([str(tmp_path / "arch.svg")])
     drawn = (tmp_path / "arch.svg").read_text(encoding="utf-8")
     committed = (Path(__file__).resolve().parent.parent
@@ -341,22 +342,21 @@ def test_committed_architecture_figure_is_current(tmp_path: Path):
         assert drawn == committed
 
 
-def test_trial_directory_is_removed_also_on_error(tmp_path: Path, monkeypatch):
-    from iolab.locations import discover_locations
-    from iolab.stripe_trial import lustre_location, run_trial, trial_directory
-    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
-    (tmp_path / "ws").mkdir()
-    workspace = next(loc for loc in discover_locations(probe=False) if loc.name == "workspace")
-    with trial_directory(workspace, MiB, 2) as base:
+def test_trial_directory_is_removed_also_on_error(workspace: Path):
+    from iolab.hpc.stripe_trial import lustre_location, run_trial, trial_directory
+    from iolab.storage.locations import discover_locations
+    workspace.mkdir()
+    location = next(loc for loc in discover_locations(probe=False) if loc.name == "workspace")
+    with trial_directory(location, MiB, 2) as base:
         (base / "f").write_bytes(b"x")
-        assert (tmp_path / "ws" / "tmp") in base.parents
+        assert (workspace / "tmp") in base.parents
     assert not base.exists()
     with pytest.raises(LabError, match="not enough free space"):
-        with trial_directory(workspace, 10**18, 2) as base:
+        with trial_directory(location, 10**18, 2) as base:
             pass
-    assert [p.name for p in (tmp_path / "ws" / "tmp").iterdir()] == [MADE_MARKER]
+    assert [p.name for p in (workspace / "tmp").iterdir()] == [MADE_MARKER]
     assert lustre_location() is None or lustre_location().fs_type == "lustre"
-    if workspace.fs_type != "lustre":
+    if location.fs_type != "lustre":
         with pytest.raises(LabError, match="not .*Lustre"):
-            run_trial(workspace)
-        assert [p.name for p in (tmp_path / "ws" / "tmp").iterdir()] == [MADE_MARKER]
+            run_trial(location)
+        assert [p.name for p in (workspace / "tmp").iterdir()] == [MADE_MARKER]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +10,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from iolab import sweep
-from iolab.context import MEMORY_FS, mount_for
-from iolab.errors import LabError
+from iolab.core.errors import LabError
+from iolab.measure.context import MEMORY_FS, mount_for
+from iolab.storage import sweep
+from iolab.storage.sweep_plots import plot_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024**2
@@ -45,12 +45,22 @@ def test_default_plan_keeps_count_then_bytes_constant_within_the_caps() -> None:
     ({"min_bytes": 3000}, "not a power of two"),
     ({"min_bytes": 2 * MIB, "max_bytes": MIB}, "swap --min and --max"),
     ({"max_bytes": 512 * MIB}, "choose a smaller --max"),
-    ({"point_bytes": 2 * 1024**3}, "choose a smaller --max"),
-    ({"small_files": 50_000}, "choose fewer files"),
+    ({"small_files": 0}, "choose at least 1"),
+    ({"point_bytes": 2 * 1024**3}, "2048 MiB > 1024 MiB"),
+    ({"small_files": 50_000}, "50000 files > 20000 files"),
 ])
+@pytest.mark.usefixtures("login_node")
 def test_plans_beyond_the_rules_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(LabError, match=message):
         sweep.plan(**kwargs)
+
+
+@pytest.mark.usefixtures("login_node")
+def test_the_login_node_budget_is_lifted_on_a_compute_node() -> None:
+    big = {"max_bytes": 1024**3, "point_bytes": 2 * 1024**3, "small_files": 50_000}
+    with pytest.raises(LabError, match="too big for a shared login node"):
+        sweep.plan(**big)
+    assert sweep.plan(**big, compute_node=True)["point_bytes"].max() == 2 * 1024**3
 
 
 def test_sizes_read_like_fio_and_label_like_elbencho() -> None:
@@ -104,7 +114,7 @@ def test_summary_and_plot(small_sweep) -> None:
     assert list(summary["direction"][:2]) == ["write", "read"]
     assert (summary["GB_per_s_min"] <= summary["GB_per_s_median"]).all()
     assert (summary["GB_per_s_median"] <= summary["GB_per_s_max"]).all()
-    ax = sweep.plot_sweep(summary)
+    ax = plot_sweep(summary)
     assert ax.get_xscale() == "log" and len(ax.get_lines()) >= 2
     assert [t.get_text() for t in ax.get_xticklabels()][0] == "4KiB"
     plt.close(ax.figure)
@@ -154,11 +164,8 @@ def test_an_error_in_the_middle_leaves_nothing_behind(tmp_path: Path, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
-def test_too_little_free_space_is_refused_before_a_point(tmp_path: Path, monkeypatch) -> None:
-    real = os.statvfs(tmp_path)
-    tiny = os.statvfs_result((real.f_bsize, real.f_frsize, real.f_blocks, 10, 10, real.f_files,
-                              real.f_ffree, real.f_favail, real.f_flag, real.f_namemax))
-    monkeypatch.setattr(os, "statvfs", lambda path: tiny)
+@pytest.mark.usefixtures("full_disk")
+def test_too_little_free_space_is_refused_before_a_point(tmp_path: Path) -> None:
     with pytest.raises(LabError, match="not enough free space"):
         sweep.run_sweep(tmp_path, sweep.plan(**SMALL_PLAN), repeats=1, progress=False)
     assert list(tmp_path.iterdir()) == []

@@ -15,20 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from iolab.errors import LabError
-from iolab.workspace import MADE_MARKER, repo_root
-from iolab.syscalls import (
-    TraceReader,
-    _Tally,
-    add_cli,
-    count_syscalls,
-    format_report,
-    parse_strace_summary,
-    strace_status,
-    strace_summary,
-    trace_attributed,
-    unescape_strace,
-)
+from iolab.cli import syscalls as syscalls_command
+from iolab.core.errors import LabError
+from iolab.core.workspace import MADE_MARKER, repo_root
+from iolab.measure import audit_open
+from iolab.measure.strace_parse import TraceReader, parse_strace_summary, unescape_strace
+from iolab.measure.syscalls import (_Tally, count_syscalls, format_report, strace_status,
+                                    strace_summary, trace_attributed)
 
 needs_strace = pytest.mark.needs("strace")
 
@@ -60,10 +53,9 @@ TOTAL_BYTES = sum(len(text) for text in FILES.values())
 
 
 @pytest.fixture(autouse=True)
-def workspace(tmp_path, monkeypatch):
-    """Each test gets its own workspace; trace files must be gone when the test ends."""
-    ws = tmp_path / "ws"
-    monkeypatch.setenv("IOLAB_WORKDIR", str(ws))
+def workspace(workspace):
+    """Each test gets its own workspace (conftest); trace files must be gone when it ends."""
+    ws = workspace
     yield ws
     leftovers = [p for p in (ws / "tmp").glob("*") if p.name != MADE_MARKER] \
         if (ws / "tmp").exists() else []
@@ -255,7 +247,7 @@ def test_missing_strace_is_explained_and_auto_falls_back(data, tmp_path, monkeyp
 # A process that strace already traces may not be traced again: a real ptrace denial.
 DENIED_PROBE = """
 import json, sys
-from iolab.syscalls import count_syscalls, strace_status
+from iolab.measure.syscalls import count_syscalls, strace_status
 status = strace_status()
 report = count_syscalls([sys.executable, "-c", sys.argv[1], sys.argv[2]], sys.argv[2])
 print(json.dumps([status.available, status.reason, report.method, report.note, report.dataset_opens]))
@@ -280,17 +272,17 @@ def test_ptrace_denied_is_explained_and_auto_falls_back(data):
 
 def cli(argv: list[str]) -> tuple[argparse.Namespace, int]:
     parser = argparse.ArgumentParser(prog="iolab")
-    add_cli(parser.add_subparsers(dest="subcommand", required=True))
+    syscalls_command.setup_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args, args.func(args)
 
 
 def test_cli_json_is_one_object(data, capsys):
-    _, code = cli(["syscalls", "--data-dir", str(data), "--json", "--", *python_reader(data)])
+    _, code = cli(["syscalls", "--data", str(data), "--json", "--", *python_reader(data)])
     captured = capsys.readouterr()
     assert code == 0 and captured.out.count("\n") == 1
     result = json.loads(captured.out)
-    assert {"method", "note", "command", "data_dir", "dataset_opens", "dataset_dir_opens",
+    assert {"method", "note", "command", "dataset_dir", "dataset_opens", "dataset_dir_opens",
             "dataset_calls", "other_calls", "total_calls", "dataset_reads", "dataset_bytes_read",
             "dataset_seeks", "dataset_stats", "by_syscall", "exit_code"} <= set(result)
     assert result["dataset_opens"] == 5 and result["command"][0] == sys.executable
@@ -298,7 +290,7 @@ def test_cli_json_is_one_object(data, capsys):
 
 
 def test_cli_table_is_readable(data, capsys):
-    _, code = cli(["syscalls", "--data-dir", str(data), "--method", "fallback", "--",
+    _, code = cli(["syscalls", "--data", str(data), "--method", "fallback", "--",
                    *python_reader(data)])
     out = capsys.readouterr().out
     assert code == 0 and "file opens" in out and "n/a" in out
@@ -316,9 +308,22 @@ def test_format_report_shows_busiest_calls(data):
 ])
 def test_cli_errors_say_how_to_fix(data, argv, message):
     with pytest.raises(LabError, match=message):
-        cli(["syscalls", "--data-dir", str(data), *argv])
+        cli(["syscalls", "--data", str(data), *argv])
 
 
 def test_cli_missing_data_dir(tmp_path):
     with pytest.raises(LabError, match="does not exist"):
         cli(["syscalls", "--data-dir", str(tmp_path / "nowhere"), "--", "true"])
+
+
+def test_cli_old_data_dir_name_still_works_with_a_notice(data, capsys):
+    args, code = cli(["syscalls", "--data-dir", str(data), "--method", "fallback", "--",
+                      *python_reader(data)])
+    assert code == 0 and args.dataset_dir == data
+    assert "--data-dir is now --data" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--data", "--data-dir"])
+def test_audit_wrapper_takes_data_and_its_old_name(flag):
+    parsed = audit_open._parse([flag, "D", "--out", "F", "--bookkeeping", "a,b", "--", "x.py", "1"])
+    assert parsed == ("D", "F", ("a", "b"), ["x.py", "1"])

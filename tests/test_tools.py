@@ -1,4 +1,4 @@
-"""Tests of iolab.tools: presence checks, ptrace check, report, apt.txt, CLI."""
+"""Tests of iolab.measure.tools: presence checks, ptrace check, report, apt.txt, CLI."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab.errors import LabError
-from iolab.tools import TOOLS, add_cli, apt_packages, check_tools, format_report, tools_frame
+from iolab.cli.check_tools import setup_parser
+from iolab.core.errors import LabError
+from iolab.measure.tools import TOOLS, apt_packages, check_tools, format_report, tools_frame
 
 
 def _fake_tool(directory: Path, name: str, script: str) -> None:
@@ -92,7 +93,7 @@ def test_apt_packages_skips_comments_and_blank_lines(tmp_path):
 
 def _run_check_tools(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="iolab")
-    add_cli(parser.add_subparsers(dest="command"))
+    setup_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["check-tools", *argv])
     return args.func(args)
 

@@ -3,7 +3,7 @@
 
 Run it with an MPI launcher, e.g.
 
-    mpiexec -n 4 python demos/mpiio/mpiio_demo.py --out DIR --mode collective
+    mpiexec -n 4 python demos/mpiio/mpiio_demo.py --directory DIR --mode collective
 
 The access pattern is the one that makes parallel file systems suffer: with P ranks and
 blocks of B bytes, rank r writes its block i at offset (i*P + r)*B of one shared file, so
@@ -27,7 +27,7 @@ wrong place, a hole (zeros) or a torn block fails verification. After a barrier 
 are read back with MPI-IO (the same mode: independent or collective) and compared on every
 rank. Rank 0 prints one line containing "verified" (or, with --json, one JSON object with
 the hints the open file reports, the aggregator list and each rank's pid). Bandwidth is
-printed but on a shared machine it is noise: count system calls instead (iolab.mpiio).
+printed but on a shared machine it is noise: count system calls instead (iolab.hpc.mpiio).
 Exit status 1, with one sentence, if any byte is wrong.
 """
 
@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from iolab.core.options import add_renamed
+
 MODES = ("independent", "collective", "file-per-process")
 PATTERN_XOR = 0x9E3779B97F4A7C15
 WORD = 8
@@ -52,13 +54,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Write interleaved blocks from every MPI rank (independent, collective "
                     "or file per process), read them back and verify every byte.",
-        epilog="Example: mpiexec -n 4 python demos/mpiio/mpiio_demo.py --out /tmp/mpiio "
+        epilog="Example: mpiexec -n 4 python demos/mpiio/mpiio_demo.py --directory /tmp/mpiio "
                "--mode collective --hint cb_buffer_size=16777216. Hints can also come from a "
                "file named by ROMIO_HINTS (see demos/mpiio/romio-hints.txt); "
                "ROMIO_PRINT_HINTS=1 makes MPICH print the hints in effect at open.",
     )
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="directory for shared.dat or rank-NNNN.dat (must exist or be creatable)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--directory", type=Path, metavar="DIR",
+                       help="directory for shared.dat or rank-NNNN.dat (must exist or be "
+                            "creatable)")
+    add_renamed(where, "--directory", ["--out"], dest="directory", type=Path, metavar="DIR")
     parser.add_argument("--mode", choices=MODES, default="collective",
                         help="how ranks write (default: collective)")
     parser.add_argument("--block-size", type=int, default=4096, metavar="BYTES",
@@ -126,7 +131,7 @@ def run(args: argparse.Namespace) -> tuple[dict, bool]:
     data = rank_words(rank, ranks, args.block_size, args.blocks_per_rank)
     info = info_from(parse_hints(args.hint))
     shared = args.mode != "file-per-process"
-    path = args.out / ("shared.dat" if shared else f"rank-{rank:04d}.dat")
+    path = args.directory / ("shared.dat" if shared else f"rank-{rank:04d}.dat")
     filetype = interleaved_view(ranks, args.block_size, args.blocks_per_rank) if shared else None
 
     def open_file(amode):
@@ -202,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("error: mpi4py is not installed; install it with `pip install mpich mpi4py` "
                          "(no root needed) or `module load mpich` and build mpi4py against it")
     if MPI.COMM_WORLD.Get_rank() == 0:
-        args.out.mkdir(parents=True, exist_ok=True)
+        args.directory.mkdir(parents=True, exist_ok=True)
     MPI.COMM_WORLD.Barrier()
     result, ok = run(args)
     if MPI.COMM_WORLD.Get_rank() == 0:
@@ -210,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(result), flush=True)
         elif ok:
             print(f"{result['mode']}: {result['ranks']} ranks wrote {result['bytes_written']} bytes "
-                  f"to {args.out}, read them back and verified every byte "
+                  f"to {args.directory}, read them back and verified every byte "
                   f"(write {result['write_MiBps']:.0f} MiB/s, read {result['read_MiBps']:.0f} MiB/s; "
                   "timings on a shared machine are noise)", flush=True)
         if not ok:

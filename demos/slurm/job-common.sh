@@ -53,7 +53,14 @@ lab_job_start() {
         "$CHECKOUT (it creates .venv) or load a Python module that has it"
     export IOLAB_WORKDIR=${IOLAB_WORKDIR:-$CHECKOUT/workspace}
     WORKSPACE=$IOLAB_WORKDIR
-    mkdir -p "$WORKSPACE" || lab_die "cannot create the workspace $WORKSPACE; set IOLAB_WORKDIR"
+    # Made and marked as the lab makes every workspace entry, so `make clean` removes it.
+    "$PY" -c 'import sys
+from iolab.core.errors import LabError
+from iolab.core.workspace import WorkspaceEntry, ensure_writable_dir
+try:
+    ensure_writable_dir(WorkspaceEntry.SLURM_RESULTS.path())
+except LabError as err:
+    sys.exit(f"error: {err}")' || lab_die "cannot create the workspace $WORKSPACE; set IOLAB_WORKDIR"
     RESULTS=$WORKSPACE/slurm-results/$SLURM_JOB_ID
     base=$(lab_node_local_base)
     JOB_LOCAL=$(mktemp -d "${base%% (*}/iolab-$name-$SLURM_JOB_ID-XXXXXX") ||
@@ -125,9 +132,9 @@ scratch_workdir() {
 import os
 from pathlib import Path
 
-from iolab.errors import LabError
-from iolab.locations import discover_locations, user_dir
-from iolab.workspace import ensure_writable_dir, workdir
+from iolab.core.errors import LabError
+from iolab.storage.locations import discover_locations, user_dir
+from iolab.core.workspace import ensure_writable_dir, workdir
 
 scratch = os.environ.get("SCRATCH")
 if not scratch:

@@ -1,0 +1,65 @@
+"""`python -m iolab accelerator [--data DIR] [--source files|shards] ...`: feed a simulated
+accelerator from a dataset and report its utilization, MLPerf Storage's rule
+(iolab.ml.accelerator)."""
+
+from __future__ import annotations
+
+import argparse
+
+from iolab.cli.options import add_data_option
+from iolab.core.errors import LabError
+from iolab.core.loader import batches
+from iolab.core.samples import Dataset
+from iolab.core.shards import require_shards
+from iolab.core.tables import to_markdown
+from iolab.core.workspace import WorkspaceEntry
+from iolab.ml.accelerator import CACHE_STATES, PASS_AU_PCT, source_dir, sweep
+
+
+def setup_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "accelerator",
+        help="feed a simulated accelerator from a dataset and report its utilization (AU)",
+        description=(
+            "Run MLPerf Storage's rule on a dataset of the lab: each batch 'computes' for a "
+            "set time (a sleep), AU = compute / (compute + waiting for data), first step "
+            "excluded; cold runs evict the data first (no root needed), warm runs read it first."
+        ),
+        epilog="Build the default dataset with `python data_generators/make_images.py`.",
+    )
+    add_data_option(parser, "dataset directory with files/ (or data/) and shards/ "
+                    "(default: <workspace>/images)", default=WorkspaceEntry.IMAGES.path())
+    parser.add_argument("--source", choices=("files", "shards"), default="shards",
+                        help="read one file per sample, or webdataset shards (default)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[None], metavar="N",
+                        help="DataLoader worker counts to try (needs PyTorch); omit to read "
+                             "without a DataLoader")
+    parser.add_argument("--compute-ms", type=float, nargs="+", default=[4, 16, 64], metavar="MS",
+                        help="compute times per batch to try, in ms (default: 4 16 64)")
+    parser.add_argument("--batch-size", type=int, default=8, help="samples per batch (default 8)")
+    parser.add_argument("--steps", type=int, default=16, help="batches per run (default 16)")
+    parser.add_argument("--cache", choices=("cold", "warm", "both"), default="both",
+                        help="cache state before each run (default: both)")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Check the dataset, run the sweep, print the AU table and how many runs passed."""
+    if args.batch_size < 1:
+        raise LabError(f"--batch-size must be at least 1, not {args.batch_size}")
+    states = CACHE_STATES if args.cache == "both" else (args.cache,)
+    read_dir = source_dir(args.dataset_dir, args.source)
+    # Every sample's sha256 against the index or manifest, before the first (cold) run
+    # evicts them: a run reads only --steps batches, so damage would otherwise go unnoticed.
+    if args.source == "shards":
+        require_shards(read_dir, verify=True)
+    else:
+        Dataset.at(args.dataset_dir).require_intact_files()
+    frame = sweep(lambda w: batches(args.dataset_dir, args.source, w, args.batch_size),
+                  read_dir, args.compute_ms, args.workers, args.steps, source=args.source,
+                  location=str(args.dataset_dir), cache_states=states)
+    print(to_markdown(frame[["source", "cache_state", "workers", "compute_ms",
+                             "resident_before_pct", "au_pct", "samples_per_s", "MBps"]], ".1f"))
+    passed = (frame["au_pct"] >= PASS_AU_PCT).sum()
+    print(f"{passed} of {len(frame)} runs reached MLPerf's {PASS_AU_PCT:.0f}% pass line")
+    return 0

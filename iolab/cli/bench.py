@@ -1,0 +1,93 @@
+"""`make bench`: how fast this machine generates the data and reads it, against the raw floor.
+
+The floor is the time to move the same bytes with no parsing at all: `cat` of the archive,
+and `cat` of all 7300 files. The gap between a reader's own timer and its floor is what the
+reader itself costs (Python, tar parsing, pandas); the floor is what the storage costs.
+Starting Python and importing pandas is timed too: every reader process pays it once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from iolab.core.builder import archive_dataset, generate_dataset
+from iolab.core.dataset import ARCHIVE_NAME, DATA_DIR
+from iolab.core.workspace import atomic_output, remove_tree, results_dir, scratch_dir
+
+
+def setup_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("bench", help="this machine's timings against the raw floor")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per reader")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_bench(args.repeats)
+
+
+def timed(build_step: Callable[[Path], None], dataset_dir: Path) -> float:
+    """Wall seconds of one build step: its generator script run to completion, start-up included."""
+    start = time.perf_counter()
+    build_step(dataset_dir)
+    return time.perf_counter() - start
+
+
+def floor_commands(dataset_dir: Path) -> dict[str, list[str]]:
+    """Raw reads of the same bytes: the archive in one stream, and every small file."""
+    return {
+        "cat data.tar (floor for archive readers)":
+            ["cat", str(dataset_dir / ARCHIVE_NAME)],
+        "cat every file (floor for per-file readers)":
+            ["sh", "-c", 'find "$1" -type f -name "*.csv" -print0 | xargs -0 cat', "sh",
+             str(dataset_dir / DATA_DIR)],
+        "python -c 'import pandas' (start-up in every reader)":
+            [sys.executable, "-c", "import pandas"],
+    }
+
+
+def run_bench(repeats: int = 5) -> int:
+    """Print and save the benchmark table for this machine."""
+    from iolab.core.tables import to_markdown
+    from iolab.measure.context import machine_context
+    from iolab.measure.readers import time_readers, timing_frame
+    from iolab.measure.timing import summarize, time_command
+
+    dataset_dir = scratch_dir("bench") / "dataset"
+    try:
+        generate_s = timed(generate_dataset, dataset_dir)
+        archive_s = timed(archive_dataset, dataset_dir)
+        readers = time_readers(dataset_dir, repeats=repeats)
+        floors = [time_command(cmd, repeats=repeats, warmup=1, label=label,
+                               location=dataset_dir) for label, cmd in
+                  floor_commands(dataset_dir).items()]
+        context = machine_context(dataset_dir)
+    finally:
+        remove_tree(dataset_dir.parent)
+    table = pd.concat([timing_frame(readers),
+                       summarize(floors).rename(columns={"label": "reader"})], ignore_index=True)
+    archive_floor, files_floor = floors[0].wall_median_s, floors[1].wall_median_s
+    table["floor_s"] = [files_floor if m.label.startswith("read_files") else archive_floor
+                        for m in readers] + [None] * len(floors)
+    table["in_reader_x_floor"] = table["in_reader_median_s"] / table["floor_s"]
+    setup = pd.DataFrame([{"step": "generate 7300 files", "wall_s": generate_s},
+                          {"step": "create data.tar", "wall_s": archive_s}])
+    print(f"Machine: {context.get('cpu_model')}, {context.get('cpu_count')} CPUs, kernel "
+          f"{context.get('kernel')}, file system {context.get('location_fs_type')} (warm page cache)\n")
+    print(to_markdown(setup))
+    print()
+    print(to_markdown(table[["reader", "repeats", "wall_median_s", "wall_min_s", "wall_max_s",
+                             "cpu_median_s", "in_reader_median_s", "floor_s",
+                             "in_reader_x_floor"]]))
+    print("\nwall_* and cpu_* time the whole process (start-up included); in_reader_* is the "
+          "reader's own timer around reading and parsing, compared with the raw-read floor.")
+    results = results_dir()
+    with atomic_output(results / "bench.csv") as partial:
+        table.to_csv(partial, index=False)
+    print(f"\nSaved: {results / 'bench.csv'}")
+    return 0

@@ -1,0 +1,202 @@
+"""`make lab`: the whole lab on this machine, from tools to a site showing this machine's results.
+
+Steps: report the system tools; generate (or reuse) the dataset and archive in the
+workspace; time and trace the five readers; execute every notebook into the workspace (the
+committed reference notebooks are never overwritten); build the site from those executed
+copies; print a summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from iolab.core.builder import build_dataset
+from iolab.core.dataset import writer_lock
+from iolab.core.workspace import atomic_output, default_dataset_dir, repo_root, results_dir, workdir
+from iolab.measure.recorded import FALLBACK_LOG_ENV
+
+SITE_SOURCES = ("conf.py", "index.md", "lessons", "demos", "data_generators")
+
+
+def setup_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("lab", help="the whole lab on this machine (make lab)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per reader")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_lab(args.repeats)
+
+
+def step(number: int, total: int, text: str) -> None:
+    print(f"\n[{number}/{total}] {text}", flush=True)
+
+
+def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataFrame:
+    """Time each reader warm and cold, then count its system calls in a separate traced run."""
+    from iolab.measure.readers import (READER_NAMES, count_reader_syscalls, syscalls_frame,
+                                       time_readers, timing_frame)
+
+    warm, cold = [], []
+    for name in READER_NAMES:
+        warm += time_readers(dataset_dir, names=(name,), repeats=repeats)
+        cold += time_readers(dataset_dir, names=(name,), repeats=repeats, cache="cold")
+        print(f"  {name}: median {warm[-1].wall_median_s:.3f} s warm, "
+              f"{cold[-1].wall_median_s:.3f} s cold "
+              f"(at most {cold[-1].resident_before_max_pct:.0f}% cached before a cold run)",
+              flush=True)
+    times = timing_frame(warm)
+    cold_times = timing_frame(cold)
+    times["cold_wall_median_s"] = cold_times["wall_median_s"]
+    times["cold_in_reader_median_s"] = cold_times["in_reader_median_s"]
+    times["rows"] = [m.result["rows"] for m in warm]
+    times["mean_matches_manifest"] = [
+        all(m.result["mean"] == manifest["expected_mean"] for m in pair) for pair in zip(warm, cold)]
+    reports = {}
+    for name in READER_NAMES:
+        reports.update(count_reader_syscalls(dataset_dir, names=(name,)))
+        print(f"  {name}: {reports[name].dataset_opens} dataset-file opens "
+              f"({reports[name].method})", flush=True)
+    return times.merge(syscalls_frame(reports), on="reader")
+
+
+def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
+    """Run a notebook with the notebooks/ folder as its working directory; save it elsewhere."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(source, as_version=4)
+    client = NotebookClient(notebook, timeout=timeout_s, kernel_name="python3",
+                            resources={"metadata": {"path": str(source.parent)}})
+    client.execute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+
+
+def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> list[str]:
+    """Execute every notebook into target_dir; returns the names of those that failed.
+
+    With fallback_log, each result a notebook showed from its recording (a tool missing
+    here) adds a line to that file (the kernels inherit IOLAB_FALLBACK_LOG).
+    """
+    if fallback_log is not None:
+        fallback_log.unlink(missing_ok=True)
+        os.environ[FALLBACK_LOG_ENV] = str(fallback_log)
+    failed = []
+    for source in sorted((repo_root() / "notebooks").glob("*.ipynb")):
+        start = time.perf_counter()
+        try:
+            execute_notebook(source, target_dir / source.name)
+        except Exception as err:  # a failing cell: report it, keep going with the others
+            first_line = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
+            print(f"  {source.name}: FAILED ({first_line})")
+            failed.append(source.name)
+            continue
+        print(f"  {source.name}: executed in {time.perf_counter() - start:.0f} s")
+    return failed
+
+
+def not_run_here(fallback_log: Path) -> list[str]:
+    """What this machine could not measure, one line per missing tool with the notebooks
+    whose cells showed the recorded run instead."""
+    try:
+        lines = fallback_log.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for line in lines:
+        notebook, _key, reason = line.split(": ", 2)
+        by_reason.setdefault(reason, [])
+        if notebook not in by_reason[reason]:
+            by_reason[reason].append(notebook)
+    return [f"{reason} (recorded results shown in {', '.join(notebooks)})"
+            for reason, notebooks in by_reason.items()]
+
+
+def build_site(executed: Path, site: Path) -> bool:
+    """Build the site from a staging copy whose notebooks are this machine's executed ones."""
+    stage = results_dir() / "site-source"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    for name in SITE_SOURCES:
+        source = repo_root() / name
+        if source.is_dir():
+            shutil.copytree(source, stage / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, stage / name)
+    shutil.copytree(executed, stage / "notebooks")
+    shutil.rmtree(site, ignore_errors=True)
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-n", "-q", "-b", "html",
+                           str(stage), str(site)], text=True, capture_output=True)
+    if proc.returncode != 0:
+        print(proc.stderr.strip())
+    return proc.returncode == 0
+
+
+def run_lab(repeats: int = 5) -> int:
+    """The `make lab` sequence; returns the exit code.
+
+    One run at a time: a second `make lab` would empty the notebooks and site the first is
+    writing, and both would report a site built from a mix of the two. The results
+    directory must be the lab's own (results_dir): make lab replaces what it made there.
+    """
+    out = results_dir()
+    with writer_lock(out):
+        return _run_steps(out, repeats)
+
+
+def _run_steps(out: Path, repeats: int) -> int:
+    """The five steps, writing into `out` (the caller holds its lock)."""
+    from iolab.core.tables import to_markdown
+    from iolab.measure.tools import check_tools, format_report
+    from iolab.storage.locations import discover_locations, locations_frame
+
+    total = 5
+    step(1, total, "System tools and the places to compare")
+    print(format_report(check_tools()))
+    print()
+    print(to_markdown(locations_frame(discover_locations())[
+        ["name", "path", "fs_type", "kind", "free_GB", "o_direct"]]))
+
+    step(2, total, "Dataset and archive (workspace: %s)" % workdir())
+    dataset_dir = default_dataset_dir()
+    manifest = build_dataset(dataset_dir, echo=True).manifest
+
+    step(3, total, f"The five readers: {repeats} timed repeats warm and cold each, then one traced run each")
+    summary = measure_readers(dataset_dir, manifest, repeats)
+    with atomic_output(out / "readers.csv") as partial:
+        summary.to_csv(partial, index=False)
+
+    step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
+    executed = out / "notebooks"
+    shutil.rmtree(executed, ignore_errors=True)
+    fallback_log = out / "not-run-here.txt"
+    failed = execute_notebooks(executed, fallback_log)
+
+    step(5, total, "Building the site from this machine's notebooks")
+    site_ok = build_site(executed, out / "site")
+
+    columns = ["reader", "wall_median_s", "in_reader_median_s", "cold_wall_median_s",
+               "cold_in_reader_median_s", "dataset_file_opens", "total_calls", "rows",
+               "mean_matches_manifest"]
+    print("\nSummary (this machine; warm, and cold = dataset evicted before each repeat)")
+    print(to_markdown(summary[[c for c in columns if c in summary.columns]]))
+    print(f"\nResults: {out / 'readers.csv'}")
+    print(f"Executed notebooks: {executed}")
+    print(f"Site: {out / 'site' / 'index.html'}" if site_ok else "Site: build FAILED (see above)")
+    missing = not_run_here(fallback_log)
+    if missing:
+        print("\nNot measured on this machine (the site shows the recorded runs there):")
+        for line in missing:
+            print(f"  - {line}")
+    if failed:
+        print(f"Notebooks that failed: {', '.join(failed)}")
+    return 0 if site_ok and not failed else 1

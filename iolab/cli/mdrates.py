@@ -1,0 +1,58 @@
+"""`python -m iolab mdrates --directory DIR [-n N] [-P P] [--shared] [--bytes B]`: metadata
+rates like mdtest, file create, stat, read and remove per second (iolab.storage.mdrates)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from iolab.cli.options import add_budget_option
+from iolab.core.budget import FLAG, LIMITS
+from iolab.core.tables import to_markdown
+from iolab.storage.mdrates import DEFAULT_FILES_PER_PROCESS, RATE_COLUMNS, describe_run, run_mdtest
+
+
+def setup_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "mdrates",
+        help="metadata rates like mdtest: file create, stat, read and remove per second",
+        description=(
+            "Create, stat, read and remove small files with P processes that start every "
+            "phase together, and print the rates in mdtest's SUMMARY columns. --bytes 3901 "
+            "--shared is IO500's mdtest-hard in miniature; empty files in a directory per "
+            "process is mdtest-easy. Everything happens in a fresh subdirectory of DIR, "
+            "removed afterwards."
+        ),
+    )
+    parser.add_argument("--directory", type=Path, required=True, metavar="DIR",
+                        help="where to create the files (a fresh subdirectory is made and removed)")
+    parser.add_argument("-n", "--files-per-process", type=int,
+                        default=DEFAULT_FILES_PER_PROCESS, metavar="N",
+                        help=f"files per process (default: {DEFAULT_FILES_PER_PROCESS})")
+    parser.add_argument("-P", "--processes", type=int, default=1,
+                        help=f"processes, at most {LIMITS['processes'].most} unless {FLAG} "
+                             "(default: 1)")
+    parser.add_argument("--shared", action="store_true",
+                        help="all processes in one directory (default: one directory each, "
+                             "as mdtest -u)")
+    parser.add_argument("--bytes", type=int, default=0, metavar="B",
+                        help="bytes written and read per file (default: 0; IO500 hard: 3901)")
+    parser.add_argument("--iterations", type=int, default=1,
+                        help="repeats for Max/Min/Mean/Std Dev (default: 1)")
+    parser.add_argument("--json", action="store_true", help="print one JSON array instead")
+    add_budget_option(parser, old_names=("--allow-large",))
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Print mdtest's SUMMARY table, or one JSON array of its rows."""
+    table = run_mdtest(args.directory, args.files_per_process, args.processes, args.shared,
+                       args.bytes, args.iterations, compute_node=args.compute_node)
+    if args.json:
+        print(json.dumps(table.to_dict(orient="records")))
+        return 0
+    print(describe_run(table))
+    print()
+    print(to_markdown(table[["Operation", *RATE_COLUMNS]]))
+    return 0

@@ -1,0 +1,38 @@
+"""`python -m iolab syscalls --data DIR [--json] [--method M] -- CMD...`: a command's system
+calls on the dataset's files apart from everything else (iolab.measure.syscalls)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from iolab.cli.options import add_data_option
+from iolab.measure.syscalls import METHODS, count_syscalls, format_report
+
+
+def setup_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "syscalls",
+        help="count a command's system calls, split into the dataset's files and everything else",
+        description=(
+            "Run a command under strace (or, without strace, with in-process counters) and "
+            "count its system calls on the dataset's files apart from those of the interpreter "
+            "and its libraries. The command's own output goes to stderr; exits with its exit code."
+        ),
+    )
+    add_data_option(parser, "directory holding the dataset; calls on paths inside it count as "
+                    "dataset calls", required=True, old_names=("--data-dir",))
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--method", choices=METHODS, default="auto",
+                        help="strace, fallback (audit hook and /proc/<pid>/io), or auto: strace if it can trace")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to measure, after --")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    report = count_syscalls(command, args.dataset_dir, method=args.method)
+    sys.stderr.write(report.stdout + report.stderr)
+    print(json.dumps(report.to_json_dict()) if args.json else format_report(report))
+    return report.exit_code

@@ -1,0 +1,302 @@
+"""Where the lab may write, what it made there, and whether there is room.
+
+All generated data lives under one per-user workspace (IOLAB_WORKDIR, default
+<checkout>/workspace, git-ignored) so that `make clean` can remove everything the lab wrote
+and nothing else. The workspace may be a directory that already holds the user's own files
+($SCRATCH, $HOME), so a name alone proves nothing: every directory the lab creates gets a
+marker file (MADE_MARKER) at the moment it is created, and `clean` deletes only marked
+directories. Before writing, callers check free space and free inodes with a margin: on a
+shared login node running out of either hurts everyone.
+
+The workspace's entries are named once, in WorkspaceEntry; everything else (the writers, `clean`)
+takes the names from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import getpass
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+from iolab.core.errors import LabError, interrupts_held
+
+#: Headroom kept free beyond what a write needs (bytes, inodes).
+SPACE_MARGIN_BYTES = 256 * 1024**2
+INODE_MARGIN = 10_000
+#: Written into every directory the lab creates, and only into those: the proof `clean` needs.
+MADE_MARKER = ".iolab-made"
+MADE_MARKER_TEXT = ("made by the storage I/O lab; `python -m iolab clean` deletes this "
+                    "directory with everything in it\n")
+#: The marker of the per-user directories a location gets (location_dir, iolab.storage.locations).
+LOCATION_MARKER = ".iolab-location"
+CREATION_MARKERS = (MADE_MARKER, LOCATION_MARKER)
+_MOUNTS_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+class WorkspaceEntry(enum.Enum):
+    """The workspace's entries: the only names the lab writes at its top, each a directory
+    made (and marked) when first needed. Value: (directory name, what lives there)."""
+
+    DATASET = "dataset", "the default activity dataset: data/, manifest.json, data.tar, shards/"
+    IMAGES = "images", "the image-like dataset: files/, shards/, manifest.json"
+    LAB = "lab", "results: make lab's notebooks and site, readers.csv, bench.csv, fio's JSON"
+    TMP = "tmp", "scratch directories of single runs (scratch_dir), removed when they end"
+    MNT = "mnt", "mount points of the lab's loopback sshfs mounts (iolab.storage.netmount)"
+    LOC = "loc", "the workspace's own per-location directory (iolab.storage.locations)"
+    SLURM_RESULTS = "slurm-results", "what the Slurm jobs copy back (demos/slurm/job-common.sh)"
+
+    def __init__(self, dirname: str, holds: str) -> None:
+        self.dirname = dirname
+        self.holds = holds
+
+    def path(self) -> Path:
+        """This entry in the current workspace (it may not exist yet)."""
+        return workdir() / self.dirname
+
+
+def user_name() -> str:
+    """The login name, or uid<N> in a container whose user has no passwd entry."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid{os.getuid()}"
+
+
+def repo_root() -> Path:
+    """The checkout this toolkit lives in (holds demos/, data_generators/, notebooks/).
+
+    iolab is installed editable (`make` runs `pip install -e .`), so its files stay in the
+    checkout and the scripts and notebooks beside them are found from any working directory.
+    """
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "data_generators").is_dir():
+        raise LabError(f"iolab is installed at {root}, outside the lab's checkout, so the demos "
+                       "and data generators cannot be found: install it editable from the "
+                       "checkout (`pip install -e .`, as `make` does)")
+    return root
+
+
+def workdir() -> Path:
+    """The lab's workspace: IOLAB_WORKDIR if set, else <checkout>/workspace."""
+    configured = os.environ.get("IOLAB_WORKDIR")
+    return Path(configured).expanduser().resolve() if configured else repo_root() / "workspace"
+
+
+def default_dataset_dir() -> Path:
+    """Where the default 7300-file dataset and its archive live."""
+    return WorkspaceEntry.DATASET.path()
+
+
+def results_dir() -> Path:
+    """<workspace>/lab, where results are saved: made and marked here if missing, and refused
+    if it is a `lab` folder of the user's own."""
+    return lab_owned_dir(WorkspaceEntry.LAB.path())
+
+
+def location_dir(base: Path) -> Path:
+    """The per-user directory the lab works in at a location's `base` (outside the workspace)."""
+    return Path(base) / f"iolab-{user_name()}"
+
+
+# --------------------------------------------------------------------------- paths given by a user
+
+
+def existing_dir(path: Path | str, hint: str = "pass an existing folder") -> Path:
+    """`path` if it is a folder, else a LabError saying it is missing or is a file."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise LabError(f"{path} is a file, not a folder; {hint}")
+    raise LabError(f"{path} does not exist; {hint}")
+
+
+def existing_path(path: Path | str, hint: str = "pass an existing file or folder") -> Path:
+    """`path` if anything exists there, else a LabError saying that it does not exist."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise LabError(f"{path} does not exist; {hint}")
+    return path
+
+
+def output_file(path: Path | str, option: str = "the output") -> Path:
+    """`path` if a file can be written there, checked before a long run produces the result.
+
+    A result that cannot be saved after a run of minutes is a result lost, so the place is
+    checked first: not a folder, in an existing, writable folder.
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise LabError(f"{path} is a folder, not a file; give {option} a file name")
+    folder = path.parent if str(path.parent) else Path(".")
+    existing_dir(folder, f"create it first or give {option} another place")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise LabError(f"the folder {folder} is not writable by you; give {option} another place")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path | str) -> Iterator[Path]:
+    """A temporary name beside `path` to write to; renamed to `path` only if the block succeeds.
+
+    An interrupted or failed write leaves the previous file (or none), never half a result.
+    The temporary name keeps the suffix, so writers that choose a format by it still work.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.partial{path.suffix}")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except OSError as err:
+        raise LabError(f"cannot write {path} ({err.strerror or err}); check that its folder is "
+                       "writable and has room") from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def replace_json(path: Path, value: dict, indent: int) -> None:
+    """Write `value` as JSON to `path` by way of `<path>.partial` and a rename, so a reader finds
+    the previous file or the new one, never half of one. The indent is the format's own."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(value, indent=indent))
+    os.replace(partial, path)
+
+
+# --------------------------------------------------------------------------- directories the lab makes
+
+
+def _missing_levels(path: Path) -> list[Path]:
+    """The directories that creating `path` with parents would create, outermost first."""
+    missing = []
+    while not path.exists() and not path.is_symlink() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing[::-1]
+
+
+def _make_marked(path: Path) -> None:
+    """Create one directory and mark it as the lab's; lose the race to nobody's files."""
+    with interrupts_held():  # a directory made but not marked would never be cleaned
+        try:
+            path.mkdir()
+        except FileExistsError:
+            return  # made in the meantime by someone else: not ours to mark
+        (path / MADE_MARKER).write_text(MADE_MARKER_TEXT)
+
+
+def ensure_writable_dir(path: Path) -> Path:
+    """Create `path` if needed (marking each directory made) and prove it is writable.
+
+    Raises a LabError that says why when the path is a file or cannot be created or written.
+    """
+    path = Path(path)
+    try:
+        is_file = path.exists() and not path.is_dir()
+    except OSError as err:  # a folder on the way that is not searchable
+        raise LabError(f"cannot reach {path} ({err.strerror}): a folder on its path is not "
+                       "readable by you; choose a writable location with --data or set "
+                       "IOLAB_WORKDIR to a directory you own") from None
+    if is_file:
+        raise LabError(f"{path} exists but is not a directory; choose another location")
+    try:
+        for level in _missing_levels(path):
+            _make_marked(level)
+    except OSError as err:
+        raise LabError(
+            f"cannot create the directory {path} ({err.strerror}); choose a writable location "
+            "with --data or set IOLAB_WORKDIR to a directory you own"
+        ) from None
+    if not path.is_dir():
+        raise LabError(f"{path} is not a directory; choose another location")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise LabError(
+            f"the directory {path} is not writable by you; choose a writable location with "
+            "--data or set IOLAB_WORKDIR"
+        )
+    return path
+
+
+def is_lab_made(path: Path) -> bool:
+    """Whether `path` is a real directory of this user that the lab created (it is marked)."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    if path.stat().st_uid != os.getuid():
+        return False
+    return any((path / marker).is_file() for marker in CREATION_MARKERS)
+
+
+def lab_owned_dir(path: Path) -> Path:
+    """A directory the lab may delete and overwrite things in: made (and marked) by the lab.
+
+    An existing directory without the marker may be the user's own (a `lab` folder in
+    $HOME), so the lab refuses to write or delete there.
+    """
+    path = ensure_writable_dir(path)
+    if not is_lab_made(path):
+        raise LabError(f"{path} exists but was not made by the lab (it has no {MADE_MARKER} "
+                       "marker), so the lab will not write or delete in it; move it away, or "
+                       "point IOLAB_WORKDIR at a folder of the lab's own, e.g. $SCRATCH/iolab")
+    return path
+
+
+def check_capacity(path: Path, bytes_needed: int, inodes_needed: int) -> None:
+    """Refuse to start a write that would leave the file system of `path` nearly full."""
+    st = os.statvfs(path)
+    free_bytes = st.f_bavail * st.f_frsize
+    if free_bytes < bytes_needed + SPACE_MARGIN_BYTES:
+        raise LabError(
+            f"not enough free space in {path}: {free_bytes / 1e6:.0f} MB free, "
+            f"{(bytes_needed + SPACE_MARGIN_BYTES) / 1e6:.0f} MB needed with a safety margin; "
+            "free some space or point IOLAB_WORKDIR (or --data) at a larger file system"
+        )
+    # f_files == 0 means the file system does not count inodes (e.g. btrfs, some FUSE mounts).
+    if st.f_files and st.f_favail < inodes_needed + INODE_MARGIN:
+        raise LabError(
+            f"not enough free inodes in {path}: {st.f_favail} free, "
+            f"{inodes_needed + INODE_MARGIN} needed with a safety margin; remove small files "
+            "(check with `df -i`) or use another file system"
+        )
+
+
+def scratch_dir(name: str) -> Path:
+    """A fresh, uniquely named directory under <workspace>/tmp for one run's scratch files."""
+    base = ensure_writable_dir(WorkspaceEntry.TMP.path())
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))
+
+
+def mounts_under(root: Path) -> list[Path]:
+    """Mount points at or below `root`, from the kernel's mount table."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    root = Path(root)
+    points = [Path(_MOUNTS_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), line.split()[1]))
+              for line in lines if line.strip()]
+    return [p for p in points if p == root or root in p.parents]
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a directory the lab created, refusing anything outside the workspace or a mount.
+
+    A recursive delete walks into mounted file systems, so one that holds a mount point
+    would delete the files exported through it.
+    """
+    path = Path(path).resolve()
+    root = workdir().resolve()
+    if path == root or root not in path.parents:
+        raise LabError(f"refusing to delete {path}: it is not inside the lab's workspace {root}")
+    mounted = mounts_under(path)
+    if mounted:
+        raise LabError(f"refusing to delete {path}: {mounted[0]} is mounted inside it; "
+                       f"unmount it (`fusermount3 -u {mounted[0]}` or `umount`) first")
+    shutil.rmtree(path, ignore_errors=True)

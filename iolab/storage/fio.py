@@ -1,0 +1,491 @@
+"""Bandwidth, IOPS and latency of a storage location with fio, without hurting a shared node.
+
+fio measures what a storage location delivers for one access pattern (block size, queue
+depth, direction, page cache or not). Four named profiles hold the patterns the lessons use
+(each is also a commented job file, demos/fio/NAME.fio, to run by hand with
+`DIR=/path/to/dir fio demos/fio/NAME.fio`):
+
+* ``login`` (default): a short scan a shared login node can afford: 1 MiB sequential writes
+  and reads, buffered and direct, and 4 KiB random reads and writes at queue depth 1 and 16;
+* ``node``: stas00's fio-scan for a compute node: 16 KiB / 1 MiB / 1 GiB files x read/write,
+  4 KiB blocks, 16 processes at depth 64, direct, 3 minutes each. With time_based a "16 KiB
+  file" is read over and over (each process cycles through the same 4 blocks for 3 minutes):
+  it is not a test of many small files;
+* ``pairs``: John Strunk's fs-performance-container pairs on one 500 MiB file, each a write
+  then a read: 1 MiB sequential at depth 32 (bandwidth), 4 KiB random at depth 1 (latency),
+  4 KiB random at depth 32 (IOPS), 2 minutes each;
+* ``evaluation``: the NERC storage evaluation's five benchmarks (streaming, maximal latency,
+  minimal latency, maximal random throughput, small working-set streaming reads), login-sized;
+  `--size-scale 600 --runtime 1800` on a compute node comes near the evaluation's own 300 GB
+  and 30 minutes per job.
+
+Login limits. A login node is shared, so unless this process runs in a batch job on a
+compute node or the user says --i-am-on-a-compute-node, a run must fit the login-node
+budget (iolab.core.budget): its files on disk, the duration of each job (ramp_time +
+runtime; size-bounded jobs carry a runtime as a cap) and the processes per job; the login
+profile must fit it everywhere. There every job also runs in the idle I/O class
+(prioclass=3, allowed without root) at nice 19, so it gets only the disk time nobody else
+wants: on a busy node the numbers measure what is left over. (The I/O class acts on reads
+and direct writes; buffered writes are flushed later by the kernel at normal priority.)
+
+Every run works in a fresh directory (fio-XXXXXXXX inside the target directory) that is
+removed afterwards, also on Ctrl-C or SIGTERM (Slurm's time limit): fio is stopped first
+(SIGINT, then SIGKILL to its whole process group), then its files are deleted. This also
+avoids fio's stale-file pitfall: fio reuses an existing work file of the right size without
+laying it out again, so a "write" test of a file left by an earlier run, or a read of a file
+still in the page cache, measures something else. Reusing a file is deliberate only inside
+one run of a profile, where the jobs share one file: overwrite=1 makes fio write all of it
+before the first job starts (else a time-limited first write leaves blocks that were only
+allocated, which many file systems "read" as zeros without touching the device), and fio
+drops its cached pages before every job (its default invalidate=1).
+
+O_DIRECT is probed in the run directory first (iolab.storage.locations.probe_o_direct). Where it
+fails (FUSE mounts such as sshfs, tmpfs before Linux 6.6), the direct jobs are skipped with
+a note: run buffered they would measure the page cache, which answers another question. A
+profile left with no job is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from iolab.core.budget import excess, lifted, refusal
+from iolab.core.errors import LabError, sigterm_as_interrupt
+from iolab.core.tables import to_markdown
+from iolab.core.workspace import atomic_output, check_capacity, ensure_writable_dir, existing_dir
+from iolab.measure.context import machine_context, public_text
+from iolab.measure.recorded import Recordings
+from iolab.storage.fio_parse import fio_frame, latency_cdf, loads_fio, parse_size_bytes
+from iolab.storage.locations import probe_o_direct
+
+MIB = 1024**2
+GIB = 1024**3
+#: Job options that yield the disk and the CPU to everyone else (idle I/O class, nice 19).
+GENTLE_OPTIONS = {"prioclass": "3", "nice": "19"}
+#: How long fio may take to stop its jobs after SIGINT before it is killed.
+STOP_TIMEOUT_S = 10
+#: Option names that give a file size, scaled by --size-scale.
+SIZE_OPTIONS = ("size", "filesize")
+FIO_MISSING = ("fio is not installed; install it with `apt-get install fio` "
+               "(or dnf install fio, module load fio)")
+OUTPUT_NAME = ".fio-output.json"
+STDERR_NAME = ".fio-stderr.txt"
+
+
+@dataclass(frozen=True)
+class FioJob:
+    """One fio job: its name and its own options, as a job-file section writes them.
+
+    Option values are strings; a flag (stonewall, time_based) has the value "".
+    """
+
+    name: str
+    options: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named set of fio jobs: options shared by all ([global]) and the jobs in order.
+
+    `login_sized` profiles must fit the login limits on any node; the others only where no
+    batch job shows that this is a compute node.
+    """
+
+    name: str
+    purpose: str
+    global_options: dict[str, str]
+    jobs: tuple[FioJob, ...]
+    login_sized: bool = False
+
+    def options(self, job: FioJob) -> dict[str, str]:
+        """The job's effective options: its own over the global ones."""
+        return {**self.global_options, **job.options}
+
+
+def _job(name: str, **options: str | int) -> FioJob:
+    return FioJob(name, {key: str(value) for key, value in options.items()})
+
+
+_TIMED = {"time_based": ""}
+PROFILES: dict[str, Profile] = {
+    "login": Profile(
+        "login",
+        "a short scan a shared login node can afford (256 MiB, at most 20 s per job)",
+        {"ioengine": "libaio", "filename": "iolab-fio-login.dat", "size": "256m",
+         "overwrite": "1", "runtime": "20", "stonewall": "", **GENTLE_OPTIONS},
+        (
+            _job("seq-write-1m-buffered", rw="write", bs="1m", direct=0, end_fsync=1),
+            _job("seq-write-1m-direct", rw="write", bs="1m", direct=1, iodepth=16),
+            _job("seq-read-1m-buffered", rw="read", bs="1m", direct=0),
+            _job("seq-read-1m-direct", rw="read", bs="1m", direct=1, iodepth=16),
+            _job("rand-read-4k-qd1", rw="randread", bs="4k", direct=1, iodepth=1, runtime=5,
+                 **_TIMED),
+            _job("rand-read-4k-qd16", rw="randread", bs="4k", direct=1, iodepth=16, runtime=5,
+                 **_TIMED),
+            _job("rand-read-4k-qd1-4jobs", rw="randread", bs="4k", direct=1, iodepth=1,
+                 numjobs=4, group_reporting=1, runtime=5, **_TIMED),
+            _job("rand-write-4k-qd1", rw="randwrite", bs="4k", direct=1, iodepth=1, runtime=5,
+                 **_TIMED),
+            _job("rand-write-4k-qd16", rw="randwrite", bs="4k", direct=1, iodepth=16,
+                 runtime=5, **_TIMED),
+        ),
+        login_sized=True,
+    ),
+    "node": Profile(
+        "node",
+        "stas00's fio-scan for a compute node (16 processes at depth 64, 3 min per job)",
+        {"ioengine": "libaio", "bs": "4k", "iodepth": "64", "numjobs": "16", "direct": "1",
+         "ramp_time": "2", "runtime": "180", "verify": "0", "randrepeat": "0",
+         "group_reporting": "1", "unlink": "1", "stonewall": "", **_TIMED},
+        tuple(_job(f"{rw}-{size}", rw=rw, filesize=size)
+              for size in ("16k", "1m", "1g") for rw in ("read", "write")),
+    ),
+    "pairs": Profile(
+        "pairs",
+        "fs-performance-container's latency/throughput pairs (500 MiB file, 2 min per job)",
+        {"ioengine": "libaio", "filename": "iolab-fio-pairs.dat", "filesize": "500m",
+         "overwrite": "1", "direct": "1", "runtime": "120", "stonewall": "", **_TIMED},
+        (
+            _job("sw1m@qd32", rw="write", bs="1m", iodepth=32),
+            _job("sr1m@qd32", rw="read", bs="1m", iodepth=32),
+            _job("rw4k@qd1", rw="randwrite", bs="4k", iodepth=1),
+            _job("rr4k@qd1", rw="randread", bs="4k", iodepth=1),
+            _job("rw4k@qd32", rw="randwrite", bs="4k", iodepth=32),
+            _job("rr4k@qd32", rw="randread", bs="4k", iodepth=32),
+        ),
+    ),
+    "evaluation": Profile(
+        "evaluation",
+        "the NERC storage evaluation's five benchmarks, login-sized (512 MiB, 10 s per job)",
+        {"ioengine": "libaio", "filename": "iolab-fio-evaluation.dat", "size": "512m",
+         "overwrite": "1", "direct": "1", "runtime": "10", "stonewall": "", **_TIMED},
+        (
+            _job("streaming-write", rw="write", bs="1m", iodepth=32),
+            _job("streaming-read", rw="read", bs="1m", iodepth=32),
+            _job("max-latency-write", rw="randwrite", bs="4k", iodepth=1),
+            _job("max-latency-read", rw="randread", bs="4k", iodepth=1),
+            _job("min-latency-write", rw="write", bs="4k", iodepth=1),
+            _job("min-latency-read", rw="read", bs="4k", iodepth=1),
+            _job("max-random-write", rw="randwrite", bs="4k", iodepth=32),
+            _job("max-random-read", rw="randread", bs="4k", iodepth=32),
+            _job("small-wss-read", rw="read", bs="1m", iodepth=32, size="64m"),
+        ),
+    ),
+}
+
+
+def _scaled_options(options: dict[str, str], size_scale: float,
+                    runtime_s: int | None) -> dict[str, str]:
+    """`options` with file sizes times `size_scale` (whole 4 KiB) and the runtime replaced."""
+    new = dict(options)
+    for key in SIZE_OPTIONS:
+        if key in new:
+            scaled = max(4096, int(parse_size_bytes(new[key]) * size_scale) // 4096 * 4096)
+            unit, factor = next((u, f) for u, f in (("g", GIB), ("m", MIB), ("k", 1024))
+                                if scaled % f == 0)
+            new[key] = f"{scaled // factor}{unit}"
+    if runtime_s is not None and "runtime" in new:
+        new["runtime"] = str(runtime_s)
+    return new
+
+
+def scaled_profile(name: str = "login", size_scale: float = 1.0,
+                   runtime_s: int | None = None) -> Profile:
+    """The profile `name` with its files `size_scale` times as large and `runtime_s` s per job.
+
+    The runtime is how long a time-based job runs, and the cap of a size-bounded one.
+    """
+    if name not in PROFILES:
+        raise LabError(f"there is no fio profile {name!r}; choose one of {', '.join(PROFILES)}")
+    if size_scale <= 0 or (runtime_s is not None and runtime_s < 1):
+        raise LabError("--size-scale must be above 0 and --runtime at least 1 s; "
+                       "pass larger values")
+    profile = PROFILES[name]
+    jobs = tuple(replace(job, options=_scaled_options(job.options, size_scale, runtime_s))
+                 for job in profile.jobs)
+    scaled = replace(profile, jobs=jobs,
+                     global_options=_scaled_options(profile.global_options, size_scale, runtime_s))
+    for job in scaled.jobs:
+        options = scaled.options(job)
+        file_bytes = _file_bytes(options)
+        if file_bytes < parse_size_bytes(options.get("bs", "4k").split(",")[0]):
+            raise LabError(f"with --size-scale {size_scale:g} the file of job {job.name} "
+                           f"({file_bytes} bytes) is smaller than one block; use a larger scale")
+    return scaled
+
+
+def _file_bytes(options: dict[str, str]) -> int:
+    """The size of each file a job works on."""
+    return parse_size_bytes(options.get("filesize", options.get("size", "0")))
+
+
+def _job_files(job: FioJob, options: dict[str, str]) -> list[str]:
+    """The files a job uses: its shared `filename`, or fio's own NAME.N.0 per process."""
+    if "filename" in options:
+        return [options["filename"]]
+    return [f"{job.name}.{clone}.0" for clone in range(int(options.get("numjobs", "1")))]
+
+
+def footprint(profile: Profile) -> tuple[int, int]:
+    """The most bytes and files a run has on disk at once.
+
+    Files persist from job to job (a shared file takes the largest size any job gives it)
+    unless a job has unlink=1, which removes its files when it ends.
+    """
+    present: dict[str, int] = {}
+    peak_bytes = peak_files = 0
+    for job in profile.jobs:
+        options = profile.options(job)
+        names = _job_files(job, options)
+        for name in names:
+            present[name] = max(present.get(name, 0), _file_bytes(options))
+        peak_bytes = max(peak_bytes, sum(present.values()))
+        peak_files = max(peak_files, len(present))
+        if options.get("unlink") == "1":
+            for name in names:
+                present.pop(name)
+    return peak_bytes, peak_files
+
+
+def job_duration_s(options: dict[str, str]) -> float:
+    """The longest a job runs: ramp_time plus runtime (fio stops a job at its runtime)."""
+    return float(options.get("ramp_time", 0)) + float(options["runtime"])
+
+
+def _processes(profile: Profile) -> int:
+    """The most processes any job of the profile runs at once (fio's numjobs)."""
+    return max(int(profile.options(job).get("numjobs", "1")) for job in profile.jobs)
+
+
+def login_limit_problems(profile: Profile) -> list[str]:
+    """How the profile exceeds the login-node budget, one phrase each; empty when it fits."""
+    options = [profile.options(job) for job in profile.jobs]
+    uncapped = [job.name for job, o in zip(profile.jobs, options) if "runtime" not in o]
+    durations = [job_duration_s(o) for o in options if "runtime" in o]
+    problems = excess(data_mib=footprint(profile)[0] / MIB, job_s=max(durations, default=0),
+                      processes=_processes(profile))
+    if uncapped:
+        problems.append(f"no runtime caps the jobs {', '.join(uncapped)}")
+    return problems
+
+
+def checked_profile(profile: Profile, compute_node: bool | None = None) -> Profile:
+    """The profile as it may run here: within the login-node budget and gentle, or refused.
+
+    `compute_node` None asks the batch system (iolab.core.budget.lifted); True is the
+    user's --i-am-on-a-compute-node. A login-sized profile must fit the budget everywhere.
+    """
+    if lifted(compute_node) and not profile.login_sized:
+        return profile
+    problems = login_limit_problems(profile)
+    if problems and profile.login_sized:
+        raise LabError(f"the {profile.name} profile must fit a shared login node, but "
+                       f"{'; '.join(problems)}; use a smaller --size-scale or --runtime")
+    if problems:
+        shrinks = not excess(processes=_processes(profile))  # no option scales numjobs
+        raise refusal(f"the {profile.name} profile", problems,
+                      "shrink it with --size-scale and --runtime" if shrinks else "")
+    return replace(profile, global_options={**profile.global_options, **GENTLE_OPTIONS})
+
+
+def _arguments(options: dict[str, str]) -> list[str]:
+    return [f"--{key}" if value == "" else f"--{key}={value}" for key, value in options.items()]
+
+
+def fio_command(profile: Profile, run_dir: Path | str, output: Path | str) -> list[str]:
+    """The fio command line: global options before the first --name, then each job's.
+
+    json+ output holds the percentiles of json and the latency histogram bins besides.
+    """
+    command = ["fio", "--output-format=json+", f"--output={output}", "--eta=never",
+               f"--directory={run_dir}", *_arguments(profile.global_options)]
+    for job in profile.jobs:
+        command += [f"--name={job.name}", *_arguments(job.options)]
+    return command
+
+
+def plan_frame(profile: Profile) -> pd.DataFrame:
+    """One row per job: what it does, how big its files are and how long it may run."""
+    rows = []
+    for job in profile.jobs:
+        options = profile.options(job)
+        rows.append({"job": job.name, "rw": options.get("rw", "read"),
+                     "bs": options.get("bs", "4k"), "iodepth": int(options.get("iodepth", "1")),
+                     "numjobs": int(options.get("numjobs", "1")),
+                     "direct": options.get("direct", "0") == "1",
+                     "file_MiB": _file_bytes(options) / MIB,
+                     "max_duration_s": job_duration_s(options)})
+    return pd.DataFrame(rows)
+
+
+def _without_direct_jobs(profile: Profile, note: str) -> tuple[Profile, str]:
+    """The profile without its direct=1 jobs, and the note that says which were skipped."""
+    kept = tuple(job for job in profile.jobs if profile.options(job).get("direct") != "1")
+    skipped = [job.name for job in profile.jobs if job not in kept]
+    if not kept:
+        raise LabError(f"O_DIRECT does not work here ({note}) and every job of the "
+                       f"{profile.name} profile needs it; choose another location or the login "
+                       "profile, which also has buffered jobs")
+    return replace(profile, jobs=kept), (f"O_DIRECT does not work here ({note}); skipped the "
+                                         f"direct jobs {', '.join(skipped)}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop fio and the job processes it forked before their files are deleted.
+
+    fio runs in its own process group: SIGINT lets it end its jobs; if it does not within
+    STOP_TIMEOUT_S (or a second Ctrl-C comes), the whole group is killed.
+    """
+    try:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _run_fio(command: list[str], run_dir: Path) -> str:
+    """Run fio in its own process group; its JSON output, or a LabError with its last words."""
+    with open(run_dir / STDERR_NAME, "w") as stderr:
+        try:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=stderr, start_new_session=True)
+        except FileNotFoundError:
+            raise LabError(FIO_MISSING) from None
+        try:
+            proc.wait()
+        except BaseException:
+            _stop(proc)
+            raise
+    if proc.returncode != 0:
+        raise LabError(f"fio failed with exit code {proc.returncode} ({_failure(run_dir)}); "
+                       "run the command of --dry-run by hand to see the full error")
+    return (run_dir / OUTPUT_NAME).read_text(errors="replace")
+
+
+def _failure(run_dir: Path) -> str:
+    """Why fio failed: the first job its JSON gives an error number for, else its last words.
+
+    A job that fails (e.g. O_DIRECT with a misaligned block) is reported in the JSON; some
+    such failures print nothing on stderr.
+    """
+    with contextlib.suppress(OSError, LabError):
+        for job in loads_fio((run_dir / OUTPUT_NAME).read_text(errors="replace"))["jobs"]:
+            if job.get("error"):
+                return f"job {job['jobname']}: {os.strerror(job['error'])}"
+    lines = (run_dir / STDERR_NAME).read_text(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "it printed no error message"
+
+
+@dataclass
+class FioRun:
+    """One run of a profile: the command, fio's JSON, the tidy table, notes and context.
+
+    `frame` has one row per job and direction (see iolab.storage.fio_parse.fio_frame); `notes` says
+    what the run changed or skipped; `context` is the machine and the location's file system.
+    """
+
+    profile: str
+    command: list[str]
+    result: dict = field(repr=False)
+    frame: pd.DataFrame = field(repr=False)
+    notes: list[str]
+    context: dict = field(repr=False)
+
+    def latency_cdf(self) -> pd.DataFrame:
+        """The completion-latency CDF of every job and direction (json+ bins)."""
+        return latency_cdf(self.result)
+
+    def to_json_dict(self) -> dict:
+        """The run as plain JSON: fio's own JSON, the command, notes and context."""
+        return {"profile": self.profile, "command": self.command, "result": self.result,
+                "notes": self.notes, "context": self.context}
+
+    @classmethod
+    def from_json_dict(cls, value: dict) -> FioRun:
+        """A run read back from to_json_dict (a recorded run), its table parsed anew."""
+        return cls(value["profile"], value["command"], value["result"],
+                   fio_frame(value["result"]), value["notes"], value["context"])
+
+
+def fio_problem() -> str | None:
+    """None if fio is installed here, else the sentence that says how to get it."""
+    return None if shutil.which("fio") else FIO_MISSING
+
+
+def run_or_recorded(recordings: Recordings, key: str, run: Callable[[], FioRun],
+                    missing: str | None = None) -> FioRun:
+    """`run()` (a run_profile call) where fio and whatever else it needs are here, else
+    the run recorded under `key`; `missing` names a further missing need (a mount)."""
+    value = recordings.data(key, lambda: run().to_json_dict(), fio_problem() or missing)
+    return FioRun.from_json_dict(value)
+
+
+def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str | None = None,
+                compute_node: bool | None = None) -> FioRun:
+    """Run `profile` in a fresh directory inside `directory` and remove it afterwards.
+
+    The profile is checked against the login limits first (checked_profile), then the free
+    space; fio's raw JSON is copied to `json_out` if given. See the module docstring for
+    the cleanup on interruption and for O_DIRECT.
+    """
+    profile = checked_profile(profile, compute_node)
+    if shutil.which("fio") is None:
+        raise LabError(FIO_MISSING)
+    directory = existing_dir(directory, "create it or pass another folder").absolute()
+    check_capacity(directory, *footprint(profile))
+    gentle = profile.global_options.get("prioclass") == GENTLE_OPTIONS["prioclass"]
+    notes = ["ran in the idle I/O class at nice 19: it measures what other users left"
+             ] if gentle else []
+    run_dir = Path(tempfile.mkdtemp(prefix="fio-", dir=directory))
+    try:
+        with sigterm_as_interrupt():
+            direct_io = probe_o_direct(run_dir)
+            if direct_io.supported is False:
+                profile, note = _without_direct_jobs(profile, direct_io.note)
+                notes.append(note)
+            elif direct_io.note:
+                notes.append(f"O_DIRECT: {direct_io.note}")
+            command = fio_command(profile, run_dir, run_dir / OUTPUT_NAME)
+            text = _run_fio(command, run_dir)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if json_out is not None:
+        ensure_writable_dir(Path(json_out).parent)
+        with atomic_output(json_out) as partial:
+            partial.write_text(text, encoding="utf-8")
+    result = loads_fio(text)
+    return FioRun(profile.name, [public_text(arg) for arg in command], result,
+                  fio_frame(result), notes, machine_context(directory, tools=("fio",)))
+
+
+def dry_run(profile: Profile, directory: Path | str, compute_node: bool | None = None) -> str:
+    """What a run would do, writing nothing: the fio command, the jobs, disk and time."""
+    profile = checked_profile(profile, compute_node)
+    run_dir = Path(directory) / "fio-XXXXXXXX"
+    disk_bytes, files = footprint(profile)
+    existing = next(p for p in [Path(directory).absolute(), *Path(directory).absolute().parents]
+                    if p.is_dir())
+    st = os.statvfs(existing)
+    free_bytes = st.f_bavail * st.f_frsize
+    return "\n".join([
+        shlex.join(fio_command(profile, run_dir, run_dir / OUTPUT_NAME)), "",
+        to_markdown(plan_frame(profile)), "",
+        f"disk footprint: at most {disk_bytes / MIB:.0f} MiB in at most {files} files "
+        f"({free_bytes / MIB:.0f} MiB free), removed after the run",
+        f"time: at most {sum(job_duration_s(profile.options(j)) for j in profile.jobs):.0f} s "
+        "plus laying out the files; direct jobs are skipped where O_DIRECT fails",
+    ])

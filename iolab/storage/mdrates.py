@@ -1,0 +1,404 @@
+"""Metadata rates in the manner of mdtest: an "mdtest-lite" for a laptop or a login node.
+
+Many small files are slow on a parallel or network file system because of metadata, not
+bytes: every create, stat, open and unlink asks a metadata server, one round trip each.
+mdtest (part of the IOR suite, and the source of IO500's md phases) measures these rates,
+but it needs MPI and a build. This module measures mdtest's four file phases with Python
+processes on one machine:
+
+* File creation: open(O_CREAT|O_EXCL), write the payload (if any), close;
+* File stat: stat(), which also checks that each file has the payload's size;
+* File read: open, read the payload, close (open and close only for empty files, as mdtest);
+* File removal: unlink.
+
+P processes handle n files each, either in one directory per process (mdtest -u; IO500's
+mdtest-easy, with empty files) or all in one shared directory (IO500's mdtest-hard, which
+writes 3901 bytes per file). Every phase starts on a barrier, so all processes begin
+together, and its rate is all processes' operations divided by the time of the slowest
+process, the way mdtest rates a phase. Repeating the run (iterations, mdtest -i) gives
+mdtest's SUMMARY columns Max, Min, Mean and Std Dev over the iterations (the standard
+deviation divided by N, as mdtest computes it).
+
+The read phase follows the create phase as in mdtest on one node, so the files are still
+in this machine's caches; making metadata cold needs root (drop_caches) or a second node.
+
+Processes are started with "spawn": a Jupyter kernel runs threads, and forking a process
+with threads can deadlock the child, while spawn works alike from a shell, a notebook and
+macOS. Starting them is not timed: all are running before the first barrier.
+
+Everything happens in a fresh directory inside the target, removed with its contents at
+the end, also on an error or Ctrl-C (the worker processes are stopped first, so none is
+still creating files). The defaults are gentle on a shared login node: 1000 files per
+process, and outside a batch job no more files and processes than the login-node budget
+allows (iolab.core.budget).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import multiprocessing
+import os
+import queue
+import signal
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from iolab.core.budget import check
+from iolab.core.errors import LabError
+from iolab.core.workspace import check_capacity
+from iolab.measure.context import mount_for, public_text
+from iolab.storage.sweep import run_directory
+
+#: mdtest's name of each phase, in the order the phases run.
+OPERATIONS = {
+    "create": "File creation",
+    "stat": "File stat",
+    "read": "File read",
+    "remove": "File removal",
+}
+RATE_COLUMNS = ["Max (ops/s)", "Min (ops/s)", "Mean (ops/s)", "Std Dev (ops/s)"]
+#: The file size of IO500's mdtest-hard phase (mdtest -w 3901 -e 3901).
+IO500_HARD_FILE_BYTES = 3901
+DEFAULT_FILES_PER_PROCESS = 1000
+#: mdrates is about metadata; larger files belong to the sweep (iolab.storage.sweep).
+MAX_FILE_BYTES = 1024**2
+#: How often the parent looks for a worker that died, how long it waits for a failed worker's
+#: message (sent before the barrier breaks, so it is already on its way), and for one to stop.
+WATCH_INTERVAL_S = 0.1
+ERROR_TIMEOUT_S = 1.0
+STOP_TIMEOUT_S = 5.0
+#: How long the parent waits for the timings of processes that have passed the last barrier.
+RESULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each process's files live; sent to every worker, so plain picklable data."""
+
+    run_dir: str
+    files_per_process: int
+    processes: int
+    shared_dir: bool
+    file_bytes: int
+
+    def iteration_dir(self, iteration: int) -> Path:
+        return Path(self.run_dir) / f"iteration.{iteration}"
+
+    def process_dir(self, iteration: int, rank: int) -> Path:
+        """The shared directory, or the directory of process `rank` (mdtest -u)."""
+        name = "shared" if self.shared_dir else f"process.{rank}"
+        return self.iteration_dir(iteration) / name
+
+    def directories(self, iteration: int) -> list[Path]:
+        return sorted({self.process_dir(iteration, rank) for rank in range(self.processes)})
+
+    def files(self, iteration: int, rank: int) -> list[str]:
+        """File names carry the rank, so processes never collide in a shared directory."""
+        directory = self.process_dir(iteration, rank)
+        return [str(directory / f"file.{rank}.{index}") for index in range(self.files_per_process)]
+
+
+def _create(paths: list[str], payload: bytes) -> int:
+    """Create every file (failing if it exists, as a fresh create must) and write the payload."""
+    for path in paths:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            if payload and os.write(fd, payload) != len(payload):
+                raise OSError(f"short write to {path}")
+        finally:
+            os.close(fd)
+    return 0
+
+
+def _stat(paths: list[str], payload: bytes) -> int:
+    """Stat every file; the number of files whose size is not the payload's."""
+    return sum(os.stat(path).st_size != len(payload) for path in paths)
+
+
+def _read(paths: list[str], payload: bytes) -> int:
+    """Open, read and close every file; the number of files that returned too few bytes."""
+    short = 0
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if payload and len(os.read(fd, len(payload))) != len(payload):
+                short += 1
+        finally:
+            os.close(fd)
+    return short
+
+
+def _remove(paths: list[str], payload: bytes) -> int:
+    """Unlink every file."""
+    for path in paths:
+        os.unlink(path)
+    return 0
+
+
+#: What each phase does to a process's files; each returns how many files were wrong.
+_PHASES: dict[str, Callable[[list[str], bytes], int]] = {
+    "create": _create,
+    "stat": _stat,
+    "read": _read,
+    "remove": _remove,
+}
+
+
+def _describe(err: BaseException) -> str:
+    """An error as a short phrase without the home directory or the user name."""
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.strerror}: {public_text(err.filename)}" if err.filename else err.strerror
+    return f"{type(err).__name__}: {public_text(str(err))}"
+
+
+def _worker(rank: int, layout: _Layout, iterations: int, barrier, results) -> None:
+    """One process: every phase of every iteration on its own files, each between two barriers.
+
+    The first barrier starts all processes together; the second lets the parent know that
+    everyone has finished the phase. Timings go to the parent at the end; an error goes at
+    once, and the barrier is broken so that nobody waits for this process any more. Ctrl-C
+    is left to the parent, which stops the workers itself.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    timings = []
+    phase = "create"
+    try:
+        payload = os.urandom(layout.file_bytes)
+        for iteration in range(iterations):
+            paths = layout.files(iteration, rank)
+            for phase, run_phase in _PHASES.items():
+                barrier.wait()
+                start = time.perf_counter()
+                wrong = run_phase(paths, payload)
+                timings.append((iteration, phase, time.perf_counter() - start, len(paths), wrong))
+                barrier.wait()
+    except threading.BrokenBarrierError:
+        return  # another process failed, or the parent stopped the run; it reports why
+    except Exception as err:  # any failure reaches the parent as text, not as a traceback
+        results.put(("error", rank, (phase, _describe(err))))
+        barrier.abort()
+        return
+    results.put(("timings", rank, timings))
+
+
+@contextlib.contextmanager
+def _watchdog(processes: list, barrier) -> Iterator[None]:
+    """Break the barrier if a worker dies (killed, out of memory) so the parent never hangs."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(WATCH_INTERVAL_S):
+            if any(process.exitcode not in (None, 0) for process in processes):
+                barrier.abort()
+                return
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _stop(processes: list) -> None:
+    """End every worker still running and wait for it, so none writes after the cleanup."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(STOP_TIMEOUT_S)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _failure(results, processes: list, directory: Path) -> LabError:
+    """Why the barrier broke: the first worker's error, or the exit code of one that died."""
+    deadline = time.monotonic() + ERROR_TIMEOUT_S
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            kind, rank, detail = results.get(timeout=left)
+        except queue.Empty:
+            break
+        if kind == "error":
+            phase, reason = detail
+            return LabError(f"process {rank} failed in the {OPERATIONS[phase].lower()} phase "
+                            f"({reason}); make sure {public_text(directory)} has room and that "
+                            "nothing else changes it during the run, then try again")
+    codes = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
+    return LabError(f"a test process ended unexpectedly (exit code {codes[0] if codes else '?'});"
+                    " check the machine's memory and process limits, then try again")
+
+
+def _collect(results, processes: int) -> list[tuple]:
+    """Every worker's timings as (rank, iteration, phase, seconds, ops, wrong) rows."""
+    rows = []
+    for _ in range(processes):
+        try:
+            _, rank, timings = results.get(timeout=RESULT_TIMEOUT_S)
+        except queue.Empty:
+            raise LabError("a test process finished without reporting its timings; run the "
+                           "test again") from None
+        rows += [(rank, *timing) for timing in timings]
+    return rows
+
+
+def _run_processes(layout: _Layout, iterations: int, show: bool,
+                   between_phases: Callable[[str, Path], None] | None) -> list[tuple]:
+    """Start the workers, lead them through the phases, and return their timings."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(layout.processes + 1)
+    results = context.Queue()
+    started = []
+    try:
+        for rank in range(layout.processes):
+            process = context.Process(target=_worker, name=f"iolab-mdrates-{rank}", daemon=True,
+                                      args=(rank, layout, iterations, barrier, results))
+            process.start()
+            started.append(process)
+        with _watchdog(started, barrier), tqdm(total=iterations * len(OPERATIONS),
+                                               desc="mdtest-lite", disable=not show,
+                                               leave=False) as bar:
+            try:
+                for iteration in range(iterations):
+                    for directory in layout.directories(iteration):
+                        directory.mkdir(parents=True)
+                    for phase, operation in OPERATIONS.items():
+                        bar.set_postfix_str(f"{operation}, iteration {iteration + 1}")
+                        barrier.wait()  # all processes start the phase
+                        barrier.wait()  # all processes have finished it
+                        if between_phases is not None:
+                            between_phases(operation, layout.iteration_dir(iteration))
+                        bar.update()
+                    for directory in layout.directories(iteration):
+                        directory.rmdir()
+                    layout.iteration_dir(iteration).rmdir()
+            except threading.BrokenBarrierError:
+                raise _failure(results, started, Path(layout.run_dir).parent) from None
+        return _collect(results, layout.processes)
+    finally:
+        barrier.abort()  # releases any worker still waiting, e.g. after Ctrl-C here
+        _stop(started)
+
+
+def _check_request(files_per_process: int, processes: int, file_bytes: int, iterations: int,
+                   compute_node: bool | None) -> None:
+    """Refuse settings that make no sense or that exceed the login-node budget here."""
+    if files_per_process < 1 or processes < 1 or iterations < 1:
+        raise LabError("files per process, processes and iterations must each be at least 1; "
+                       "pass positive numbers")
+    if not 0 <= file_bytes <= MAX_FILE_BYTES:
+        raise LabError(f"{file_bytes} bytes per file is outside 0..{MAX_FILE_BYTES}; measure "
+                       "larger files with `python -m iolab sweep`")
+    total = files_per_process * processes
+    check(f"a run of {total} files in {processes} process{'es' if processes > 1 else ''}",
+          files=total, processes=processes, fix="use fewer files or processes",
+          compute_node=compute_node)
+
+
+def _table(timings: list[tuple], layout: _Layout, iterations: int,
+           directory: Path) -> pd.DataFrame:
+    """mdtest's SUMMARY table: per operation the rate over iterations, with the settings."""
+    frame = pd.DataFrame(timings, columns=["rank", "iteration", "phase", "seconds", "ops",
+                                           "wrong"])
+    per_phase = frame.groupby(["phase", "iteration"]).agg(
+        seconds=("seconds", "max"), ops=("ops", "sum"), wrong=("wrong", "sum"))
+    wrong = int(per_phase["wrong"].sum())
+    if wrong:
+        raise LabError(f"{wrong} files did not have the {layout.file_bytes} bytes written to "
+                       f"them; make sure nothing else changes {public_text(directory)} during "
+                       "the run")
+    rows = []
+    for phase, operation in OPERATIONS.items():
+        phase_rows = per_phase.loc[phase]
+        rates = list(phase_rows["ops"] / phase_rows["seconds"])
+        rows.append({
+            "Operation": operation,
+            "Max (ops/s)": max(rates),
+            "Min (ops/s)": min(rates),
+            "Mean (ops/s)": statistics.fmean(rates),
+            "Std Dev (ops/s)": statistics.pstdev(rates),
+            "ops_per_iteration": int(phase_rows["ops"].iloc[0]),
+            "iterations": iterations,
+            "processes": layout.processes,
+            "files_per_process": layout.files_per_process,
+            "shared_dir": layout.shared_dir,
+            "file_bytes": layout.file_bytes,
+            "location": public_text(directory.resolve()),
+            "fs_type": mount_for(directory).fs_type,
+        })
+    return pd.DataFrame(rows)
+
+
+def run_mdtest(directory: Path | str, files_per_process: int = DEFAULT_FILES_PER_PROCESS,
+               processes: int = 1, shared_dir: bool = False, file_bytes: int = 0,
+               iterations: int = 1, *, progress: bool | None = None,
+               compute_node: bool | None = None,
+               between_phases: Callable[[str, Path], None] | None = None) -> pd.DataFrame:
+    """Create, stat, read and remove files_per_process x processes files; mdtest's table.
+
+    One row per operation ("File creation", "File stat", "File read", "File removal") with
+    Max, Min, Mean and Std Dev of the rate over the iterations in ops/s, the operations per
+    iteration, the settings, and the location with its file-system type. `between_phases`,
+    if given, is called in this process after every phase with the operation's name and the
+    iteration's directory, while the workers wait: a way to look at the layout a phase left
+    (tests and demonstrations do). A progress bar is shown when `progress` is True, or when
+    it is None and stderr is a terminal. The login-node budget applies unless `compute_node`
+    or a batch job lifts it (iolab.core.budget).
+    """
+    _check_request(files_per_process, processes, file_bytes, iterations, compute_node)
+    directory = Path(directory)
+    total = files_per_process * processes
+    show = sys.stderr.isatty() if progress is None else progress
+    with run_directory(directory, "mdrates") as run_dir:
+        blocks = -(-file_bytes // 4096) * 4096
+        check_capacity(run_dir, total * blocks, total + processes + 1)
+        layout = _Layout(str(run_dir), files_per_process, processes, shared_dir, file_bytes)
+        timings = _run_processes(layout, iterations, show, between_phases)
+    return _table(timings, layout, iterations, directory)
+
+
+def mdtest_grid(directory: Path | str, processes: Sequence[int] = (1, 2),
+                files_per_process: int = DEFAULT_FILES_PER_PROCESS,
+                shared_dir: Sequence[bool] = (False, True),
+                file_bytes: Sequence[int] = (0, IO500_HARD_FILE_BYTES), iterations: int = 1, *,
+                progress: bool | None = None, compute_node: bool | None = None) -> pd.DataFrame:
+    """run_mdtest for every combination of processes, directory sharing and file size.
+
+    The defaults cover IO500's two md phases in miniature: empty files in one directory per
+    process (mdtest-easy) and 3901-byte files in one shared directory (mdtest-hard), plus
+    the two mixed cases. Every combination is checked before the first one runs.
+    """
+    combinations = list(itertools.product(processes, shared_dir, file_bytes))
+    for count, _, size in combinations:
+        _check_request(files_per_process, count, size, iterations, compute_node)
+    show = sys.stderr.isatty() if progress is None else progress
+    tables = []
+    for count, shared, size in tqdm(combinations, desc="mdtest-lite grid", disable=not show,
+                                    leave=False):
+        tables.append(run_mdtest(directory, files_per_process, count, shared, size, iterations,
+                                 progress=False, compute_node=compute_node))
+    return pd.concat(tables, ignore_index=True)
+
+
+def describe_run(table: pd.DataFrame) -> str:
+    """One line that says what a run_mdtest table measured, like mdtest's header."""
+    first = table.iloc[0]
+    sharing = "one shared directory" if first["shared_dir"] else "one directory per process"
+    def count(number: int, noun: str) -> str:
+        return f"{number} {noun}" + ("" if number == 1 else "s" if noun[-1] != "s" else "es")
+
+    return (f"mdtest-lite: {count(first['processes'], 'process')} x "
+            f"{count(first['files_per_process'], 'file')}, {sharing}, "
+            f"{first['file_bytes']}-byte files, {count(first['iterations'], 'iteration')}, in "
+            f"{first['location']} ({first['fs_type']})")
