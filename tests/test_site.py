@@ -27,6 +27,10 @@ LESSONS = [
 NOTEBOOKS = LESSONS  # each lesson pairs with the notebook of the same stem
 BUILD_TIMEOUT_S = 900
 LESSON_ADMONITIONS = ["objectives", "instructor-note", "exercise", "solution", "keypoints"]
+REFERENCE_PAGES = ["quick-reference", "glossary"]
+# Glossary terms by the id Sphinx gives them: "term-" + the term, spaces as hyphens, case kept.
+GLOSSARY_TERM_IDS = ["term-stripe", "term-O_DIRECT", "term-aggregator", "term-page-cache"]
+QUICK_REFERENCE_COMMANDS = ["--data", "strace -c -f"]
 
 
 class PageParser(HTMLParser):
@@ -38,6 +42,8 @@ class PageParser(HTMLParser):
         self.loads: list[tuple[str, str]] = []  # resources the browser fetches by itself
         self.images: list[str] = []
         self.div_classes: list[set[str]] = []
+        self.term_ids: set[str] = set()  # ids of <dt> elements: the terms a glossary defines
+        self.text: list[str] = []  # the page's text, tags removed
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attr = {name: value or "" for name, value in attrs}
@@ -54,6 +60,11 @@ class PageParser(HTMLParser):
                 self.loads.append((f"link rel={' '.join(sorted(rel))}", attr["href"]))
         if tag == "div" and attr.get("class"):
             self.div_classes.append(set(attr["class"].split()))
+        if tag == "dt" and attr.get("id"):
+            self.term_ids.add(attr["id"])
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
 
 
 def is_remote(url: str) -> bool:
@@ -171,3 +182,20 @@ def test_index_links_lessons_and_notebooks(build, pages: dict[Path, PageParser])
     expected += [html / "notebooks" / f"{stem}.html" for stem in NOTEBOOKS]
     missing = [str(path.relative_to(html)) for path in expected if path.resolve() not in targets]
     assert not missing, f"index.html does not link to {missing}"
+
+
+def test_reference_pages_define_terms_and_commands(build, pages: dict[Path, PageParser]) -> None:
+    _, html = build
+    built = {stem: html / "reference" / f"{stem}.html" for stem in REFERENCE_PAGES}
+    missing = [f"reference/{stem}.md" for stem, page in built.items() if page not in pages]
+    assert not missing, f"these reference pages were not built: {missing}"
+    index = html / "index.html"
+    targets = {local_target(index, url) for _, url in pages[index].links} - {None}
+    unlinked = [stem for stem, page in built.items() if page.resolve() not in targets]
+    assert not unlinked, f"index.html does not link to the reference pages {unlinked}"
+    undefined = [term for term in GLOSSARY_TERM_IDS
+                 if term not in pages[built["glossary"]].term_ids]
+    assert not undefined, f"the glossary does not define the terms {undefined}"
+    text = " ".join("".join(pages[built["quick-reference"]].text).split())
+    absent = [command for command in QUICK_REFERENCE_COMMANDS if command not in text]
+    assert not absent, f"the quick reference does not mention {absent}"
