@@ -8,6 +8,7 @@ access must not meet a broken link, a missing image, or a page that waits for a 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -199,3 +200,16 @@ def test_reference_pages_define_terms_and_commands(build, pages: dict[Path, Page
     text = " ".join("".join(pages[built["quick-reference"]].text).split())
     absent = [command for command in QUICK_REFERENCE_COMMANDS if command not in text]
     assert not absent, f"the quick reference does not mention {absent}"
+
+
+def test_make_lab_stages_every_page_of_the_toctree() -> None:
+    """`make lab` builds the site from a staged copy (SITE_SOURCES plus this machine's
+    notebooks); a page outside it would be a missing document there, and -W fails the build."""
+    from iolab.cli.lab import SITE_SOURCES
+
+    text = (REPO / "index.md").read_text()
+    entries = [line.strip() for block in re.findall(r"```\{toctree\}\n(.*?)```", text, re.S)
+               for line in block.splitlines() if line.strip() and not line.startswith(":")]
+    assert len(entries) > 20
+    staged = {*SITE_SOURCES, "notebooks"}
+    assert [e for e in entries if e.split("/")[0] not in staged] == []

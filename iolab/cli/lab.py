@@ -23,7 +23,7 @@ from iolab.core.dataset import writer_lock
 from iolab.core.workspace import atomic_output, default_dataset_dir, repo_root, results_dir, workdir
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
-SITE_SOURCES = ("conf.py", "index.md", "lessons", "demos", "data_generators")
+SITE_SOURCES = ("conf.py", "index.md", "lessons", "reference", "demos", "data_generators")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
