@@ -367,6 +367,33 @@ def test_two_cleans_at_once(tmp_path: Path) -> None:
                                                        "notes.txt", "tmp"]
 
 
+def test_clean_tolerates_an_entry_deleted_under_it(tmp_path: Path, monkeypatch,
+                                                   capsys) -> None:
+    """The window two cleans race in, made certain: an entry vanishes right after the check
+    that it is a directory. Clean must go on, and not list it as left alone."""
+    from iolab.core import cleanup
+
+    home = tmp_path / "home"
+    for n in range(3):
+        ensure_writable_dir(home / f"lab-{n}" / "a")
+    vanishing = home / "lab-1"
+    real_is_dir = Path.is_dir
+
+    def is_dir_then_vanish(self: Path) -> bool:
+        answer = real_is_dir(self)
+        if self == vanishing and answer:
+            shutil.rmtree(self)  # the other `clean`, just quicker
+        return answer
+
+    monkeypatch.setenv("IOLAB_WORKDIR", str(home))
+    monkeypatch.setattr(cleanup, "location_dirs", lambda: [])
+    monkeypatch.setattr(Path, "is_dir", is_dir_then_vanish)
+    assert cleanup.clean() == 0
+    monkeypatch.undo()
+    assert not home.exists(), sorted(p.name for p in home.iterdir())
+    assert "left alone" not in capsys.readouterr().out
+
+
 @pytest.mark.usefixtures("workspace")
 def test_a_second_make_lab_refuses_while_one_runs() -> None:
     """Two `make lab` would empty each other's notebooks and site: the second says who runs."""

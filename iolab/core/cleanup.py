@@ -115,11 +115,12 @@ def _remove_workspace_if_empty(root: Path) -> None:
     """Remove the workspace itself when the lab created it and only its marker is left."""
     if not is_lab_made(root) or mounts_under(root) != []:
         return
-    if [entry.name for entry in root.iterdir()] == [MADE_MARKER]:
-        with contextlib.suppress(FileNotFoundError):  # another `clean` may be just as quick
-            (root / MADE_MARKER).unlink()
-            root.rmdir()
-            print(f"removing {root}")
+    with contextlib.suppress(FileNotFoundError):  # another `clean` may be just as quick
+        if [entry.name for entry in root.iterdir()] != [MADE_MARKER]:
+            return
+        (root / MADE_MARKER).unlink()
+        root.rmdir()
+        print(f"removing {root}")
 
 
 def _report_left_alone(root: Path, left: list[Path]) -> None:
@@ -145,7 +146,9 @@ def clean() -> int:
         for entry in sorted(root.iterdir()):
             if entry.name == MADE_MARKER:
                 continue
-            if not (is_lab_made(entry) and _remove(entry)):
+            if is_lab_made(entry) and _remove(entry):
+                continue
+            if os.path.lexists(entry):  # not gone meanwhile through a second `clean`
                 left.append(entry)
     for target in location_dirs():
         _remove(target)

@@ -227,9 +227,10 @@ def ensure_writable_dir(path: Path) -> Path:
 def is_lab_made(path: Path) -> bool:
     """Whether `path` is a real directory of this user that the lab created (it is marked)."""
     path = Path(path)
-    if path.is_symlink() or not path.is_dir():
-        return False
-    if path.stat().st_uid != os.getuid():
+    try:
+        if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+            return False
+    except FileNotFoundError:  # deleted meanwhile, e.g. by a second `clean`
         return False
     return any((path / marker).is_file() for marker in CREATION_MARKERS)
 
