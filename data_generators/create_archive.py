@@ -28,7 +28,7 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core.options import add_data_option  # noqa: E402
-from iolab.core.workspace import check_capacity  # noqa: E402
+from iolab.core.workspace import check_capacity, public_text  # noqa: E402
 
 BLOCK = tarfile.BLOCKSIZE
 
@@ -157,7 +157,7 @@ def main() -> int:
     start = time.perf_counter()
     info, reused = create_archive(args.dataset_dir)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Archive {args.dataset_dir / ds.ARCHIVE_NAME}: {info['members']} members, "
+    print(f"Archive {public_text(args.dataset_dir / ds.ARCHIVE_NAME)}: {info['members']} members, "
           f"{info['archive_bytes']} bytes for {info['payload_bytes']} bytes of data "
           f"({info['overhead_ratio']:.1f}x), {verb}")
     print(f"Python's default tar format would take {info['default_format_bytes']} bytes "

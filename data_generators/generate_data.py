@@ -33,7 +33,7 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core.options import add_data_option  # noqa: E402
-from iolab.core.workspace import check_capacity  # noqa: E402
+from iolab.core.workspace import check_capacity, public_text  # noqa: E402
 
 #: Disk use per file: one block on most file systems, however small the file.
 BYTES_PER_FILE_ON_DISK = 4096
@@ -208,7 +208,7 @@ def main() -> int:
     start = time.perf_counter()
     manifest, reused = generate(args.dataset_dir, args.files, args.seed, args.quiet)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Dataset {args.dataset_dir}: {manifest['file_count']} files, {manifest['total_rows']} rows, "
+    print(f"Dataset {public_text(args.dataset_dir)}: {manifest['file_count']} files, {manifest['total_rows']} rows, "
           f"{manifest['total_bytes']} bytes, {verb}")
     print(f"Expected mean activity_level: {manifest['expected_mean']!r}")
     return 0

@@ -18,8 +18,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from iolab.cli import COMMAND_MODULES, build_parser
 from iolab.cli import main as cli_main
 from iolab.cli.lab import execute_notebook
-from iolab.core import budget
-from iolab.core import cleanup
+from iolab.core import budget, cleanup
 from iolab.core.cleanup import clean
 from iolab.core.errors import LabError
 from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, WorkspaceEntry, ensure_writable_dir,

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from iolab.core.errors import LabError
+from iolab.core.workspace import public_text
 from iolab.measure.context import (MountInfo, context_frame, fs_kind, is_network_fs,
                                    machine_context, mount_for, parse_mountinfo, parse_proc_mounts,
-                                   public_mount_options, public_text, tool_version)
+                                   public_mount_options, tool_version)
 
 linux_only = pytest.mark.skipif(
     not Path("/proc/self/mountinfo").exists(), reason="needs Linux's /proc/self/mountinfo"
@@ -112,6 +113,21 @@ def test_public_text_masks_home_and_user(monkeypatch):
     assert public_text("/home/alicebob") == "/home/alicebob"
 
 
+def test_public_text_shows_the_checkout_and_workspace_relative(monkeypatch):
+    """A published notebook and a learner's run must print the same paths (issue 13)."""
+    from iolab.core.workspace import repo_root
+
+    root = repo_root()
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    assert public_text(root / "workspace" / "dataset") == "workspace/dataset"
+    assert public_text(f"--data={root}/workspace/ds") == "--data=workspace/ds"
+    assert public_text(root) == "."
+    assert public_text(f"{root}-old/x") == f"{root}-old/x"
+    monkeypatch.setenv("IOLAB_WORKDIR", "/scratch/p1/somebody/iolab")
+    assert public_text("/scratch/p1/somebody/iolab/dataset") == "$IOLAB_WORKDIR/dataset"
+    assert public_text(root / "demos" / "naive_reader.py") == "demos/naive_reader.py"
+
+
 def test_public_mount_options_drop_addresses_and_accounts():
     options = "rw,vers=4.2,addr=10.0.0.5,clientaddr=10.0.0.9,username=alice,proto=tcp"
     assert public_mount_options(options) == "rw,vers=4.2,proto=tcp"
@@ -158,3 +174,23 @@ def test_context_frame_has_item_and_value_columns():
     frame = context_frame(ctx)
     assert list(frame.columns) == ["item", "value"]
     assert frame["value"].tolist() == ["6.1", "4", "n/a"]
+
+
+def test_machine_tag_tells_machines_apart_without_showing_the_id(tmp_path):
+    from iolab.measure.context import machine_tag
+
+    one, other = tmp_path / "one", tmp_path / "other"
+    one.write_text("4f1c0a6b9e2d4c3f8a7b6c5d4e3f2a1b\n")
+    other.write_text("0123456789abcdef0123456789abcdef\n")
+    assert machine_tag(one) == machine_tag(one) != machine_tag(other)
+    assert len(machine_tag(one)) == 8 and machine_tag(one) not in one.read_text()
+    assert machine_tag(tmp_path / "missing") == "unknown"
+
+
+def test_machine_label_names_cpu_memory_os_kernel_and_tag():
+    from iolab.measure.context import machine_label, machine_tag
+
+    context = {"cpu_model": "AMD EPYC", "cpu_count": 8, "cpu_count_usable": 2,
+               "memory_gib": 23.5, "os": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.1.0"}
+    assert machine_label(context) == ("AMD EPYC, 2 CPUs, 23.5 GiB, Debian GNU/Linux 12 "
+                                      f"(bookworm), kernel 6.1.0, machine {machine_tag()}")

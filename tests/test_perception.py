@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 
 from iolab.core.errors import LabError
-from iolab.measure.context import MEMORY_FS, mount_for, public_text
+from iolab.core.workspace import public_text
+from iolab.measure.context import MEMORY_FS, mount_for
 from iolab.storage import perception
 from iolab.storage.perception import (COLUMNS, SYNTHETIC_PACKAGE, PerceptionSizes, collected_count,
                                       git_env, installed_package_dirs, make_git_repo,

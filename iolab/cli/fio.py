@@ -14,8 +14,7 @@ from iolab.core.cluster import JOB_VARIABLES
 from iolab.core.errors import LabError
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import (WorkspaceEntry, atomic_output, ensure_writable_dir, output_file,
-                                  results_dir)
-from iolab.measure.context import public_text
+                                  public_text, results_dir)
 from iolab.storage.fio import (FIO_MISSING, MIB, PROFILES, checked_profile, dry_run, footprint,
                                job_duration_s, run_profile, scaled_profile)
 from iolab.storage.fio_parse import summary_frame

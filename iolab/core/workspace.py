@@ -90,6 +90,26 @@ def workdir() -> Path:
     return Path(configured).expanduser().resolve() if configured else repo_root() / "workspace"
 
 
+def public_text(text: Path | str) -> str:
+    """`text` (a path or a command argument) as a reader of a published notebook should see it.
+
+    The workspace reads `workspace/...` (or `$IOLAB_WORKDIR/...` when that is set elsewhere),
+    the checkout is left out (`demos/...`), the home is `~`, and a path component equal to the
+    user name is `$USER`: the committed pages and a learner's own run then read the same, and
+    no page names the machine's folders or people.
+    """
+    text = str(text)
+    root, work = str(repo_root()), str(workdir())
+    if not work.startswith(root + os.sep):
+        text = re.sub(re.escape(work) + r"(?=/|$)", "$IOLAB_WORKDIR", text)
+    text = re.sub(re.escape(root) + r"/", "", text)
+    text = re.sub(re.escape(root) + r"(?=$|[\s\"'])", ".", text)
+    home = str(Path.home())
+    if home != "/":
+        text = re.sub(re.escape(home) + r"(?=/|$)", "~", text)
+    return "/".join("$USER" if part == user_name() else part for part in text.split("/"))
+
+
 def default_dataset_dir() -> Path:
     """Where the default 7300-file dataset and its archive live."""
     return WorkspaceEntry.DATASET.path()

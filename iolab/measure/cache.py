@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError
-from iolab.measure.context import public_text
+from iolab.core.workspace import public_text
 
 #: sysconf(SC_PAGE_SIZE), read through mmap so that importing this module works everywhere.
 PAGE_BYTES = mmap.PAGESIZE

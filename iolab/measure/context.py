@@ -12,7 +12,7 @@ as ``$USER``, and mount options that carry addresses or account names are droppe
 
 from __future__ import annotations
 
-import getpass
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -26,6 +26,7 @@ import pandas as pd
 
 from iolab import __version__ as iolab_version
 from iolab.core.errors import LabError
+from iolab.core.workspace import public_text
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 PROC_MOUNTS = Path("/proc/mounts")
@@ -156,22 +157,6 @@ def fs_kind(fs_type: str) -> str:
     return "unknown" if fs_type == "unknown" else "local"
 
 
-def public_text(text: Path | str) -> str:
-    """`text` (a path or a command argument) with the home as ~ and the user name as $USER.
-
-    Recorded paths and commands end up in published notebooks, which should not name people.
-    """
-    text = str(text)
-    home = str(Path.home())
-    if home != "/":
-        text = re.sub(re.escape(home) + r"(?=/|$)", "~", text)
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        return text
-    return "/".join("$USER" if part == user else part for part in text.split("/"))
-
-
 def public_mount_options(options: str) -> str:
     """Mount options without those that carry server addresses or account names."""
     kept = (o for o in options.split(",") if o.partition("=")[0] not in PRIVATE_MOUNT_OPTIONS)
@@ -294,6 +279,26 @@ def machine_context(
     if location is not None:
         context.update(location_context(location))
     return context
+
+
+def machine_tag(machine_id: Path = Path("/etc/machine-id")) -> str:
+    """A short, stable tag telling machines apart without naming them: 8 hex digits of a
+    hash of /etc/machine-id ('unknown' without one). Two notebooks with one tag ran on one
+    (virtual) machine; the id itself, which systemd treats as confidential, is not shown."""
+    try:
+        ident = machine_id.read_text().strip()
+    except OSError:
+        return "unknown"
+    return hashlib.sha256(f"iolab:{ident}".encode()).hexdigest()[:8] if ident else "unknown"
+
+
+def machine_label(context: dict) -> str:
+    """One line naming the machine a notebook ran on, for the site's "recorded on" column."""
+    parts = [context.get("cpu_model") or context.get("machine"),
+             f"{context.get('cpu_count_usable') or context.get('cpu_count')} CPUs",
+             f"{context.get('memory_gib')} GiB", context.get("os"),
+             f"kernel {context.get('kernel')}", f"machine {machine_tag()}"]
+    return ", ".join(str(part) for part in parts if part)
 
 
 def context_frame(context: dict) -> pd.DataFrame:

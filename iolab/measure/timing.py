@@ -34,8 +34,9 @@ import pandas as pd
 from tqdm import tqdm
 
 from iolab.core.errors import LabError
+from iolab.core.workspace import public_text
 from iolab.measure.cache import Eviction
-from iolab.measure.context import machine_context, public_text
+from iolab.measure.context import machine_context
 from iolab.measure.tools import install_hint
 
 #: What a record may say about the page cache: after warm-up runs, or after eviction.

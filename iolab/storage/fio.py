@@ -63,8 +63,9 @@ import pandas as pd
 from iolab.core.budget import excess, lifted, refusal
 from iolab.core.errors import LabError, sigterm_as_interrupt
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import atomic_output, check_capacity, ensure_writable_dir, existing_dir
-from iolab.measure.context import machine_context, public_text
+from iolab.core.workspace import (atomic_output, check_capacity, ensure_writable_dir, existing_dir,
+                                  public_text)
+from iolab.measure.context import machine_context
 from iolab.measure.recorded import Recordings
 from iolab.storage.fio_parse import fio_frame, latency_cdf, loads_fio, parse_size_bytes
 from iolab.storage.locations import probe_o_direct

@@ -29,8 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError
-from iolab.core.workspace import existing_dir, workdir
-from iolab.measure.context import fs_kind, mount_for, public_text
+from iolab.core.workspace import existing_dir, public_text, workdir
+from iolab.measure.context import fs_kind, mount_for
 
 KIB, MIB = 1024, 1024**2
 #: Allocation units to compare: 4 KiB (ext4, xfs: "native Linux file systems typically use a

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError
-from iolab.measure.context import public_text
+from iolab.core.workspace import public_text
 
 TOOL_TIMEOUT_S = 30
 REPORT_COLUMNS = ["cache", "path", "found_by", "exists", "files", "size_bytes",

@@ -39,10 +39,9 @@ import pandas as pd
 
 from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
-from iolab.core.workspace import (LOCATION_MARKER, WorkspaceEntry, ensure_writable_dir, location_dir,
-                                  user_name, workdir)
-from iolab.measure.context import (fs_kind, is_network_fs, mount_for, public_mount_options,
-                                   public_text)
+from iolab.core.workspace import (LOCATION_MARKER, WorkspaceEntry, ensure_writable_dir,
+                                  location_dir, public_text, user_name, workdir)
+from iolab.measure.context import fs_kind, is_network_fs, mount_for, public_mount_options
 
 # TMPDIR is the ``tmp`` candidate itself; the cluster's own areas are STORAGE_VARIABLES.
 

@@ -54,8 +54,8 @@ from tqdm import tqdm
 
 from iolab.core.budget import check
 from iolab.core.errors import LabError
-from iolab.core.workspace import check_capacity
-from iolab.measure.context import mount_for, public_text
+from iolab.core.workspace import check_capacity, public_text
+from iolab.measure.context import mount_for
 from iolab.storage.sweep import run_directory
 
 #: mdtest's name of each phase, in the order the phases run.

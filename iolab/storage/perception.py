@@ -53,9 +53,9 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError
-from iolab.core.workspace import check_capacity, existing_dir
+from iolab.core.workspace import check_capacity, existing_dir, public_text
 from iolab.measure.cache import EVICT_METHOD, Eviction, Residency, evict
-from iolab.measure.context import fs_kind, mount_for, public_text
+from iolab.measure.context import fs_kind, mount_for
 from iolab.measure.timing import Measurement, time_command
 from iolab.measure.tools import install_hint
 

@@ -50,9 +50,9 @@ from tqdm import tqdm
 from iolab.core.budget import check
 from iolab.core.errors import LabError, sigterm_as_interrupt
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import check_capacity, existing_dir
+from iolab.core.workspace import check_capacity, existing_dir, public_text
 from iolab.measure.cache import evict
-from iolab.measure.context import machine_context, mount_for, public_text
+from iolab.measure.context import machine_context, mount_for
 
 KIB = 1024
 MIB = 1024**2
