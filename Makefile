@@ -8,6 +8,7 @@
 #   make html       the site from the committed notebooks, into _build/html
 #   make bench      this machine's timings: generation, each reader, and the raw-read floor
 #   make torch      optional: PyTorch for the DataLoader and checkpoint lessons
+#   make darshan    optional: PyDarshan, to read Darshan logs in lesson 12
 #   make lock       maintainers: re-resolve requirements-lock.txt against the public index
 #   make record     maintainers: re-execute the notebooks in place, recording their results
 #   make clean      remove everything the lab wrote (workspace, builds); distclean also .venv
@@ -29,7 +30,7 @@ LOCK_DATE := 2026-11-25
 CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
   sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-.PHONY: lab test test-fast jupyter html bench torch lock record clean distclean
+.PHONY: lab test test-fast jupyter html bench torch darshan lock record clean distclean
 
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -70,6 +71,9 @@ bench: $(STAMP)
 # PIP_FIND_LINKS=/path/to/wheels make torch, or PIP_INDEX_URL of your site's mirror.
 torch: $(STAMP)
 	$(PY) -m pip install --quiet -c $(LOCK) -r requirements-torch.txt
+
+darshan: $(STAMP)
+	$(PY) -m pip install --quiet -c $(LOCK) -r requirements-darshan.txt
 
 # Needs the network. uv resolves for every supported interpreter at once (environment
 # markers), against the public index only (--no-config ignores local mirrors and settings).

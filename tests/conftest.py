@@ -4,8 +4,8 @@ The whole run, with its subprocesses and notebook kernels, writes into a tempora
 (IOLAB_WORKDIR), never into the checkout's workspace/; the run fails if that one changed.
 Datasets are built once per session in temporary directories. A test that needs a system
 tool says so with `@pytest.mark.needs("fio")` (or "strace", "sshfs", "slurm", "torch",
-"mpi"): where the tool is missing or unusable it is skipped with the reason, the Debian
-package that brings it, and how to enable it; the end of the run prints one line per
+"mpi", "browser"): where the tool is missing or unusable it is skipped with the reason, the
+Debian package that brings it, and how to enable it; the end of the run prints one line per
 skipped area with the command that would enable it. `-m needs_slurm` (any area's name)
 selects the tests of one area.
 """
@@ -69,6 +69,12 @@ def _slurm_problem() -> str | None:
     return slurm_cluster.skip_reason()
 
 
+def _darshan_problem() -> str | None:
+    from iolab.measure.darshan_log import darshan_problem
+
+    return darshan_problem()
+
+
 def _torch_problem() -> str | None:
     return None if importlib.util.find_spec("torch") else "PyTorch is not installed (optional)"
 
@@ -79,6 +85,17 @@ def _mpi_problem() -> str | None:
     ok, why = mpi_available()
     return None if ok else why
 
+
+def _browser_problem() -> str | None:
+    if not any(shutil.which(name) for name in BROWSERS):
+        return "no chromium browser is installed"
+    if not importlib.util.find_spec("websocket"):
+        return "the Python package websocket-client (a Jupyter dependency) is missing from .venv"
+    return None
+
+
+#: The browsers the site's browser tests drive (test_site_browser.py), first found first.
+BROWSERS = ("chromium", "chromium-browser")
 
 AREAS = {
     "strace": Area("system-call counts traced with strace", "strace",
@@ -97,6 +114,10 @@ AREAS = {
                   _torch_problem),
     "mpi": Area("MPI-IO runs", "none (PyPI: mpich, mpi4py, in requirements.txt)",
                 "make (it installs the mpich and mpi4py wheels)", _mpi_problem),
+    "browser": Area("the built site in a headless browser (tests/test_site_browser.py)",
+                    "chromium", "apt-get install chromium (as root)", _browser_problem),
+    "darshan": Area("reading Darshan logs with PyDarshan", "none (PyPI: darshan)",
+                    "make darshan (CPython 3.7 to 3.12)", _darshan_problem),
 }
 NEEDS_PREFIX = "needs "
 

@@ -4,8 +4,8 @@ A figure a lesson states as measured (a rate, a time, a ratio, a percentage, a c
 system calls) must either come from its notebook's output through myst-nb's glue role, so the
 published site shows the committed run and `make lab`'s site the learner's own, or name its
 source in the same paragraph (a link to it). A worked example or an assumed value (7300 opens
-x 1 ms) is not a measurement: the paragraph says so to the reviewer in a MyST comment line
-right above it, `% not measured: <why>`, which the site does not show. Every glue reference
+x 1 ms) is not a measurement: the paragraph (or the list) says so to the reviewer in a MyST
+comment line right above it, `% not measured: <why>`, which the site does not show. Every glue reference
 must point at a key its notebook really glues, in the committed outputs.
 """
 
@@ -19,6 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("*.md"))
+#: Every page of the site written in MyST, any of which may show glued values.
+PAGES = [ROOT / "index.md", *LESSONS, *sorted(ROOT.glob("reference/*.md")),
+         *sorted(ROOT.glob("workshop/*.md"))]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 
 _UNIT = (r"(?:[kKMGTP]i?B/s|[kMG]bit/s|B/s|IOPS|ops/s|files/s|creates/s|stats/s|opens/s|/s"
          r"|µs|us|ms|ns|s|sec|seconds?|min|minutes?|h|hours?|×|x|%"
@@ -46,11 +50,9 @@ def paragraphs(text: str) -> list[tuple[int, str, bool]]:
     stack: list[tuple[str, str]] = []  # (fence, directive) of the open blocks
 
     def flush() -> None:
-        nonlocal declared
         if block:
             found.append((start, " ".join(block), declared))
             block.clear()
-            declared = False
 
     for number, line in enumerate(text.splitlines(), 1):
         fence = FENCE.match(line)
@@ -69,7 +71,8 @@ def paragraphs(text: str) -> list[tuple[int, str, bool]]:
                                  for _, d in stack)
         if skipped or not line.strip() or line.lstrip().startswith((":", "#", "%")):
             flush()
-            declared = declared or (not skipped and bool(NOT_MEASURED.match(line.strip())))
+            # A declaration covers the paragraph, or the whole list, right below it.
+            declared = not skipped and bool(NOT_MEASURED.match(line.strip()))
             continue
         if line.lstrip().startswith(("- ", "* ", "|")) or re.match(r"\s*\d+\. ", line):
             flush()  # a list item or table row is its own unit
@@ -123,10 +126,16 @@ def test_the_scanner_finds_bare_figures_and_accepts_glued_and_sourced_ones() -> 
         "",
         "% a comment without the declaration",
         "7300 × 1 ms is 7.3 s.",
+        "",
+        "% not measured: the settings of a rule",
+        "- pack from 2 times faster on,",
+        "- warn from 80 % used.",
+        "",
+        "- a list without it: 3 times faster",
     ])
     assert unsourced_figures(text) == ["line 1: '2.4 s'", "line 1: '267 MB/s'",
                                        "line 13: '512 reads'", "line 20: '1 ms'",
-                                       "line 20: '7.3 s'"]
+                                       "line 20: '7.3 s'", "line 26: '3 times faster'"]
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
@@ -139,7 +148,7 @@ def test_every_measured_figure_is_glued_or_sourced(lesson: Path) -> None:
         "display=False) in the notebook) or link their source in the same paragraph.")
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("lesson", PAGES, ids=lambda p: p.name)
 def test_every_glue_reference_names_a_key_its_notebook_glues(lesson: Path) -> None:
     for reference in GLUE.findall(lesson.read_text()):
         path, _, rest = reference.partition("::")
@@ -160,3 +169,24 @@ def test_every_lesson_opens_with_questions_and_objectives(lesson: Path) -> None:
     head = text[: text.find("\n## ")] if "\n## " in text else text
     assert "{questions}" in head and "{objectives}" in head, (
         f"{lesson.name} must open with a questions and an objectives block")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_notebook_says_where_and_when_it_ran(notebook: Path) -> None:
+    """The index's "recorded on" table shows these two values of every notebook."""
+    assert {"machine", "recorded_on"} <= glued_keys(notebook), (
+        f"{notebook.name} does not glue 'machine' and 'recorded_on' in its context cell")
+    assert f"notebooks/{notebook.stem}.ipynb::machine:s" in (ROOT / "index.md").read_text()
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_notebook_prints_the_absolute_path_of_its_checkout(notebook: Path) -> None:
+    """A reader's page and their own run must read the same: workspace/dataset, not /work/..."""
+    outputs = json.dumps([cell.get("outputs", []) for cell in
+                          json.loads(notebook.read_text())["cells"]])
+    # what a machine without the tool is shown instead
+    recorded = notebook.parent / "recorded" / f"{notebook.stem}.json"
+    outputs += recorded.read_text() if recorded.is_file() else ""
+    found = sorted(set(re.findall(r"(?:/[\w.-]+)+/workspace\b", outputs)))
+    found += sorted(where for where in (str(ROOT), "/home/", "/root/") if where in outputs)
+    assert not found, f"{notebook.name} prints absolute paths: {found[:5]}"

@@ -56,6 +56,24 @@ def test_text_and_data_keep_their_order_and_other_keys_survive(tmp_path, monkeyp
     assert list(rec.data("counts", dict, "strace is missing")) == ["ls", "ls -l", "du -s"]
 
 
+def test_recordings_hold_no_path_of_the_recording_checkout(tmp_path, monkeypatch) -> None:
+    """Committed recordings are shown on other machines: workspace/..., not /work/.../"""
+    from iolab.core.workspace import repo_root
+
+    monkeypatch.setenv(RECORD_ENV, "1")
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    root = repo_root()
+    rec = Recordings("nb", tmp_path)
+    rec.data("run", lambda: {"command": [f"{root}/.venv/bin/python", f"{root}/demos/x.py"],
+                             "dataset_dir": f"{root}/workspace/dataset", "calls": 3,
+                             "user": "root"}, None)
+    saved = rec.path.read_text()
+    assert str(root) not in saved
+    assert rec.data("run", dict, "strace is missing") == {
+        "command": [".venv/bin/python", "demos/x.py"], "dataset_dir": "workspace/dataset",
+        "calls": 3, "user": "root"}
+
+
 def test_fallbacks_are_logged_for_make_lab(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(RECORD_ENV, "1")
     rec = Recordings("05-fio", tmp_path)

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 LESSONS = [
     "01-file-access", "02-small-files", "03-random-access", "04-page-cache",
     "05-fio", "06-file-sizes-metadata", "07-lustre-striping", "08-mpi-io", "09-dataloader",
-    "10-checkpoints", "11-storage-hygiene",
+    "10-checkpoints", "11-storage-hygiene", "12-profiling",
 ]
 NOTEBOOKS = LESSONS  # each lesson pairs with the notebook of the same stem
 BUILD_TIMEOUT_S = 900
@@ -213,3 +213,29 @@ def test_make_lab_stages_every_page_of_the_toctree() -> None:
     assert len(entries) > 20
     staged = {*SITE_SOURCES, "notebooks"}
     assert [e for e in entries if e.split("/")[0] not in staged] == []
+
+
+@pytest.mark.usefixtures("workspace")
+def test_make_labs_site_shows_this_machines_run(tmp_path: Path, capsys) -> None:
+    """The site `make lab` builds shows the learner's own run: a value glued by a notebook
+    executed here replaces the committed one on the pages; a notebook that failed here is
+    staged as committed, so the glued figures still resolve, and the summary says so."""
+    import json
+
+    from iolab.cli.lab import build_site
+
+    executed = tmp_path / "executed"
+    executed.mkdir()
+    notebook = json.loads((REPO / "notebooks" / "01-file-access.ipynb").read_text())
+    changed = 0
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            if output.get("metadata", {}).get("scrapbook", {}).get("name") == "recorded_on":
+                output["data"] = {"application/papermill.record/text/plain": "'1999-12-31'"}
+                changed += 1
+    assert changed == 1, "notebook 01 must glue recorded_on once"
+    (executed / "01-file-access.ipynb").write_text(json.dumps(notebook))
+    ok, committed = build_site(executed, tmp_path / "site")
+    assert ok, capsys.readouterr().out
+    assert "1999-12-31" in (tmp_path / "site" / "index.html").read_text()
+    assert committed == [f"{stem}.ipynb" for stem in NOTEBOOKS[1:]]

@@ -23,8 +23,9 @@ from iolab.core.errors import run_cli
 #: Command modules under iolab.cli, in the order `--help` lists them. `clean` comes first
 #: and alone needs no third-party package.
 COMMAND_MODULES = (
-    "clean", "check_tools", "locations", "syscalls", "time", "over_sshfs", "perception", "fio",
-    "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio", "accelerator", "lab", "bench",
+    "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "time", "over_sshfs",
+    "perception", "fio", "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio",
+    "accelerator", "advise", "lab", "bench",
 )
 
 

@@ -101,7 +101,7 @@ def public_text(text: Path | str) -> str:
     text = str(text)
     root, work = str(repo_root()), str(workdir())
     if not work.startswith(root + os.sep):
-        text = re.sub(re.escape(work) + r"(?=/|$)", "$IOLAB_WORKDIR", text)
+        text = re.sub(re.escape(work) + r"(?=/|$|[\s\"'])", "$IOLAB_WORKDIR", text)
     text = re.sub(re.escape(root) + r"/", "", text)
     text = re.sub(re.escape(root) + r"(?=$|[\s\"'])", ".", text)
     home = str(Path.home())

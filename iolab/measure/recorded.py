@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from iolab.core.errors import LabError
-from iolab.core.workspace import repo_root
-from iolab.measure.context import machine_context
+from iolab.core.workspace import public_text, repo_root
+from iolab.measure.context import machine_context, machine_label
 
 #: "1": save every live result into the recordings (what `make record` sets).
 RECORD_ENV = "IOLAB_RECORD"
@@ -38,11 +38,16 @@ def recordings_dir() -> Path:
     return repo_root() / "notebooks" / "recorded"
 
 
-def machine_label() -> str:
-    """A short description of this machine, for 'recorded on ...' (no host or user names)."""
-    ctx = machine_context(tools=())
-    return (f"{ctx['cpu_model'] or ctx['machine']}, {ctx['cpu_count']} CPUs, "
-            f"{ctx['memory_gib']} GiB, {ctx['os']}, Linux {ctx['kernel']}, Python {ctx['python']}")
+def _public(value: Any) -> Any:
+    """Every string of a JSON-ready value as a published page shows it (public_text): the
+    recordings are committed, so they must not hold the recording checkout's paths."""
+    if isinstance(value, str):
+        return public_text(value) if "/" in value else value
+    if isinstance(value, list):
+        return [_public(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _public(item) for key, item in value.items()}
+    return value
 
 
 def _plain(value: Any) -> Any:
@@ -115,8 +120,8 @@ class Recordings:
         if missing is None:
             value = measure()
             if os.environ.get(RECORD_ENV) == "1":
-                self._save(key, {"kind": kind, "value": to_json(value),
-                                 "machine": machine_label(),
+                self._save(key, {"kind": kind, "value": _public(to_json(value)),
+                                 "machine": machine_label(machine_context(tools=())),
                                  "date": datetime.date.today().isoformat()})
             return value
         entry = self.recorded(key)

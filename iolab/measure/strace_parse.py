@@ -39,6 +39,7 @@ _CALL_START = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|\?\?\?)\(")
 _RESUMED = re.compile(r"<\.\.\. ([A-Za-z0-9_?]+) resumed>(.*)$")
 _UNFINISHED = " <unfinished ...>"
 _RESULT = re.compile(r"\s*=\s*(-?\d+|0x[0-9a-fA-F]+|\?)(?:<((?:[^<>\\]|\\.)*)>)?")
+_DURATION = re.compile(r"<(\d+\.\d+)>\s*$")  # strace -T: ` <0.000012>` after the result
 _FD_ANNOTATION = re.compile(r"(?:-?\d+|AT_FDCWD)<((?:[^<>\\]|\\.)*)>")
 _TOKEN = re.compile(
     r'(?P<str>"(?:[^"\\]|\\.)*"(?:\.\.\.)?)'
@@ -107,6 +108,7 @@ class TraceCall:
     args: list[str]
     ret: int | None
     ret_annotation: str | None  # the raw -y path behind a returned descriptor, e.g. of openat
+    duration_s: float | None = None  # time spent in the call, printed with strace -T
 
     @property
     def succeeded(self) -> bool:
@@ -125,7 +127,9 @@ def parse_call(pid: str, text: str) -> TraceCall | None:
     ret = None
     if result and result.group(1) != "?":
         ret = int(result.group(1), 0)
-    return TraceCall(pid, start.group(1), args, ret, result.group(2) if result else None)
+    duration = _DURATION.search(text, result.end() if result else end)
+    return TraceCall(pid, start.group(1), args, ret, result.group(2) if result else None,
+                     float(duration.group(1)) if duration else None)
 
 
 def _split_args(text: str, start: int) -> tuple[list[str], int | None]:

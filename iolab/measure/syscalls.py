@@ -122,7 +122,7 @@ def _strace_version(path: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _require_strace() -> StraceStatus:
+def require_strace() -> StraceStatus:
     status = strace_status()
     if not status.available:
         raise LabError(status.reason)
@@ -142,7 +142,7 @@ class _Finished:
 
 
 @contextlib.contextmanager
-def _scratch(name: str) -> Iterator[Path]:
+def run_scratch(name: str) -> Iterator[Path]:
     """A per-run directory in the workspace that is removed however the run ends."""
     path = scratch_dir(name)
     try:
@@ -151,7 +151,7 @@ def _scratch(name: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _check_command(cmd: Sequence[str], cwd: str | os.PathLike | None,
+def check_command(cmd: Sequence[str], cwd: str | os.PathLike | None,
                    env: Mapping[str, str] | None) -> list[str]:
     """Fail early, in one sentence, on an empty or unknown command (as subprocess would look it up)."""
     cmd = [str(part) for part in cmd]
@@ -171,9 +171,9 @@ def _check_command(cmd: Sequence[str], cwd: str | os.PathLike | None,
     return cmd
 
 
-def _run_strace(options: Sequence[str], cmd: list[str], cwd, env, trace_file: Path) -> _Finished:
+def run_strace(options: Sequence[str], cmd: list[str], cwd, env, trace_file: Path) -> _Finished:
     """Run cmd under strace writing to trace_file; the command's output is captured."""
-    status = _require_strace()
+    status = require_strace()
     proc = subprocess.run(
         [status.path, *options, "-o", str(trace_file.resolve()), "--", *cmd],
         cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
@@ -220,10 +220,10 @@ def strace_summary(cmd: Sequence[str], cwd: str | os.PathLike | None = None,
     command's captured output and exit code are in `frame.attrs["stdout"]`, `["stderr"]`,
     `["exit_code"]` and `["command"]`. env replaces the environment, as in subprocess.
     """
-    cmd = _check_command(cmd, cwd, env)
-    with _scratch("strace") as scratch:
+    cmd = check_command(cmd, cwd, env)
+    with run_scratch("strace") as scratch:
         summary_file = scratch / "summary.txt"
-        finished = _run_strace(SUMMARY_OPTIONS, cmd, cwd, env, summary_file)
+        finished = run_strace(SUMMARY_OPTIONS, cmd, cwd, env, summary_file)
         with open(summary_file, encoding="utf-8", errors="replace") as lines:
             frame = parse_strace_summary(lines)
     frame.attrs.update(command=cmd, exit_code=finished.exit_code,
@@ -356,12 +356,12 @@ def trace_attributed(cmd: Sequence[str], dataset_dir: str | os.PathLike,
     the workspace only while it is read, line by line, and is deleted afterwards.
     """
     roots = _dataset_roots(dataset_dir)
-    cmd = _check_command(cmd, cwd, env)
+    cmd = check_command(cmd, cwd, env)
     tally = _Tally(roots, os.path.abspath(cwd or os.getcwd()))
     reader = TraceReader()
-    with _scratch("strace") as scratch:
+    with run_scratch("strace") as scratch:
         trace_file = scratch / "trace.txt"
-        finished = _run_strace(TRACE_OPTIONS, cmd, cwd, env, trace_file)
+        finished = run_strace(TRACE_OPTIONS, cmd, cwd, env, trace_file)
         with open(trace_file, encoding="utf-8", errors="surrogateescape") as lines:
             for call in reader.calls(lines):
                 tally.add(call)
@@ -492,11 +492,11 @@ def strace_excerpt(cmd: Sequence[str], syscalls: Sequence[str], dataset_dir: str
     The command runs in dataset_dir, and dataset_dir is shown as `label`, so the excerpt reads the
     same wherever the dataset lives.
     """
-    _require_strace()
+    require_strace()
     roots = _dataset_roots(dataset_dir)
-    with _scratch("excerpt") as scratch:
+    with run_scratch("excerpt") as scratch:
         trace = scratch / "trace"
-        _run_strace(["-y", "-e", "trace=" + ",".join(syscalls)], list(cmd), dataset_dir, None, trace)
+        run_strace(["-y", "-e", "trace=" + ",".join(syscalls)], list(cmd), dataset_dir, None, trace)
         lines = trace.read_text(errors="replace").splitlines()
     def on_data(line: str) -> bool:  # every line names the working directory: skip that
         for root in roots:
@@ -561,12 +561,12 @@ def _wrap_python(cmd: list[str], dataset_dir: str, counts_file: Path) -> list[st
 def _count_from_inside(cmd: Sequence[str], dataset_dir, cwd, env, why: str) -> SyscallReport:
     """Count without a tracer: an audit hook for a Python program's opens, /proc/<pid>/io for all."""
     roots = _dataset_roots(dataset_dir)
-    cmd = _check_command(cmd, cwd, env)
+    cmd = check_command(cmd, cwd, env)
     python = _is_python(cmd[0])
-    with _scratch("audit") as scratch:
+    with run_scratch("audit") as scratch:
         counts_file = scratch / "opens.json"
         run_cmd = _wrap_python(cmd, roots[0], counts_file) if python else cmd
-        finished, io = _run_reading_proc_io(run_cmd, cwd, env, scratch)
+        finished, io = run_counting_io(run_cmd, cwd, env, scratch)
         opens = json.loads(counts_file.read_text()) if counts_file.exists() else None
     report = SyscallReport(
         method=FALLBACK_PYTHON if python else FALLBACK_OTHER,
@@ -612,7 +612,7 @@ def _fallback_note(why: str, python: bool, have_opens: bool, have_io: bool) -> s
 _HOLDING_SHELL = 'out=$1; shift; "$@" </dev/null >"$out"; status=$?; exec >&-; read -r _; exit $status'
 
 
-def _run_reading_proc_io(cmd: list[str], cwd, env, scratch: Path) -> tuple[_Finished, dict | None]:
+def run_counting_io(cmd: list[str], cwd, env, scratch: Path) -> tuple[_Finished, dict | None]:
     """Run cmd with output captured to files; its /proc/<pid>/io counts, complete, as well.
 
     The command runs under a shell that stays alive after reaping it (see _HOLDING_SHELL), so

@@ -53,16 +53,19 @@ USABLE_FRACTIONS = (
 DU_TIMEOUT_S = 300
 
 WHY_INODES = (
-    "Every file and directory takes one inode, and a file system has a fixed number of them "
-    "(ext4 and Lustre fix it when formatted), so many tiny files can exhaust the inodes while "
-    "bytes are still free: then writes fail with 'No space left on device' although `df -h` "
-    "shows room."
+    "Every file and directory takes one inode; on ext4 and ldiskfs (Lustre's usual target "
+    "format) their number is fixed when the file system is formatted (XFS, ZFS and btrfs "
+    "allocate them as needed), and quotas count them too, so many tiny files can run out of "
+    "inodes while bytes are still free: then writes fail with 'No space left on device' or "
+    "'Disk quota exceeded' although `df -h` shows room."
 )
 WHY_TMPDIR = (
     "On compute nodes /tmp usually lives on the node's small root file system and is only "
     "emptied at reboot, so an untar or a cache that lands there can fail with 'No space left "
-    "on device'; export TMPDIR to the node-local disk (SLURM_TMPDIR, LOCAL_SCRATCH, /scratch, "
-    "whatever `df` shows on a compute node) in the job script."
+    "on device'; export TMPDIR to the node-local disk your centre documents (SLURM_TMPDIR, "
+    "LOCAL_SCRATCH, TMPDIR set by the batch system) in the job script, after checking with "
+    "`df -hT` on a compute node that it is a local file system: a /scratch path is the shared "
+    "Lustre or GPFS scratch at many sites, not a local disk."
 )
 
 

@@ -20,9 +20,10 @@ what a program writes on its first run (bytecode, pytest's rewritten test module
 refreshed index) exists when any run is timed, as in a project one works in. Eviction
 (iolab.measure.cache.evict, no root) drops file data only: directory entries and inodes stay
 cached, so a cold `git status` still finds its 5000 files' metadata in memory on a local
-disk. On a network file system metadata is cached only for seconds (NFS attribute
-caching), which is where the cold and warm times of these tests part most. On a memory file
-system (tmpfs) nothing can be evicted: cold equals warm there.
+disk. On a network file system the client caches attributes only for seconds (NFS's
+actimeo), so cold and warm can part further there; over the lab's loopback sshfs the
+server's page cache may still hold the files, which hides part of that gap. On a memory
+file system (tmpfs) nothing can be evicted: cold equals warm there.
 
 Each test works in a fresh directory of its own inside the given directory, checks its
 space first, and removes that directory afterwards, also on an error or Ctrl-C. Tests run

@@ -1,0 +1,41 @@
+"""`python -m iolab profile [--json] [--top N] [--method M] -- CMD...`: any program's file
+I/O, file by file (iolab.measure.profile)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from iolab.core.errors import LabError
+from iolab.measure.profile import METHODS, format_profile, profile_command
+
+
+def setup_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "profile",
+        help="trace any command and report its file I/O per file",
+        description=(
+            "Run your own command once under strace and report, per file: opens, metadata "
+            "lookups, reads and writes with their sizes, seeks, sequential versus random "
+            "access and the time in those calls, with your data apart from the interpreter's "
+            "and the system's files. Without strace: whole-process counters from "
+            "/proc/<pid>/io. The command's own output goes to stderr; exits with its exit code."
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--top", type=int, default=10, help="how many of the busiest files to list")
+    parser.add_argument("--method", choices=METHODS, default="auto",
+                        help="strace, proc-io (/proc/<pid>/io), or auto: strace if it can trace")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to profile, after --")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise LabError(f"--top must be at least 1, not {args.top}")
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    profile = profile_command(command, method=args.method)
+    sys.stderr.write(profile.stdout + profile.stderr)
+    print(json.dumps(profile.to_json_dict()) if args.json else format_profile(profile, args.top))
+    return profile.exit_code

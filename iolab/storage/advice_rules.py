@@ -1,0 +1,279 @@
+"""Plain rules that turn measured places into advice: where things should live on *this* system.
+
+Each rule is a small pure function of one measurement set (the dict that
+iolab.storage.advise.measure_places returns, or a recorded one from tests/fixtures/advise/)
+and returns one Advice (topic, recommendation, reason with the measured numbers, and the
+place it names) or None when it has nothing to say: a rule whose inputs were not measured
+anywhere returns None, and a place whose value is missing (None) is left out of the
+comparison. The rules, in the order `advise` prints them:
+
+- ``environment``: the persistent place with the fastest cold import of a generated package;
+- ``dataset``: the persistent place that reads small files fastest, cold;
+- ``packing``: in that place, small-file rate against streaming rate, as seconds per GB;
+- ``checkpoints``: the persistent place with the fastest streaming write, and whether to
+  write to a local temporary place first and copy;
+- ``TMPDIR``: a local, temporary place that is not memory and has room;
+- ``nearly full``: places with 80 % or more of their bytes or inodes used.
+
+A place dict has the keys of advise.PLACE_FIELDS; these rules read `name`, `role`
+("persistent", "temporary" or "memory"), `kind` ("local", "network", "memory", ...), and the
+measured values named in each docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from iolab.storage.hygiene import USABLE_FRACTIONS
+
+MIB = 1024**2
+GB = 1e9
+#: The share of a file system that can be relied on: 80 % (lesson 11; Bekman, "Machine
+#: Learning Engineering", chapter Storage, from the experience of IO engineers).
+NEARLY_FULL_PCT = 100 * USABLE_FRACTIONS[0][0]
+NEARLY_FULL_SOURCE = USABLE_FRACTIONS[0][1]
+#: Packing into an archive or shards is worth its trouble from 2x fewer seconds per GB on.
+PACK_MIN_RATIO = 2.0
+#: Writing to a local place first and copying is worth a second step from 2x faster on.
+LOCAL_FIRST_MIN_RATIO = 2.0
+#: A dataset is worth copying to a temporary place at job start from 2x faster reads on.
+STAGE_MIN_RATIO = 2.0
+#: Places within this share of the best are named beside it: on one disk, or within the
+#: noise of a short run, the choice between them hardly matters.
+SIMILAR_PCT = 25.0
+#: Room a TMPDIR needs (the lab's choice): unpacking an archive, building a conda
+#: environment or pip's wheel cache each take several GB of temporary space.
+TMPDIR_MIN_FREE_BYTES = 10 * GB
+
+
+class Advice(NamedTuple):
+    """One recommendation: its topic, what to do, why (with the numbers), and the place."""
+
+    topic: str
+    recommendation: str
+    reason: str
+    place: str | None = None
+
+
+def _places(measurements: dict) -> list[dict]:
+    return list(measurements.get("places") or [])
+
+
+def _value(place: dict, key: str) -> float | None:
+    value = place.get(key)
+    return None if value is None else float(value)
+
+
+def _with(places: list[dict], key: str) -> list[dict]:
+    """The places where `key` was measured."""
+    return [place for place in places if _value(place, key) is not None]
+
+
+def _role(place: dict, role: str) -> bool:
+    return place.get("role") == role
+
+
+def _local_temporary(place: dict) -> bool:
+    """A node-local place for temporary files: not memory, not over the network."""
+    return _role(place, "temporary") and place.get("kind") in ("local", "host-shared")
+
+
+def _similar(best: dict, others: list[dict], key: str) -> str:
+    """' (about as good: a, b)' for the places within SIMILAR_PCT of `best` in `key`."""
+    target = _value(best, key)
+    close = [p["name"] for p in others if p is not best and target
+             and abs(_value(p, key) - target) / target * 100 <= SIMILAR_PCT]
+    return f"; {', '.join(close)} within {SIMILAR_PCT:.0f} %, as good" if close else ""
+
+
+def _rate(value: float, unit: str) -> str:
+    return f"{value:,.0f} {unit}" if value >= 10 else f"{value:.2g} {unit}"
+
+
+def environment_rule(measurements: dict) -> Advice | None:
+    """Where a Python or conda environment should live: the persistent place with the
+    fastest cold import (`import_cold_s`, a generated package of `import_modules` small
+    modules, its files evicted from the page cache).
+
+    An environment must outlive the job, so only places with role "persistent" count, never
+    /dev/shm (memory) or node-local temporary space. None when no persistent place has an
+    import time.
+    """
+    measured = _with([p for p in _places(measurements) if _role(p, "persistent")], "import_cold_s")
+    if not measured:
+        return None
+    measured.sort(key=lambda p: _value(p, "import_cold_s"))
+    best, worst = measured[0], measured[-1]
+    modules = best.get("import_modules")
+    what = f"a package of {modules} modules" if modules else "a package of many small modules"
+    times = ", ".join(f"{p['name']} {_value(p, 'import_cold_s'):.2f} s" for p in measured)
+    reason = f"importing {what} cold took {times}"
+    if len(measured) > 1 and _value(best, "import_cold_s") > 0:
+        ratio = _value(worst, "import_cold_s") / _value(best, "import_cold_s")
+        reason += f" ({ratio:.1f}x faster than in {worst['name']})"
+    reason += _similar(best, measured, "import_cold_s")
+    return Advice("environment", f"Create Python/conda environments in {best['name']}"
+                  f" ({best.get('path')}).", reason, best["name"])
+
+
+def _dataset_place(measurements: dict) -> dict | None:
+    """The persistent place that reads small files fastest, cold; None if none was measured."""
+    measured = _with([p for p in _places(measurements) if _role(p, "persistent")],
+                     "small_read_cold_files_per_s")
+    return max(measured, key=lambda p: _value(p, "small_read_cold_files_per_s"), default=None)
+
+
+def dataset_rule(measurements: dict) -> Advice | None:
+    """Where a dataset of many small files should live: the persistent place with the highest
+    cold small-file read rate (`small_read_cold_files_per_s`).
+
+    If a local temporary place reads small files at least STAGE_MIN_RATIO times faster, the
+    advice adds: copy (or unpack) the dataset there at the start of each job. None when no
+    persistent place has a cold small-file rate.
+    """
+    best = _dataset_place(measurements)
+    if best is None:
+        return None
+    key = "small_read_cold_files_per_s"
+    measured = _with([p for p in _places(measurements) if not _role(p, "memory")], key)
+    rates = ", ".join(f"{p['name']} {_rate(_value(p, key), 'files/s')}" for p in
+                      sorted(measured, key=lambda p: -_value(p, key)))
+    size = best.get("small_file_bytes")
+    recommendation = f"Keep many-file datasets in {best['name']} ({best.get('path')})."
+    reason = f"reading {size or 'small'}-byte files cold: {rates}"
+    reason += _similar(best, _with([p for p in measured if _role(p, "persistent")], key), key)
+    local = [p for p in measured if _local_temporary(p)
+             and _value(p, key) >= STAGE_MIN_RATIO * _value(best, key)]
+    if local:
+        fast = max(local, key=lambda p: _value(p, key))
+        recommendation += (f" In a job, copy or unpack it to {fast['name']} first: it reads "
+                           f"small files {_value(fast, key) / _value(best, key):.1f}x faster.")
+    return Advice("dataset", recommendation, reason, best["name"])
+
+
+def packing_rule(measurements: dict) -> Advice | None:
+    """Whether to pack a many-file dataset into an archive or shards, in the dataset's place:
+    the seconds one GB takes as small files (`small_read_cold_files_per_s` x
+    `small_file_bytes`) against streamed (`stream_read_MiB_per_s`), both cold.
+
+    Packing is advised from PACK_MIN_RATIO times fewer seconds per GB on. None when the
+    dataset's place lacks either rate.
+    """
+    place = _dataset_place(measurements)
+    if place is None:
+        return None
+    files_per_s = _value(place, "small_read_cold_files_per_s")
+    file_bytes = _value(place, "small_file_bytes")
+    stream = _value(place, "stream_read_MiB_per_s")
+    if not files_per_s or not file_bytes or not stream:
+        return None
+    small_s_per_gb = GB / (files_per_s * file_bytes)
+    stream_s_per_gb = GB / (stream * MIB)
+    ratio = small_s_per_gb / stream_s_per_gb
+    reason = (f"in {place['name']}, {int(file_bytes)}-byte files at "
+              f"{_rate(files_per_s, 'files/s')} take {small_s_per_gb:,.1f} s per GB; streamed "
+              f"at {_rate(stream, 'MiB/s')} one GB takes {stream_s_per_gb:,.2f} s")
+    if ratio >= PACK_MIN_RATIO:
+        recommendation = (f"Pack many-file datasets into an archive or shards: {ratio:,.0f} "
+                          f"times fewer seconds per GB in {place['name']}.")
+    else:
+        recommendation = (f"Small files cost little in {place['name']} ({ratio:.1f}x); packing "
+                          "is optional here.")
+    return Advice("packing", recommendation, reason, place["name"])
+
+
+def checkpoint_rule(measurements: dict) -> Advice | None:
+    """Where checkpoints go: the persistent place with the fastest streaming write
+    (`stream_write_MiB_per_s`; advise measures it with an fsync, so it is the storage's rate).
+
+    If that place is on the network and a local temporary place writes at least
+    LOCAL_FIRST_MIN_RATIO times faster, the advice is to write there first and copy the
+    finished file to the persistent place in the background (training waits only for the
+    local write). None when no persistent place has a streaming write rate.
+    """
+    key = "stream_write_MiB_per_s"
+    persistent = _with([p for p in _places(measurements) if _role(p, "persistent")], key)
+    if not persistent:
+        return None
+    best = max(persistent, key=lambda p: _value(p, key))
+    rates = ", ".join(f"{p['name']} {_rate(_value(p, key), 'MiB/s')}" for p in
+                      sorted(_with(_places(measurements), key), key=lambda p: -_value(p, key)))
+    reason = f"streaming write: {rates}"
+    if len(persistent) == 1:
+        reason += " (the only persistent place with this figure)"
+    reason += _similar(best, persistent, key)
+    recommendation = f"Save checkpoints to {best['name']} ({best.get('path')})."
+    local = [p for p in _with(_places(measurements), key) if _local_temporary(p)]
+    fast = max(local, key=lambda p: _value(p, key), default=None)
+    if (fast is not None and best.get("kind") == "network"
+            and _value(fast, key) >= LOCAL_FIRST_MIN_RATIO * _value(best, key)):
+        recommendation = (f"Write checkpoints to {fast['name']} first, then copy each finished "
+                          f"file to {best['name']} in the background: the local write is "
+                          f"{_value(fast, key) / _value(best, key):.1f}x faster.")
+    return Advice("checkpoints", recommendation, reason, best["name"])
+
+
+def tmpdir_rule(measurements: dict) -> Advice | None:
+    """What TMPDIR should be: a local temporary place that is not memory, with at least
+    TMPDIR_MIN_FREE_BYTES free (`free_bytes`); among those, the fastest streaming write.
+
+    /dev/shm is never advised: what lands there takes RAM from the job. The reason warns
+    when the place named ``tmp`` is memory or has less room than that. A candidate whose
+    free space was not measured still counts, and the reason says so. None without a
+    candidate.
+    """
+    places = _places(measurements)
+    candidates = [p for p in places if _local_temporary(p)
+                  and (p.get("free_bytes") is None or p["free_bytes"] >= TMPDIR_MIN_FREE_BYTES)]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda p: (_value(p, "stream_write_MiB_per_s") or 0,
+                                          p.get("free_bytes") or 0))
+    free = best.get("free_bytes")
+    room = f"{free / GB:,.1f} GB free" if free is not None else "free space not measured"
+    fs_type = best.get("fs_type") or "type unknown"
+    reason = f"{best['name']} is {best.get('kind')} ({fs_type}), {room}"
+    for key, what in (("stream_write_MiB_per_s", "write"), ("stream_read_MiB_per_s", "read")):
+        if _value(best, key) is not None:
+            reason += f", streaming {what} {_rate(_value(best, key), 'MiB/s')}"
+    tmp = next((p for p in places if p.get("name") == "tmp"), None)
+    if tmp is not None and tmp is not best:
+        if tmp.get("kind") == "memory":
+            reason += "; /tmp is in memory here"
+        elif tmp.get("free_bytes") is not None and tmp["free_bytes"] < TMPDIR_MIN_FREE_BYTES:
+            reason += f"; warning: tmp has only {tmp['free_bytes'] / GB:.1f} GB free"
+    return Advice("TMPDIR", f"export TMPDIR={best.get('path')} ({best['name']}).", reason,
+                  best["name"])
+
+
+def nearly_full_rule(measurements: dict) -> Advice | None:
+    """Which places are nearly full: NEARLY_FULL_PCT (80) % or more of the bytes
+    (`used_pct`) or inodes (`inodes_used_pct`) used, the share of a distributed file system
+    that can be relied on (lesson 11; NEARLY_FULL_SOURCE). None when no place is that full
+    or nothing was measured.
+    """
+    full = []
+    for place in _places(measurements):
+        parts = [f"{_value(place, key):.0f} % of its {what} used"
+                 for key, what in (("used_pct", "bytes"), ("inodes_used_pct", "inodes"))
+                 if _value(place, key) is not None and _value(place, key) >= NEARLY_FULL_PCT]
+        if parts:
+            full.append((place["name"], " and ".join(parts)))
+    if not full:
+        return None
+    names = ", ".join(name for name, _ in full)
+    reason = "; ".join(f"{name} has {text}" for name, text in full)
+    return Advice("nearly full", f"Free space or move data off {names} before writing there.",
+                  f"{reason}; only about {NEARLY_FULL_PCT:.0f} % is reliably usable "
+                  f"({NEARLY_FULL_SOURCE})", names)
+
+
+RULES: tuple[Callable[[dict], Advice | None], ...] = (
+    environment_rule, dataset_rule, packing_rule, checkpoint_rule, tmpdir_rule,
+    nearly_full_rule)
+
+
+def advise(measurements: dict) -> list[Advice]:
+    """Every rule's advice for one measurement set, in RULES order; rules with nothing to
+    say are left out."""
+    return [advice for rule in RULES if (advice := rule(measurements)) is not None]
