@@ -29,6 +29,7 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core.options import add_data_option  # noqa: E402
 from iolab.core.workspace import check_capacity, public_text  # noqa: E402
+from iolab.core.writer_lock import build_once  # noqa: E402
 
 BLOCK = tarfile.BLOCKSIZE
 
@@ -58,9 +59,10 @@ def member_mtime(rel: str) -> int:
 
 def write_ustar(dataset_dir: Path, paths: list[str], target: Path) -> None:
     """Write the compact archive: same input gives byte-identical output."""
-    with tarfile.open(target, "w", format=tarfile.USTAR_FORMAT) as tar:
+    with ds.create_new(target) as handle, \
+            tarfile.open(fileobj=handle, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for rel in paths:
-            payload = (dataset_dir / rel).read_bytes()
+            payload = ds.read_data_file(dataset_dir, rel)
             info = tarfile.TarInfo(rel)
             info.size = len(payload)
             info.mtime = member_mtime(rel)
@@ -79,8 +81,10 @@ def default_format_size(dataset_dir: Path, paths: list[str]) -> int:
 
 
 def archive_is_current(dataset_dir: Path) -> bool:
-    """Whether an existing archive was made from this manifest and is unchanged since."""
-    return (dataset_dir / ds.ARCHIVE_INFO_NAME).is_file() and not ds.verify_archive(dataset_dir)
+    """Whether an existing archive was made from this manifest and is unchanged since (an
+    archive.json the lab will not read, a link or a FIFO, is refused by verify_archive)."""
+    return (os.path.lexists(dataset_dir / ds.ARCHIVE_INFO_NAME)
+            and not ds.verify_archive(dataset_dir))
 
 
 def commit(dataset_dir: Path, partial: Path, info: dict) -> None:
@@ -115,6 +119,9 @@ def write_archive(dataset_dir: Path, manifest: dict) -> dict:
         partial.unlink(missing_ok=True)
         raise LabError(f"writing {archive} failed ({err.strerror or err}); the half-written "
                        "archive was removed") from None
+    except LabError:  # a data file swapped for a link or a FIFO since it verified
+        partial.unlink(missing_ok=True)
+        raise
     try:
         commit(dataset_dir, partial, info)
     except KeyboardInterrupt:
@@ -146,7 +153,7 @@ def create_archive(dataset_dir: Path) -> tuple[dict, bool]:
         return info
 
     # the dataset folder is there already (it verified): no folder to create
-    return ds.build_once(dataset_dir, current, build, create=False)
+    return build_once(dataset_dir, current, build, create=False)
 
 
 def main() -> int:

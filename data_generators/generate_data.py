@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import os
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,16 +31,24 @@ from iolab.core.errors import Interrupted, LabError, interrupts_held, quiet_inte
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
 from iolab.core import dataset as ds  # noqa: E402
-from iolab.core.options import add_data_option  # noqa: E402
+from iolab.core.options import SEEDS, Bounds, add_data_option, int_option  # noqa: E402
 from iolab.core.workspace import check_capacity, public_text  # noqa: E402
+from iolab.core.writer_lock import build_once  # noqa: E402
 
 #: Disk use per file: one block on most file systems, however small the file.
 BYTES_PER_FILE_ON_DISK = 4096
 #: Room to leave for the archive written next to the dataset (ustar: 1 KiB per member).
 ARCHIVE_BYTES_PER_FILE = 1024
+#: How many daily files a run may write.
+FILES = Bounds(1, ds.MAX_FILES, "files", "each file is an inode of a shared file system, "
+               "and 100,000 days are 274 years")
 #: Where a run writes before renaming into place, and where the replaced data waits to go.
 PARTIAL_NAME = ".data.partial"
 REPLACED_NAME = ".data.replaced"
+#: Every name a run replaces or deletes in the dataset folder: whichever is there already must
+#: be the lab's (ds.claim_folder). data/ first: it names the usual case in the refusal.
+REPLACES = (ds.DATA_DIR, ds.MANIFEST_NAME, ds.ARCHIVE_NAME, ds.ARCHIVE_INFO_NAME, PARTIAL_NAME,
+            REPLACED_NAME, ds.MANIFEST_NAME + ".partial", ds.MARKER_NAME)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,17 +59,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_data_option(parser, "dataset directory to write", required=True, old_names=("--out",))
     parser.add_argument(
-        "--files", type=int, default=ds.DEFAULT_FILES,
+        "--files", type=int_option("--files", FILES), default=ds.DEFAULT_FILES,
         help=f"number of daily files (default {ds.DEFAULT_FILES}: 20 years from 2004-01-01)",
     )
-    parser.add_argument("--seed", type=int, default=ds.DEFAULT_SEED, help="random seed (default 1)")
+    parser.add_argument("--seed", type=int_option("--seed", SEEDS), default=ds.DEFAULT_SEED,
+                        help="random seed (default 1)")
     parser.add_argument("--verify", action="store_true",
                         help="only check DIR against its manifest (data files and data.tar)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    if not 1 <= args.files <= 100_000:
-        parser.error("--files must be between 1 and 100000")
-    return args
+    return parser.parse_args(argv)
 
 
 def matches_request(manifest: dict, files: int, seed: int) -> bool:
@@ -82,13 +87,12 @@ def reusable(out: Path, files: int, seed: int) -> dict | None:
     return None
 
 
-def refuse_foreign_data(out: Path) -> None:
-    """Replace an earlier dataset only if this lab wrote it (it carries the lab's marker)."""
-    data = out / ds.DATA_DIR
-    if data.exists() and not (out / ds.MARKER_NAME).exists():
-        raise LabError(
-            f"{data} exists but was not written by this lab; choose an empty directory for --data"
-        )
+def claim(out: Path) -> None:
+    """Make `out` the lab's dataset folder, or refuse: a data/, manifest, archive or partial
+    file there is replaced only if the lab wrote it (its marker) or the dataset verifies."""
+    ds.claim_folder(out, ds.present(out, REPLACES), ds.MARKER_NAME, ds.MARKER_TEXT,
+                    lambda out: ds.verify_dataset(out, archive=False).ok,
+                    "choose an empty directory for --data, or move it away")
 
 
 def progress(iterable, total: int, quiet: bool):
@@ -130,18 +134,17 @@ def commit(out: Path, partial: Path, manifest: dict) -> None:
     with interrupts_held():
         for name in (ds.MANIFEST_NAME, ds.ARCHIVE_INFO_NAME, ds.ARCHIVE_NAME):
             (out / name).unlink(missing_ok=True)
-        (out / ds.MARKER_NAME).write_text("written by the storage I/O lab's generate_data.py\n")
-        if (out / ds.DATA_DIR).exists():
+        if os.path.lexists(out / ds.DATA_DIR):
             os.rename(out / ds.DATA_DIR, replaced)
         os.rename(partial, out / ds.DATA_DIR)
         ds.write_manifest(out, manifest)
-        shutil.rmtree(replaced, ignore_errors=True)
+        ds.discard_path(replaced)
 
 
 def discard(partial: Path) -> None:
     """Remove half-written files; a second Ctrl-C meanwhile must not stop the removal."""
     with contextlib.suppress(KeyboardInterrupt), interrupts_held():
-        shutil.rmtree(partial, ignore_errors=True)
+        ds.discard_path(partial)
 
 
 def write_dataset(out: Path, files: int, seed: int, quiet: bool) -> dict:
@@ -152,7 +155,7 @@ def write_dataset(out: Path, files: int, seed: int, quiet: bool) -> dict:
     """
     partial = out / PARTIAL_NAME
     for leftover in (partial, out / REPLACED_NAME):
-        shutil.rmtree(leftover, ignore_errors=True)
+        ds.discard_path(leftover)
     try:
         manifest = write_files(partial, files, seed, quiet)
     except KeyboardInterrupt:
@@ -192,11 +195,11 @@ def generate(out: Path, files: int = ds.DEFAULT_FILES, seed: int = ds.DEFAULT_SE
              quiet: bool = False) -> tuple[dict, bool]:
     """Make sure `out` holds the requested, verified dataset; returns (manifest, reused)."""
     def build(out: Path) -> dict:
-        refuse_foreign_data(out)
+        claim(out)
         check_capacity(out, files * (BYTES_PER_FILE_ON_DISK + ARCHIVE_BYTES_PER_FILE), files + 1000)
         return write_dataset(out, files, seed, quiet)
 
-    return ds.build_once(Path(out), lambda out: reusable(out, files, seed), build)
+    return build_once(Path(out), lambda out: reusable(out, files, seed), build)
 
 
 def main() -> int:

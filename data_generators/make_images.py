@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
 import time
 from pathlib import Path
 
@@ -27,14 +26,21 @@ from iolab.core.errors import Interrupted, LabError, interrupts_held, quiet_inte
 
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
+from iolab.core import dataset as ds  # noqa: E402
 from iolab.core import samples as sm  # noqa: E402
 from iolab.core import shards as sh  # noqa: E402
-from iolab.core.dataset import build_once  # noqa: E402
-from iolab.core.options import add_data_option  # noqa: E402
+from iolab.core.options import SEEDS, add_data_option, int_option  # noqa: E402
 from iolab.core.workspace import WorkspaceEntry, check_capacity  # noqa: E402
+from iolab.core.writer_lock import build_once  # noqa: E402
 
 MANIFEST_NAME = sm.IMAGES_MANIFEST
 MARKER_NAME = ".iolab-images"
+#: What the marker says to whoever finds it (write_marker adds the folder's identity).
+MARKER_TEXT = "written by the storage I/O lab's make_images.py: this folder holds lab images"
+#: Every name a run replaces or deletes in its folder: whichever is there already must be
+#: the lab's (ds.claim_folder).
+REPLACES = (sm.IMAGE_FILES_DIR, sm.SHARDS_DIR, MANIFEST_NAME, MANIFEST_NAME + ".partial",
+            MARKER_NAME)
 MIN_SAMPLE_KB, MAX_SAMPLE_KB = 100, 8192
 MAX_COUNT = 100_000
 DEFAULTS = {"count": 512, "sample_kb": 256, "seed": 1, "shard_mb": 16.0}
@@ -51,7 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--count", type=int, default=DEFAULTS["count"], help="number of samples")
     parser.add_argument("--sample-kb", type=int, default=DEFAULTS["sample_kb"],
                         help=f"bytes per sample in KB (1024 bytes), {MIN_SAMPLE_KB} to {MAX_SAMPLE_KB}")
-    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="random seed")
+    parser.add_argument("--seed", type=int_option("--seed", SEEDS), default=DEFAULTS["seed"],
+                        help="random seed")
     parser.add_argument("--shard-mb", type=float, default=DEFAULTS["shard_mb"],
                         help="largest shard size in MB (10^6 bytes)")
     parser.add_argument("--verify", action="store_true", help="only check DIR against its manifest")
@@ -80,14 +87,12 @@ def verify_images(out: Path) -> list[str]:
 
 
 def clear_previous(out: Path) -> None:
-    """Remove an earlier (possibly half-written) dataset, but only one this lab made."""
-    for name in (sm.IMAGE_FILES_DIR, sm.SHARDS_DIR):
-        if (out / name).exists() and not (out / MARKER_NAME).exists():
-            raise LabError(f"{out / name} exists but was not written by this lab; "
-                           "choose an empty directory for --data")
+    """Remove an earlier (possibly half-written) dataset, but only one this lab made: its
+    folder carries the lab's marker, or what is there verifies."""
+    ds.claim_folder(out, ds.present(out, REPLACES), MARKER_NAME, MARKER_TEXT,
+                    lambda out: not verify_images(out), "choose an empty directory for --data")
     (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: a half-rebuilt dataset never looks complete
-    shutil.rmtree(out / sm.IMAGE_FILES_DIR, ignore_errors=True)
-    (out / MARKER_NAME).write_text("written by the storage I/O lab's make_images.py\n")
+    ds.discard_path(out / sm.IMAGE_FILES_DIR)
 
 
 def write_dataset(out: Path, count: int, sample_kb: int, seed: int, shard_mb: float) -> dict:
@@ -132,7 +137,7 @@ def reusable(out: Path, request: dict) -> dict | None:
     """
     if not out.is_dir() or verify_images(out):
         return None
-    manifest = sm.read_images_manifest(out)
+    manifest = sm.load_images_manifest(out)
     return manifest if all(manifest.get(k) == v for k, v in request.items()) else None
 
 
@@ -141,7 +146,7 @@ def discard(out: Path) -> None:
     with contextlib.suppress(KeyboardInterrupt), interrupts_held():
         (out / (MANIFEST_NAME + ".partial")).unlink(missing_ok=True)
         for name in (sm.IMAGE_FILES_DIR, sm.SHARDS_DIR):
-            shutil.rmtree(out / name, ignore_errors=True)
+            ds.discard_path(out / name)
 
 
 def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULTS["sample_kb"],
@@ -163,6 +168,10 @@ def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULT
         except KeyboardInterrupt:
             discard(out)
             raise Interrupted(f"the half-written dataset in {out} was removed") from None
+        except OSError as err:
+            discard(out)
+            raise LabError(f"writing the images in {out} failed ({err.strerror or err}); the "
+                           "half-written dataset was removed") from None
         problems = verify_images(out)
         if problems:
             raise LabError(f"the dataset written to {out} does not verify ({problems[0]}); run "

@@ -25,10 +25,17 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core import samples as sm  # noqa: E402
 from iolab.core import shards as sh  # noqa: E402
-from iolab.core.options import add_data_option  # noqa: E402
+from iolab.core.options import (Bounds, add_data_option, float_option, int_option,  # noqa: E402
+                                path_option)
 from iolab.core.workspace import check_capacity, default_dataset_dir  # noqa: E402
+from iolab.core.writer_lock import build_once  # noqa: E402
 
 DEFAULT_SAMPLES_PER_SHARD = 1000
+#: The sample counts and sizes a shard may be cut to.
+SAMPLES_PER_SHARD = Bounds(1, ds.MAX_FILES, "samples", "a shard of more samples than the largest "
+                           "dataset holds would be the whole dataset anyway")
+SHARD_SIZE_MB = Bounds(0.01, 100_000, "MB", "10 kB holds about ten daily files; 100 GB is "
+                       "beyond any real shard")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,18 +45,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_data_option(parser, "dataset directory with manifest.json (default: the workspace's "
                     "dataset)", default=default_dataset_dir())
-    parser.add_argument("--out", type=Path, help="shard directory (default: DATA/shards)")
+    parser.add_argument("--out", type=path_option("--out"),
+                        help="shard directory (default: DATA/shards)")
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--samples-per-shard", type=int,
+    size.add_argument("--samples-per-shard",
+                      type=int_option("--samples-per-shard", SAMPLES_PER_SHARD),
                       help=f"samples in each shard (default {DEFAULT_SAMPLES_PER_SHARD})")
-    size.add_argument("--shard-size-mb", type=float,
+    size.add_argument("--shard-size-mb", type=float_option("--shard-size-mb", SHARD_SIZE_MB),
                       help="largest shard size in MB (10^6 bytes) instead of a sample count")
     parser.add_argument("--verify", action="store_true", help="only check the shards against their index")
     args = parser.parse_args(argv)
-    if args.samples_per_shard is not None and args.samples_per_shard < 1:
-        parser.error("--samples-per-shard must be at least 1")
-    if args.shard_size_mb is not None and not 0.01 <= args.shard_size_mb <= 100_000:
-        parser.error("--shard-size-mb must be between 0.01 and 100000")
     if args.samples_per_shard is None and args.shard_size_mb is None:
         args.samples_per_shard = DEFAULT_SAMPLES_PER_SHARD
     args.out = args.out or args.dataset_dir / sm.SHARDS_DIR
@@ -86,12 +91,16 @@ def write_shards(dataset_dir: Path, out: Path, manifest: dict, source: dict, cut
     def day_samples(indices: range):
         for i in indices:
             key = (first_day + timedelta(days=i)).isoformat()
-            yield key, {sm.PAYLOAD_EXT[sm.ACTIVITY]: (dataset_dir / files[i]["path"]).read_bytes()}
+            payload = ds.read_data_file(dataset_dir, files[i]["path"])
+            yield key, {sm.PAYLOAD_EXT[sm.ACTIVITY]: payload}
 
     try:
         entries = sh.write_partial_shards(out, (day_samples(indices) for indices in plan))
     except KeyboardInterrupt:
         raise Interrupted(f"the half-written shards were removed; {out} is as it was before") from None
+    except OSError as err:
+        raise LabError(f"writing the shards in {out} failed ({err.strerror or err}); the "
+                       "half-written shards were removed") from None
     index = {
         "format_version": sh.INDEX_FORMAT_VERSION,
         "generator": "data_generators/make_shards.py",
@@ -138,7 +147,7 @@ def build(dataset_dir: Path, out: Path,
                            f"({problems[0] if problems else 'another run replaced them'})")
         return index
 
-    return ds.build_once(Path(out), lambda out: reusable(out, source, cut), build)
+    return build_once(Path(out), lambda out: reusable(out, source, cut), build)
 
 
 def main() -> int:

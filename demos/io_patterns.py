@@ -23,6 +23,7 @@ import random
 from pathlib import Path
 
 from iolab.core.errors import LabError, quiet_interrupts, run_cli
+from iolab.core.options import path_option
 from iolab.core.workspace import WorkspaceEntry, check_capacity, lab_owned_dir
 
 quiet_interrupts()
@@ -128,7 +129,7 @@ PATTERNS = {"small-reads": small_reads, "reread-loop": reread_loop, "stat-storm"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pattern", choices=sorted(PATTERNS), help="which pattern to run")
-    parser.add_argument("--data", type=Path, default=None,
+    parser.add_argument("--data", type=path_option("--data"), default=None,
                         help="a directory of the lab's own to write in (made and marked if "
                              "missing; default: workspace/tmp/io-patterns)")
     args = parser.parse_args()

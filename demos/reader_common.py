@@ -19,6 +19,7 @@ import io
 import json
 import os
 import random
+import stat
 import tarfile
 import time
 from dataclasses import dataclass
@@ -32,9 +33,14 @@ quiet_interrupts()  # before pandas: Ctrl-C during a slow import is one sentence
 import pandas as pd  # noqa: E402
 
 from iolab.core import dataset as ds  # noqa: E402
+from iolab.core.options import SEEDS, Bounds, int_option, path_option  # noqa: E402
 from iolab.core.workspace import atomic_output, output_file  # noqa: E402
 
 COLUMNS = ["index", "hour", "activity_level"]
+#: Members held in the shuffle buffer.
+BUFFER = Bounds(1, ds.MAX_FILES, "members", "the buffer holds its members in memory, and "
+                f"the largest dataset has {ds.MAX_FILES:,} files: a larger buffer is the same "
+                "full shuffle")
 #: What a reader reads: the per-file readers read data/, the archive readers data.tar.
 FILES, ARCHIVE = "files", "archive"
 T = TypeVar("T")
@@ -57,38 +63,63 @@ class Reading:
 def parse_args(description: str, *, seed: bool = False, buffer: bool = False) -> argparse.Namespace:
     """The common command line: --data DIR [--json] [--verify] [--seed S] [--buffer N] [--order-out F]."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--data", type=Path, required=True,
+    parser.add_argument("--data", type=path_option("--data"), required=True,
                         help="dataset directory (holds manifest.json, data/ and data.tar)")
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of text")
     parser.add_argument("--verify", action="store_true",
                         help="check every checksum against the manifest before reading (reads "
                              "the data twice); file count and sizes are always checked")
     if seed:
-        parser.add_argument("--seed", type=int, default=1, help="shuffle seed (default 1)")
-        parser.add_argument("--order-out", type=Path,
+        parser.add_argument("--seed", type=int_option("--seed", SEEDS), default=1,
+                            help="shuffle seed (default 1)")
+        parser.add_argument("--order-out", type=path_option("--order-out"),
                             help="write the member names in the order they were read, one per line")
     if buffer:
-        parser.add_argument("--buffer", type=int, default=10,
+        parser.add_argument("--buffer", type=int_option("--buffer", BUFFER), default=10,
                             help="members held in the shuffle buffer (default 10, as in the classic demo)")
-    args = parser.parse_args()
-    if buffer and args.buffer < 1:
-        parser.error("--buffer must be at least 1")
-    return args
+    try:
+        return parser.parse_args()
+    except LabError as err:  # parsed before run_reader's run_cli: print its one sentence
+        parser.exit(2, f"error: {err}\n")
 
 
 def csv_files(dataset_dir: Path) -> list[Path]:
-    """Every daily CSV under DIR/data, in sorted order."""
+    """Every daily CSV under DIR/data, in sorted order.
+
+    A link, FIFO, socket or device where a month folder or a data file should be is refused
+    in one sentence: reading through a link leaves the dataset, and opening a FIFO waits
+    forever. The file types come with the directory listing itself (d_type), so the check
+    costs no system call and the counts the lessons show are those of the plain loop.
+    """
     root = dataset_dir / ds.DATA_DIR
-    if not root.is_dir():
+    try:
+        real_folder = stat.S_ISDIR(root.lstat().st_mode)  # data/ as a link leads elsewhere
+    except OSError:
+        real_folder = False
+    if not real_folder:
         raise DatasetProblem(
-            f"the data files of {dataset_dir} are missing ({root} does not exist); recreate "
+            f"the data files of {dataset_dir} are missing ({root} is not a folder); recreate "
             f"the dataset with {ds.create_command(dataset_dir)}"
         )
     files = []
-    for month in sorted(os.listdir(root)):
-        month_dir = root / month
-        files.extend(month_dir / name for name in sorted(os.listdir(month_dir)))
+    for month in _entries(root, want_dirs=True):
+        files.extend(_entries(month, want_dirs=False))
     return files
+
+
+def _entries(folder: Path, want_dirs: bool) -> list[Path]:
+    """The sorted entries of `folder`, all real folders (want_dirs) or all regular files."""
+    with os.scandir(folder) as listing:
+        entries = sorted(listing, key=lambda entry: entry.name)
+    for entry in entries:
+        ok = entry.is_dir(follow_symlinks=False) if want_dirs else \
+            entry.is_file(follow_symlinks=False)
+        if not ok:
+            raise DatasetProblem(
+                f"{entry.path} is not a {'folder' if want_dirs else 'regular file'} (a link, "
+                f"FIFO, socket or device), so it is not read; recreate the dataset with "
+                f"{ds.create_command(folder.parent if want_dirs else folder.parent.parent)}")
+    return [Path(entry.path) for entry in entries]
 
 
 def relative_name(dataset_dir: Path, path: Path) -> str:
@@ -99,7 +130,11 @@ def relative_name(dataset_dir: Path, path: Path) -> str:
 def archive_path(dataset_dir: Path) -> Path:
     """DIR/data.tar, or a DatasetProblem saying how to make it."""
     path = dataset_dir / ds.ARCHIVE_NAME
-    if not path.is_file():
+    try:
+        regular = stat.S_ISREG(path.lstat().st_mode)  # a link or a FIFO is not read
+    except OSError:
+        regular = False
+    if not regular:
         raise DatasetProblem(
             f"no archive at {path}; create it with "
             f"`python data_generators/create_archive.py --data {dataset_dir}`"

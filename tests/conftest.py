@@ -4,7 +4,7 @@ The whole run, with its subprocesses and notebook kernels, writes into a tempora
 (IOLAB_WORKDIR), never into the checkout's workspace/; the run fails if that one changed.
 Datasets are built once per session in temporary directories. A test that needs a system
 tool says so with `@pytest.mark.needs("fio")` (or "strace", "sshfs", "slurm", "torch",
-"mpi", "browser"): where the tool is missing or unusable it is skipped with the reason, the
+"mpi", "browser", "users"): where the tool is missing or unusable it is skipped with the reason, the
 Debian package that brings it, and how to enable it; the end of the run prints one line per
 skipped area with the command that would enable it. `-m needs_slurm` (any area's name)
 selects the tests of one area.
@@ -94,6 +94,17 @@ def _browser_problem() -> str | None:
     return None
 
 
+def _users_problem() -> str | None:
+    if os.geteuid() != 0:
+        return "creating two users and switching between them needs root"
+    missing = [tool for tool in ("useradd", "runuser") if shutil.which(tool) is None]
+    if missing:
+        return f"{' and '.join(missing)} not found"
+    if not os.access("/usr/bin/python3", os.X_OK):
+        return "no /usr/bin/python3 that other users can run"
+    return None
+
+
 #: The browsers the site's browser tests drive (test_site_browser.py), first found first.
 BROWSERS = ("chromium", "chromium-browser")
 
@@ -116,6 +127,9 @@ AREAS = {
                 "make (it installs the mpich and mpi4py wheels)", _mpi_problem),
     "browser": Area("the built site in a headless browser (tests/test_site_browser.py)",
                     "chromium", "apt-get install chromium (as root)", _browser_problem),
+    "users": Area("two ordinary users on one machine (tests/test_two_users.py)",
+                  "passwd util-linux", "run the tests as root (they create two users)",
+                  _users_problem),
     "darshan": Area("reading Darshan logs with PyDarshan", "none (PyPI: darshan)",
                     "make darshan (CPython 3.7 to 3.12)", _darshan_problem),
 }
@@ -196,6 +210,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # the tmp_path_factory fixture's own object: the workspace sits beside the tests' tmp_path
     workspace = session.config._tmp_path_factory.mktemp("workspace")
     os.environ["IOLAB_WORKDIR"] = str(workspace)
+    # hypothesis keeps its examples and a cache of constants in ./.hypothesis by default:
+    # the tests write nothing into the checkout.
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(session.config._tmp_path_factory.mktemp("hypothesis"))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

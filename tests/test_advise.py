@@ -25,7 +25,8 @@ from iolab.storage.advise import (DEFAULT_BUDGET_S, PLACE_FIELDS, budget_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "advise"
-REFERENCE = ROOT.parent / "shared" / "reference"
+#: Published figures, copied with their sources named (published/MANIFEST.md).
+PUBLISHED = FIXTURES / "published"
 
 #: Which advice each recorded set gets: (topic, place) in the order of the rules.
 EXPECTED = {
@@ -71,10 +72,7 @@ def test_every_advice_carries_its_numbers(name: str) -> None:
 
 
 def _csv(name: str) -> list[dict]:
-    path = REFERENCE / name
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the published figures live in ../shared/reference)")
-    with path.open() as handle:
+    with (PUBLISHED / name).open() as handle:
         return list(csv.DictReader(handle))
 
 

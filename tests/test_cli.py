@@ -22,7 +22,7 @@ from iolab.core import budget, cleanup
 from iolab.core.cleanup import clean
 from iolab.core.errors import LabError
 from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, WorkspaceEntry, ensure_writable_dir,
-                                  location_dir)
+                                  location_dir, make_location_dir)
 from iolab.storage.netmount import loopback_sshfs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,7 +130,8 @@ def test_the_mpiio_demo_takes_directory_and_still_accepts_out(tmp_path: Path) ->
 # --- one login-node budget, one flag --------------------------------------------------------
 
 #: The commands that have a login-node limit, with the arguments each needs besides the flag.
-LIMITED = {"fio": [], "mdrates": ["--directory", "D"], "checkpoint": []}
+LIMITED = {"fio": [], "mdrates": ["--directory", "D"], "checkpoint": [], "accelerator": [],
+           "mpiio": []}
 
 
 @pytest.mark.parametrize("name", LIMITED)
@@ -233,11 +234,12 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 
 def test_clean_removes_what_the_lab_wrote_and_nothing_else(places: dict[str, Path],
                                                            workspace: Path, capsys) -> None:
-    marked = location_dir(places["TMPDIR"])
+    marked = make_location_dir(location_dir(places["TMPDIR"]))  # as user_dir makes it
     unmarked = location_dir(places["SCRATCH"])
-    marked.mkdir()
-    (marked / LOCATION_MARKER).write_text("")
+    hand_marked = location_dir(places["WRKDIR"])
     unmarked.mkdir()
+    hand_marked.mkdir()
+    (hand_marked / LOCATION_MARKER).write_text("")  # a marker the lab did not write proves nothing
     for entry in WorkspaceEntry:  # made by the lab
         (ensure_writable_dir(entry.path()) / "f").write_text("x")
     (workspace / "my-own-results.txt").write_text("keep")
@@ -247,6 +249,7 @@ def test_clean_removes_what_the_lab_wrote_and_nothing_else(places: dict[str, Pat
     assert "left alone" in out and "my-own-results.txt" in out
     assert not marked.exists()
     assert unmarked.is_dir()  # no marker: not the lab's
+    assert (hand_marked / LOCATION_MARKER).is_file()
     (workspace / "my-own-results.txt").unlink()
     assert clean() == 0
     assert not workspace.exists()  # an empty workspace the lab made goes too

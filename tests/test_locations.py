@@ -13,7 +13,7 @@ import pytest
 
 from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
-from iolab.core.workspace import LOCATION_MARKER, MADE_MARKER
+from iolab.core.workspace import LOCATION_MARKER
 from iolab.measure.context import mount_for
 from iolab.storage.locations import discover_locations, locations_frame, remove_user_dir, user_dir
 
@@ -125,7 +125,7 @@ def test_probing_an_existing_user_dir_leaves_only_its_marker(places):
     tmp = by_name(discover_locations(probe=False))["tmp"]
     user_dir(tmp)
     discover_locations()
-    assert listing(tmp.path) == sorted([LOCATION_MARKER, MADE_MARKER])
+    assert listing(tmp.path) == [LOCATION_MARKER]
 
 
 def test_no_probe_writes_nothing(places, tmp_path, monkeypatch):
@@ -148,29 +148,37 @@ def test_user_dir_is_made_marked_and_removed_alone(places):
     assert listing(places["tmp"]) == ["theirs"]
 
 
-def test_a_directory_without_the_marker_is_refused_and_left_untouched(places):
+def test_a_directory_without_the_marker_is_left_untouched_for_a_private_one(places, capsys):
+    """A name someone else took (or a folder of the user's own) is never entered: the lab
+    works in a fresh private folder beside it and says so in one sentence."""
     tmp = by_name(discover_locations(probe=False))["tmp"]
     tmp.path.mkdir()
     (tmp.path / "precious.txt").write_text("mine")
-    with pytest.raises(LabError, match="marker"):
-        user_dir(tmp)
-    with pytest.raises(LabError, match="refusing to delete"):
-        remove_user_dir(tmp)
+    fresh = user_dir(tmp)
+    assert fresh != tmp.path and fresh.parent == tmp.path.parent
+    assert fresh.name.startswith(tmp.path.name + "-")
+    assert oct(fresh.stat().st_mode & 0o777) == "0o700"
+    assert "left it alone and works in" in capsys.readouterr().err
+    assert user_dir(tmp) == fresh  # found again, not one more each time
+    remove_user_dir(tmp)
+    assert not fresh.exists()
     assert listing(tmp.path) == ["precious.txt"]
-    assert by_name(discover_locations())["tmp"].o_direct_note.startswith("not probed")
+    assert by_name(discover_locations())["tmp"].o_direct is not None
+    assert [p.name for p in places["tmp"].iterdir()] == [tmp.path.name]  # the probe's own folder is gone again
 
 
-def test_a_symlink_in_place_of_the_user_dir_is_refused(places, tmp_path):
+def test_a_symlink_in_place_of_the_user_dir_is_never_followed(places, tmp_path):
     target = tmp_path / "elsewhere"
     target.mkdir()
     (target / LOCATION_MARKER).write_text("")
+    (target / "precious.txt").write_text("mine")
     tmp = by_name(discover_locations(probe=False))["tmp"]
     tmp.path.symlink_to(target)
-    with pytest.raises(LabError, match="symbolic link"):
-        user_dir(tmp)
-    with pytest.raises(LabError, match="refusing to delete"):
-        remove_user_dir(tmp)
-    assert target.is_dir() and listing(target) == [LOCATION_MARKER]
+    fresh = user_dir(tmp)
+    assert fresh != tmp.path and not fresh.is_symlink()
+    remove_user_dir(tmp)
+    assert tmp.path.is_symlink() and not fresh.exists()
+    assert listing(target) == sorted([LOCATION_MARKER, "precious.txt"])
 
 
 def test_the_frame_has_units_and_names_no_one(places):

@@ -266,7 +266,7 @@ def test_clean_deletes_only_what_the_lab_made(tmp_path: Path) -> None:
     mine = place_user_files(home, *(home / name for name in USER_FOLDERS))
     (home / "mnt" / "empty-mount-point").mkdir()
     env = {"IOLAB_WORKDIR": str(home)}
-    assert_ok(run(writer_argv("generate", home / "lab-made" / "dataset")))
+    assert_ok(run(writer_argv("generate", home / "lab-made")))
     made = ensure_writable_dir(home / "tmp" / "scratch")  # a lab folder inside a user's one
     (made / "x").write_text("scratch")
     proc = run(command("clean"), env)
@@ -353,7 +353,8 @@ def test_two_cleans_at_once(tmp_path: Path) -> None:
     home = tmp_path / "home"
     mine = place_user_files(home, home / "tmp")
     for n in range(30):
-        made = ensure_writable_dir(home / f"lab-{n}" / "a" / "b")
+        made = ensure_writable_dir(home / f"lab-{n}") / "a" / "b"
+        made.mkdir(parents=True)
         for i in range(20):
             (made / f"f{i}").write_text("x")
     env = {**os.environ, "IOLAB_WORKDIR": str(home)}
@@ -370,24 +371,20 @@ def test_two_cleans_at_once(tmp_path: Path) -> None:
 def test_clean_tolerates_an_entry_deleted_under_it(tmp_path: Path, monkeypatch,
                                                    capsys) -> None:
     """The window two cleans race in, made certain: an entry vanishes right after the check
-    that it is a directory. Clean must go on, and not list it as left alone."""
-    from iolab.core import cleanup
+    that it is the lab's. Clean must go on, and not list it as left alone."""
+    from iolab.core import cleanup, owned
 
     home = tmp_path / "home"
+    monkeypatch.setenv("IOLAB_WORKDIR", str(home))  # first: the lab makes and marks it
     for n in range(3):
-        ensure_writable_dir(home / f"lab-{n}" / "a")
-    vanishing = home / "lab-1"
-    real_is_dir = Path.is_dir
+        (ensure_writable_dir(home / f"lab-{n}") / "a").mkdir()
 
-    def is_dir_then_vanish(self: Path) -> bool:
-        answer = real_is_dir(self)
-        if self == vanishing and answer:
-            shutil.rmtree(self)  # the other `clean`, just quicker
-        return answer
+    def the_other_clean_was_quicker(name: str) -> None:
+        if name == "lab-1":
+            shutil.rmtree(home / name)
 
-    monkeypatch.setenv("IOLAB_WORKDIR", str(home))
     monkeypatch.setattr(cleanup, "location_dirs", lambda: [])
-    monkeypatch.setattr(Path, "is_dir", is_dir_then_vanish)
+    monkeypatch.setattr(owned, "before_delete", the_other_clean_was_quicker)
     assert cleanup.clean() == 0
     monkeypatch.undo()
     assert not home.exists(), sorted(p.name for p in home.iterdir())
@@ -397,7 +394,7 @@ def test_clean_tolerates_an_entry_deleted_under_it(tmp_path: Path, monkeypatch,
 @pytest.mark.usefixtures("workspace")
 def test_a_second_make_lab_refuses_while_one_runs() -> None:
     """Two `make lab` would empty each other's notebooks and site: the second says who runs."""
-    from iolab.core.dataset import writer_lock
+    from iolab.core.writer_lock import writer_lock
     from iolab.core.workspace import results_dir
 
     out = results_dir()
@@ -754,7 +751,7 @@ def test_unsearchable_parent_is_one_sentence(name: str, tmp_path: Path, read_onl
 def test_clean_of_a_read_only_workspace_is_one_sentence(tmp_path: Path, read_only) -> None:
     home = tmp_path / "home"
     mine = place_user_files(home)
-    (ensure_writable_dir(home / "lab-made" / "sub") / "f").write_text("x")
+    (ensure_writable_dir(home / "lab-made") / "f").write_text("x")
     read_only(home)
     proc = run(command("clean"), {"IOLAB_WORKDIR": str(home)})
     assert "Traceback" not in proc.stderr, proc.stderr

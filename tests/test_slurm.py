@@ -33,8 +33,8 @@ NODE_JOBS = [job.name for job in PROFILES["node"].jobs]
 #: Variables of the outer environment that would steer a job elsewhere, blanked per job.
 STEERING = ("IOLAB_NODE_LOCAL", "SLURM_TMPDIR", "LOCAL_SCRATCH", "IOLAB_FIO_SIZE_SCALE",
             "IOLAB_FIO_RUNTIME_S", "IOLAB_MPI_LAUNCH", "IOLAB_MPIIO_ARGS")
-#: All a job leaves in scratch: the per-user directory the lab made, with its two marks.
-LAB_MARKS = sorted([MADE_MARKER, LOCATION_MARKER])
+#: All a job leaves in scratch: the per-user directory the lab made, with its mark.
+LAB_MARKS = [LOCATION_MARKER]
 #: The fio node profile, scaled for the test: files x 0.001 (4 KiB to 1 MiB), 1 s per job.
 SMALL_FIO = {"IOLAB_FIO_SIZE_SCALE": "0.001", "IOLAB_FIO_RUNTIME_S": "1"}
 SMALL_FIO_PROFILE = scaled_profile("node", 0.001, 1)

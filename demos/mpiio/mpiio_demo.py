@@ -38,16 +38,22 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-from iolab.core.options import add_renamed
+from iolab.core.errors import LabError, run_cli
+from iolab.core.options import Bounds, add_renamed, int_option, path_option
 
 MODES = ("independent", "collective", "file-per-process")
 PATTERN_XOR = 0x9E3779B97F4A7C15
 WORD = 8
 MIB = 1024**2
+#: Bytes per block, one request of the interleaved pattern; also a multiple of WORD.
+BLOCK_BYTES = Bounds(WORD, 64 * MIB, "bytes", "blocks far above ROMIO's 16 MiB collective "
+                     "buffer are no longer the small interleaved requests this demo is about")
+#: Blocks each rank writes.
+BLOCKS_PER_RANK = Bounds(1, 2**20, "blocks", "a rank builds all its blocks in memory for its one "
+                         "write call: 2^20 blocks of 4 KiB are 4 GiB per rank")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -60,17 +66,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                "ROMIO_PRINT_HINTS=1 makes MPICH print the hints in effect at open.",
     )
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--directory", type=Path, metavar="DIR",
+    directory = path_option("--directory")
+    where.add_argument("--directory", type=directory, metavar="DIR",
                        help="directory for shared.dat or rank-NNNN.dat (must exist or be "
                             "creatable)")
-    add_renamed(where, "--directory", ["--out"], dest="directory", type=Path, metavar="DIR")
+    add_renamed(where, "--directory", ["--out"], dest="directory", type=directory, metavar="DIR")
     parser.add_argument("--mode", choices=MODES, default="collective",
                         help="how ranks write (default: collective)")
-    parser.add_argument("--block-size", type=int, default=4096, metavar="BYTES",
+    parser.add_argument("--block-size", type=block_bytes, default=4096, metavar="BYTES",
                         help="bytes per block, a multiple of 8 (default: 4096)")
-    parser.add_argument("--blocks-per-rank", type=int, default=4096, metavar="N",
+    parser.add_argument("--blocks-per-rank", type=int_option("--blocks-per-rank", BLOCKS_PER_RANK),
+                        default=4096, metavar="N",
                         help="blocks each rank writes (default: 4096: 16 MiB per rank)")
-    parser.add_argument("--hint", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--hint", type=hint_pair, action="append", default=[], metavar="KEY=VALUE",
                         help="an MPI-IO hint set through MPI.Info at open; repeatable")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (rank 0) instead of a sentence")
@@ -79,15 +87,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def parse_hints(pairs: list[str]) -> dict[str, str]:
-    """KEY=VALUE strings to a dict; a malformed one is a usage error."""
-    hints = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise SystemExit(f"error: --hint {pair!r} is not KEY=VALUE, e.g. --hint cb_nodes=2")
-        hints[key.strip()] = value.strip()
-    return hints
+def block_bytes(text: str) -> int:
+    """--block-size: within BLOCK_BYTES and whole words, since the pattern is 8-byte words."""
+    value = int_option("--block-size", BLOCK_BYTES)(text)
+    if value % WORD:
+        raise LabError(f"--block-size {text} is not a multiple of {WORD}; the pattern is "
+                       f"{WORD}-byte words, so choose e.g. 4096")
+    return value
+
+
+def hint_pair(pair: str) -> tuple[str, str]:
+    """One --hint KEY=VALUE as (key, value), checked while the command line is read."""
+    key, sep, value = pair.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise LabError(f"--hint {pair!r} is not KEY=VALUE, e.g. --hint cb_nodes=2")
+    return key.strip(), value.strip()
 
 
 def rank_words(rank: int, ranks: int, block_size: int, blocks: int) -> np.ndarray:
@@ -129,7 +143,7 @@ def run(args: argparse.Namespace) -> tuple[dict, bool]:
     comm = MPI.COMM_WORLD
     rank, ranks = comm.Get_rank(), comm.Get_size()
     data = rank_words(rank, ranks, args.block_size, args.blocks_per_rank)
-    info = info_from(parse_hints(args.hint))
+    info = info_from(dict(args.hint))
     shared = args.mode != "file-per-process"
     path = args.directory / ("shared.dat" if shared else f"rank-{rank:04d}.dat")
     filetype = interleaved_view(ranks, args.block_size, args.blocks_per_rank) if shared else None
@@ -197,10 +211,6 @@ def run(args: argparse.Namespace) -> tuple[dict, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.block_size <= 0 or args.block_size % WORD:
-        raise SystemExit(f"error: --block-size {args.block_size} must be a positive multiple of {WORD}")
-    if args.blocks_per_rank <= 0:
-        raise SystemExit("error: --blocks-per-rank must be at least 1")
     try:
         from mpi4py import MPI
     except ImportError:
@@ -225,4 +235,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_cli(main)

@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import argparse
 
-from iolab.cli.options import add_data_option
-from iolab.core.errors import LabError
+from iolab.cli.options import add_budget_option, add_data_option
+from iolab.core import budget
+from iolab.core.dataset import MAX_FILES
 from iolab.core.loader import batches
+from iolab.core.options import BATCH_SAMPLES, Bounds, float_option, int_option, process_bounds
 from iolab.core.samples import Dataset
 from iolab.core.shards import require_shards
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import WorkspaceEntry
-from iolab.ml.accelerator import CACHE_STATES, PASS_AU_PCT, source_dir, sweep
+from iolab.ml.accelerator import CACHE_STATES, PASS_AU_PCT, SKIP_FIRST, source_dir, sweep
+
+#: Milliseconds one batch "computes" (sleeps).
+COMPUTE_MS = Bounds(0, 10_000, "ms", "at 10 s per batch any storage keeps the accelerator "
+                    "busy, and longer only keeps the run going")
+#: Batches per run: the first is warm-up and excluded.
+STEPS = Bounds(SKIP_FIRST + 1, MAX_FILES, "batches", "the first batch is warm-up and not "
+               f"counted, and no dataset of the lab holds more than {MAX_FILES:,} samples to "
+               "feed them")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,22 +41,28 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
                     "(default: <workspace>/images)", default=WorkspaceEntry.IMAGES.path())
     parser.add_argument("--source", choices=("files", "shards"), default="shards",
                         help="read one file per sample, or webdataset shards (default)")
-    parser.add_argument("--workers", type=int, nargs="+", default=[None], metavar="N",
+    parser.add_argument("--workers", type=int_option("--workers", process_bounds(0, "workers")),
+                        nargs="+", default=[None], metavar="N",
                         help="DataLoader worker counts to try (needs PyTorch); omit to read "
                              "without a DataLoader")
-    parser.add_argument("--compute-ms", type=float, nargs="+", default=[4, 16, 64], metavar="MS",
+    parser.add_argument("--compute-ms", type=float_option("--compute-ms", COMPUTE_MS), nargs="+",
+                        default=[4, 16, 64], metavar="MS",
                         help="compute times per batch to try, in ms (default: 4 16 64)")
-    parser.add_argument("--batch-size", type=int, default=8, help="samples per batch (default 8)")
-    parser.add_argument("--steps", type=int, default=16, help="batches per run (default 16)")
+    parser.add_argument("--batch-size", type=int_option("--batch-size", BATCH_SAMPLES), default=8,
+                        help="samples per batch (default 8)")
+    parser.add_argument("--steps", type=int_option("--steps", STEPS), default=16,
+                        help="batches per run (default 16)")
     parser.add_argument("--cache", choices=("cold", "warm", "both"), default="both",
                         help="cache state before each run (default: both)")
+    add_budget_option(parser)
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     """Check the dataset, run the sweep, print the AU table and how many runs passed."""
-    if args.batch_size < 1:
-        raise LabError(f"--batch-size must be at least 1, not {args.batch_size}")
+    workers = max((n for n in args.workers if n is not None), default=0)
+    budget.check(f"a DataLoader with {workers} workers", processes=workers,
+                 fix="use fewer --workers", compute_node=args.compute_node)
     states = CACHE_STATES if args.cache == "both" else (args.cache,)
     read_dir = source_dir(args.dataset_dir, args.source)
     # Every sample's sha256 against the index or manifest, before the first (cold) run

@@ -9,8 +9,21 @@ import argparse
 import json
 
 from iolab.cli.options import add_budget_option
-from iolab.storage.advise import (DEFAULT_BUDGET_S, DEFAULT_FILES, DEFAULT_MIB, budget_seconds,
-                                  eprint, measure_places, text_report)
+from iolab.core.budget import LIMITS
+from iolab.core.options import Bounds, int_option
+from iolab.storage.advise import (DEFAULT_BUDGET_S, DEFAULT_FILES, DEFAULT_MIB, MIN_FILES, MIN_MIB,
+                                  budget_seconds, eprint, measure_places, text_report)
+
+# --budget-s is checked by budget_seconds (above 0, at most MAX_BUDGET_S), first in main.
+#: MiB one place holds at a time.
+MIB_PER_PLACE = Bounds(MIN_MIB, 16 * 1024, "MiB", "fewer measure nothing reliable, and every "
+                       "place is measured, $HOME and quota-limited ones too, where 16 GiB is "
+                       "a quota's worth; on a login node the budget allows "
+                       f"{LIMITS['data_mib'].most} MiB")
+#: Files one place holds at a time.
+FILES_PER_PLACE = Bounds(MIN_FILES, 1_000_000, "files", "fewer give no rate, and every place "
+                         "is measured, $HOME too, where a million files is an inode quota's "
+                         f"worth; on a login node the budget allows {LIMITS['files'].most}")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,9 +45,10 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--places", nargs="+", metavar="NAME",
                         help="measure only these places (names as `python -m iolab locations` "
                              "shows them, and sshfs)")
-    parser.add_argument("--mib", type=int, default=DEFAULT_MIB,
+    parser.add_argument("--mib", type=int_option("--mib", MIB_PER_PLACE), default=DEFAULT_MIB,
                         help=f"most MiB one place holds at a time (default: {DEFAULT_MIB})")
-    parser.add_argument("--files", type=int, default=DEFAULT_FILES,
+    parser.add_argument("--files", type=int_option("--files", FILES_PER_PLACE),
+                        default=DEFAULT_FILES,
                         help=f"most files one place holds at a time (default: {DEFAULT_FILES})")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (measurements and advice) instead")

@@ -7,8 +7,24 @@ import argparse
 
 from iolab.cli.options import add_budget_option
 from iolab.core.budget import LIMITS
+from iolab.core.options import Bounds, float_option, int_option, text_option
 from iolab.ml.checkpoint import (DEFAULT_MIB, TARGETS_HELP, check_loop, checked_size, model_state,
                                  run_strategy, summary_frame)
+
+# The least size (1 MiB) and the least kept (1), and --every (1 to --steps), are checked by
+# iolab.ml.checkpoint, in its own sentences.
+#: The model state, built in memory and written whole at every checkpoint.
+SIZE_MIB = Bounds(None, 256 * 1024, "MiB", "the state is held in memory while it is written, "
+                  "and 256 GiB is beyond the memory of most compute nodes; on a login node the "
+                  f"budget allows {LIMITS['data_mib'].most} MiB")
+#: Simulated training steps, each a sleep of --step-s.
+STEPS = Bounds(1, 1000, "steps", "each step sleeps --step-s and every --every-th writes a "
+               "whole checkpoint again to a disk others share")
+#: Seconds one simulated step computes (sleeps).
+STEP_S = Bounds(0, 60, "s", "a step only sleeps; a minute per step is already a long wait "
+                "between checkpoints")
+#: Checkpoints kept where the save writes, newest first.
+KEEP = Bounds(None, 16, "checkpoints", "every one kept holds --size-mib on the target's disk")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,20 +43,24 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog=(f"Outside a batch job on a compute node the size is capped at {LIMITS['data_mib'].most} "
                 "MiB. Example: python -m iolab checkpoint --target sshfs --fsync --background"),
     )
-    parser.add_argument("--size-mib", type=int, default=DEFAULT_MIB, metavar="N",
+    parser.add_argument("--size-mib", type=int_option("--size-mib", SIZE_MIB),
+                        default=DEFAULT_MIB, metavar="N",
                         help=f"size of the model state in MiB (default: {DEFAULT_MIB})")
-    parser.add_argument("--steps", type=int, default=6, help="training steps (default: 6)")
+    parser.add_argument("--steps", type=int_option("--steps", STEPS), default=6,
+                        help="training steps (default: 6)")
     parser.add_argument("--every", type=int, default=2, metavar="M",
                         help="checkpoint after every M-th step (default: 2)")
-    parser.add_argument("--step-s", type=float, default=0.5, metavar="S",
+    parser.add_argument("--step-s", type=float_option("--step-s", STEP_S), default=0.5,
+                        metavar="S",
                         help="seconds one simulated step computes (default: 0.5)")
-    parser.add_argument("--target", default="local", metavar="WHERE",
+    parser.add_argument("--target", type=text_option("--target", TARGETS_HELP), default="local",
+                        metavar="WHERE",
                         help=f"where checkpoints go: {TARGETS_HELP} (default: local)")
     parser.add_argument("--fsync", action="store_true",
                         help="fsync each file and its directory before the save returns")
     parser.add_argument("--background", action="store_true",
                         help="save locally, copy to the target in a background thread")
-    parser.add_argument("--keep", type=int, default=2, metavar="N",
+    parser.add_argument("--keep", type=int_option("--keep", KEEP), default=2, metavar="N",
                         help="keep the newest N checkpoints where the save writes (default: 2)")
     parser.add_argument("--torch", action="store_true",
                         help="save with torch.save instead of np.save (needs torch)")

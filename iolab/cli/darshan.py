@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from iolab.cli.options import add_top_option
 from iolab.core.errors import LabError
+from iolab.core.options import path_option, text_option
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,10 +23,11 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("log", nargs="?", help="the *.darshan file")
-    source.add_argument("--example", help="a log bundled with PyDarshan, by name")
+    source.add_argument("log", nargs="?", type=path_option("LOG"), help="the *.darshan file")
+    source.add_argument("--example", type=text_option("--example", "a bundled log's name"),
+                        help="a log bundled with PyDarshan, by name")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    parser.add_argument("--top", type=int, default=10, help="how many of the busiest files to list")
+    add_top_option(parser, "how many of the busiest files to list")
     parser.set_defaults(func=main)
 
 
@@ -33,8 +36,6 @@ def main(args: argparse.Namespace) -> int:
     from iolab.measure.darshan_log import example_logs, read_log
     from iolab.measure.diagnose import diagnose, findings_frame, format_findings
 
-    if args.top < 1:
-        raise LabError(f"--top must be at least 1, not {args.top}")
     path = args.log
     if args.example:
         logs = example_logs()

@@ -12,6 +12,7 @@ from iolab.cli.options import add_budget_option
 from iolab.core.budget import LIMITS
 from iolab.core.cluster import JOB_VARIABLES
 from iolab.core.errors import LabError
+from iolab.core.options import Bounds, float_option, int_option, path_option, text_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import (WorkspaceEntry, atomic_output, ensure_writable_dir, output_file,
                                   public_text, results_dir)
@@ -19,6 +20,15 @@ from iolab.storage.fio import (FIO_MISSING, MIB, PROFILES, checked_profile, dry_
                                job_duration_s, run_profile, scaled_profile)
 from iolab.storage.fio_parse import summary_frame
 from iolab.storage.locations import discover_locations, user_dir
+
+#: How much larger or smaller every file of a profile may be made.
+SIZE_SCALE = Bounds(0, 1000, "", "at 600 the evaluation profile is already the NERC "
+                    "evaluation's 300 GB, beyond 1000 no profile fits a compute node's disk, and "
+                    f"on a login node the files must fit {LIMITS['data_mib'].most} MiB besides",
+                    above=True)
+#: Seconds per fio job.
+RUNTIME_S = Bounds(1, 3600, "s", "twice the NERC evaluation's 30 minutes per job; on a login "
+                   f"node the budget allows {LIMITS['job_s'].most} s per job")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -46,16 +56,18 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--profile", choices=list(PROFILES), default="login",
                         help="which jobs to run (default: login)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--directory", type=Path, metavar="DIR",
+    where.add_argument("--directory", type=path_option("--directory"), metavar="DIR",
                        help="run in a new subdirectory of DIR (default: the workspace's tmp)")
     where.add_argument("--location", metavar="NAME",
+                       type=text_option("--location", "a name `python -m iolab locations` lists"),
                        help="run in a location of `python -m iolab locations`, e.g. tmp or shm")
-    parser.add_argument("--json-out", type=Path, metavar="FILE",
+    parser.add_argument("--json-out", type=path_option("--json-out"), metavar="FILE",
                         help="where to save fio's JSON (default: workspace/lab/fio/)")
-    parser.add_argument("--csv", type=Path, metavar="FILE", help="also save the table as CSV")
-    parser.add_argument("--size-scale", type=float, default=1.0, metavar="F",
-                        help="multiply every file size by F (default: 1)")
-    parser.add_argument("--runtime", type=int, metavar="S",
+    parser.add_argument("--csv", type=path_option("--csv"), metavar="FILE",
+                        help="also save the table as CSV")
+    parser.add_argument("--size-scale", type=float_option("--size-scale", SIZE_SCALE),
+                        default=1.0, metavar="F", help="multiply every file size by F (default: 1)")
+    parser.add_argument("--runtime", type=int_option("--runtime", RUNTIME_S), metavar="S",
                         help="seconds per job: time-based jobs run this long, others stop by then")
     add_budget_option(parser)
     parser.add_argument("--dry-run", action="store_true",
@@ -86,6 +98,7 @@ def main(args: argparse.Namespace) -> int:
     disk_bytes, _ = footprint(checked_profile(profile, args.compute_node))  # refuse before writing
     if shutil.which("fio") is None:
         raise LabError(FIO_MISSING)
+    _target(args, create=False)  # an unknown --location, too, before the results folder is made
     # where the results go is checked before anything runs: a result that cannot be saved
     # after minutes of measuring is lost, and a refusal is then the only line printed
     if args.csv is not None:

@@ -12,7 +12,8 @@ import argparse
 
 import pandas as pd
 
-from iolab.cli.options import add_data_option
+from iolab.cli.options import add_data_option, add_top_option
+from iolab.core.options import Bounds, int_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import workdir
 from iolab.storage.hygiene import (WHY_INODES, WHY_TMPDIR, allocation_report, biggest_consumers,
@@ -21,6 +22,9 @@ from iolab.storage.hygiene import (WHY_INODES, WHY_TMPDIR, allocation_report, bi
 from iolab.storage.hygiene_caches import cache_cleanup_plan, cache_report
 
 ACTIONS = ("df", "usage", "du", "checkpoints", "caches", "tmpdir")
+#: Levels below DIR that du lists.
+DU_DEPTH = Bounds(1, 10, "levels", "each level deeper stats many more entries on a metadata "
+                  "server every user shares, and the biggest consumers show within a few")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -39,8 +43,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("action", choices=ACTIONS)
     add_data_option(parser, "directory to inspect (default: the lab's workspace)",
                     old_names=("--directory",))
-    parser.add_argument("--top", type=int, default=10, help="rows to show for du/checkpoints")
-    parser.add_argument("--depth", type=int, default=1, help="du depth below DIR (default: 1)")
+    add_top_option(parser, "rows to show for du/checkpoints")
+    parser.add_argument("--depth", type=int_option("--depth", DU_DEPTH), default=1,
+                        help="du depth below DIR (default: 1)")
     parser.set_defaults(func=main)
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.builder import build_dataset
-from iolab.core.dataset import writer_lock
+from iolab.core.writer_lock import writer_lock
+from iolab.core.owned import discard_owned
 from iolab.core.workspace import atomic_output, default_dataset_dir, repo_root, results_dir, workdir
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
@@ -139,7 +140,7 @@ def build_site(executed: Path, site: Path) -> tuple[bool, list[str]]:
     resolve (to the recorded run); returns whether the build worked and those notebooks.
     """
     stage = results_dir() / "site-source"
-    shutil.rmtree(stage, ignore_errors=True)
+    discard_owned(stage)
     stage.mkdir(parents=True)
     for name in SITE_SOURCES:
         source = repo_root() / name
@@ -156,7 +157,7 @@ def build_site(executed: Path, site: Path) -> tuple[bool, list[str]]:
         if not (stage / "notebooks" / notebook.name).exists():
             shutil.copy2(notebook, stage / "notebooks" / notebook.name)
             committed.append(notebook.name)
-    shutil.rmtree(site, ignore_errors=True)
+    discard_owned(site)
     # Not -W (the published site's test is strict): a figure that a notebook could not
     # measure on this machine (a tool or PyTorch missing) is a warning here, not a lost site.
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html",
@@ -206,7 +207,7 @@ def _run_steps(out: Path, repeats: int) -> int:
 
     step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
     executed = out / "notebooks"
-    shutil.rmtree(executed, ignore_errors=True)
+    discard_owned(executed)
     fallback_log = out / "not-run-here.txt"
     failed = execute_notebooks(executed, fallback_log)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
+from iolab.core.options import path_option
 from iolab.core.tables import to_markdown
 from iolab.storage.locations import discover_locations, locations_frame
 
@@ -23,7 +23,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument(
-        "--add", action="append", default=[], type=Path, metavar="DIR",
+        "--add", action="append", default=[], type=path_option("--add"), metavar="DIR",
         help="another directory to compare (repeatable)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON array instead")

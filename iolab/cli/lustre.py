@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from iolab.core.errors import LabError
+from iolab.core.options import path_option, text_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import existing_path
 from iolab.hpc.lustre import getstripe, is_lustre, layout_frame, lfs_command, lustre_status
@@ -23,12 +23,13 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
     commands = parser.add_subparsers(dest="lustre_command", required=True)
     status = commands.add_parser("status", help="is PATH on Lustre, and is lfs installed")
-    status.add_argument("path", type=Path, help="a file or directory")
+    status.add_argument("path", type=path_option("PATH"), help="a file or directory")
     show = commands.add_parser(
         "getstripe", help="a layout as a table (extent, stripe size, count, OSTs)",
         description="FILE on Lustre: run lfs getstripe on it. Otherwise FILE (or - for "
                     "standard input) holds a saved `lfs getstripe` output to read.")
-    show.add_argument("source", metavar="FILE|-", help="a file, or - to read standard input")
+    show.add_argument("source", metavar="FILE|-", help="a file, or - to read standard input",
+                      type=text_option("FILE", "a file, or - for standard input"))
     show.add_argument("--parse", action="store_true",
                       help="read FILE as saved output even when it is on Lustre")
     show.add_argument("--allow-partial", action="store_true",

@@ -5,7 +5,8 @@ names it had before (`--data-dir`, `--out`, `--export`, ...) still work for one 
 print a notice naming the new flag (defined in iolab.core.options, which the data
 generators share). `--directory DIR` is, in every command that has it, the place where the
 command makes its own test files and removes them. `--i-am-on-a-compute-node` is the one
-flag that lifts the login-node budget (iolab.core.budget).
+flag that lifts the login-node budget (iolab.core.budget). Numbers and paths are read with
+the bounded types of iolab.core.options; `--top` means the same range everywhere.
 """
 
 from __future__ import annotations
@@ -14,9 +15,20 @@ import argparse
 from typing import Sequence
 
 from iolab.core.budget import FLAG
-from iolab.core.options import add_data_option, add_renamed
+from iolab.core.options import Bounds, add_data_option, add_renamed, int_option
 
-__all__ = ["add_budget_option", "add_data_option", "add_renamed"]
+__all__ = ["TOP_ROWS", "add_budget_option", "add_data_option", "add_renamed", "add_top_option"]
+
+#: Rows of a busiest-first table (hygiene du and checkpoints, profile, darshan): a ranking is
+#: read on a terminal, and a thousand rows are already dozens of screens of it.
+TOP_ROWS = Bounds(1, 1000, "rows", "a table meant to be read; a thousand rows is already "
+                  "dozens of screens")
+
+
+def add_top_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--top N` into `args.top`: the rows of the busiest-first table (default 10)."""
+    parser.add_argument("--top", type=int_option("--top", TOP_ROWS), default=10, metavar="N",
+                        help=f"{help} (default: 10)")
 
 
 def add_budget_option(parser: argparse.ArgumentParser, old_names: Sequence[str] = ()) -> None:

@@ -5,10 +5,16 @@ git status, pytest, untar) timed cold and warm on one storage location
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from iolab.core.errors import LabError
+from iolab.core.options import Bounds, int_option, path_option
 from iolab.core.tables import to_markdown
 from iolab.storage.perception import TESTS, perception_suite
+
+#: Timed runs of each action, cold and warm.
+REPEATS = Bounds(1, 10, "repeats", "each repeat evicts and reads again thousands of small "
+                 "files, a 2000-module package and a 5000-file repository among them: work for "
+                 "a metadata server every user of the file system waits for")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -23,18 +29,23 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "Everything is built in a fresh directory inside DIR and removed afterwards."
         ),
     )
-    parser.add_argument("--directory", type=Path, required=True, metavar="DIR",
+    parser.add_argument("--directory", type=path_option("--directory"), required=True,
+                        metavar="DIR",
                         help="the directory to test in, e.g. a location's working directory")
     parser.add_argument("--tests", type=_tests_list, default=list(TESTS),
                         help=f"comma-separated tests to run (default: {','.join(TESTS)})")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs each (default: 3)")
+    parser.add_argument("--repeats", type=int_option("--repeats", REPEATS), default=3,
+                        help="timed runs each (default: 3)")
     parser.add_argument("--json", action="store_true", help="print one JSON array instead")
     parser.set_defaults(func=main)
 
 
 def _tests_list(text: str) -> list[str]:
-    """'git,untar' as a list of test names."""
-    return [name.strip() for name in text.split(",") if name.strip()]
+    """'git,untar' as a list of test names; at least one, or nothing would be measured."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise LabError(f"--tests {text!r} names no test; choose from {', '.join(TESTS)}")
+    return names
 
 
 def main(args: argparse.Namespace) -> int:

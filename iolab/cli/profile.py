@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from iolab.core.errors import LabError
+from iolab.cli.options import add_top_option
 from iolab.measure.profile import METHODS, format_profile, profile_command
 
 
@@ -24,7 +24,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    parser.add_argument("--top", type=int, default=10, help="how many of the busiest files to list")
+    add_top_option(parser, "how many of the busiest files to list")
     parser.add_argument("--method", choices=METHODS, default="auto",
                         help="strace, proc-io (/proc/<pid>/io), or auto: strace if it can trace")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to profile, after --")
@@ -32,8 +32,6 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.top < 1:
-        raise LabError(f"--top must be at least 1, not {args.top}")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     profile = profile_command(command, method=args.method)
     sys.stderr.write(profile.stdout + profile.stderr)

@@ -11,10 +11,18 @@ import argparse
 import json
 
 from iolab.cli.options import add_data_option
+from iolab.core.options import Bounds, int_option, text_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import existing_dir
 from iolab.measure.context import context_frame
 from iolab.measure.timing import summarize, time_command
+
+#: Timed runs of the command.
+REPEATS = Bounds(1, 100, "runs", "each run repeats the whole command, perhaps a full read of "
+                 "a dataset on a disk others share, and a median and spread settle within tens")
+#: Untimed runs first.
+WARMUP = Bounds(0, 10, "runs", "one run fills the page cache, and further ones only keep a "
+                "shared node busy")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -28,9 +36,12 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "`python -m iolab time --repeats 5 -- python demos/read_files.py --data DIR`."
         ),
     )
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs (default: 5)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (default: 1)")
-    parser.add_argument("--label", help="name in the table (default: the command)")
+    parser.add_argument("--repeats", type=int_option("--repeats", REPEATS), default=5,
+                        help="timed runs (default: 5)")
+    parser.add_argument("--warmup", type=int_option("--warmup", WARMUP), default=1,
+                        help="untimed runs first (default: 1)")
+    parser.add_argument("--label", type=text_option("--label", "a name for the table"),
+                        help="name in the table (default: the command)")
     add_data_option(parser, "directory the command reads; its file system is recorded",
                     old_names=("--location",))
     parser.add_argument(

@@ -2,11 +2,13 @@
 
 The workspace may be a directory that also holds the user's own files (IOLAB_WORKDIR=$SCRATCH
 or $HOME), so only what the lab provably made is deleted: a directory that carries the
-marker written when the lab created it (iolab.core.workspace.MADE_MARKER), and the workspace
-itself only when the lab created it and nothing else is left in it. Everything unmarked,
-including what older versions of the lab made before they wrote markers, is listed and left
-alone. Per-user directories elsewhere (/tmp, /dev/shm, $SCRATCH, ...; workspace.location_dir)
-are removed only when they carry the lab's location marker. Names come from the workspace's
+marker written into that very folder when the lab created it (iolab.core.owned), and the
+workspace itself only when the lab created it and nothing else is left in it. Everything
+else -- unmarked, copied from a lab folder, made by an older version of the lab, another
+user's -- is listed and left alone. Per-user places elsewhere (/tmp, /dev/shm, $SCRATCH, ...;
+workspace.location_dir) are removed only when they carry the lab's location marker written
+for this user; another user's folder of that name is never entered. Every check and delete
+goes through one open handle, so a name swapped for a link meanwhile leads nowhere. Names come from the workspace's
 WorkspaceEntry and markers, so `clean` looks where the writers write.
 
 The lab's loopback mounts live in a marked <workspace>/mnt; they are unmounted first, and
@@ -24,9 +26,10 @@ import subprocess
 from pathlib import Path
 
 from iolab.core.cluster import STORAGE_VARIABLES
-from iolab.core.errors import LabError, interrupts_held
-from iolab.core.workspace import (CREATION_MARKERS, LOCATION_MARKER, MADE_MARKER, WorkspaceEntry,
-                                  is_lab_made, location_dir, mounts_under, workdir)
+from iolab.core.errors import LabError
+from iolab.core.owned import open_dir, opened_parent, remove_marked
+from iolab.core.workspace import (CREATION_MARKERS, LOCATION_MARKER, WorkspaceEntry, is_lab_made,
+                                  location_names, mounts_under, remove_if_only_marked, workdir)
 
 #: Where per-user location directories may have been made (see iolab.storage.locations).
 LOCATION_BASES = ("HOME", "TMPDIR", *STORAGE_VARIABLES)
@@ -57,70 +60,42 @@ def unmount_lab_mounts(root: Path) -> None:
 
 
 def location_dirs() -> list[Path]:
-    """Marked per-user directories the lab may have made outside its workspace."""
+    """Names of per-user places the lab may have made outside its workspace, in every base
+    (the usual iolab-<user> and private fallbacks); whether each is the lab's is proved when
+    it is opened for the delete, not here."""
     bases = [os.environ.get(name) for name in LOCATION_BASES] + list(SYSTEM_BASES)
     found = []
     for base in dict.fromkeys(b for b in bases if b):
-        candidate = location_dir(Path(base))
-        if (candidate / LOCATION_MARKER).is_file() and not candidate.is_symlink():
-            found.append(candidate)
+        try:
+            fd = open_dir(base)  # the base itself may be a link ($SCRATCH often is)
+        except OSError:
+            fd = None
+        if fd is None:
+            with contextlib.suppress(OSError):
+                fd = open_dir(Path(base).resolve())
+        if fd is None:
+            continue
+        try:
+            found += [Path(base) / name for name in location_names(fd)]
+        finally:
+            os.close(fd)
     return found
 
 
-def _remove(target: Path) -> bool:
-    """Delete a lab-made directory unless something is mounted inside it; True if deleted."""
+def _remove(parent: int, target: Path, markers: tuple[str, ...], problems: list[str]) -> bool:
+    """Delete `target` (a name in the open folder `parent`) if the lab provably made it for
+    this user and nothing is mounted inside; True if deleted. A folder of the lab's that
+    could not be emptied (another user's file inside, a mount) is noted in `problems`."""
     if mounts_under(target):
         return False
-    print(f"removing {target}")
     try:
-        _delete_marker_last(target)
-    except OSError as err:
-        raise LabError(f"cannot delete {err.filename or target} ({err.strerror or err}); make "
-                       "its folder writable (chmod u+w) and run `make clean` again") from None
-    return True
-
-
-def _delete_marker_last(target: Path) -> None:
-    """Delete a marked directory's contents, then its marker, then the directory.
-
-    A `clean` interrupted halfway must leave the directory still marked, so that the next
-    `clean` finishes the job instead of leaving it alone as the user's.
-    """
-    markers = [target / name for name in CREATION_MARKERS]
-    try:
-        entries = list(target.iterdir())
-    except FileNotFoundError:
-        return  # another `clean` removed it
-    for entry in entries:
-        if entry in markers:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, onerror=_unless_gone)
-        else:
-            entry.unlink(missing_ok=True)
-    with interrupts_held():  # an unmarked, empty directory would be left alone for good
-        for marker in markers:
-            marker.unlink(missing_ok=True)
-        with contextlib.suppress(FileNotFoundError):  # another `clean` may have been quicker
-            target.rmdir()
-
-
-def _unless_gone(function, path, exc_info) -> None:
-    """rmtree's error handler: what another `clean` deleted meanwhile is fine, the rest is not."""
-    if not isinstance(exc_info[1], FileNotFoundError):
-        raise exc_info[1]
-
-
-def _remove_workspace_if_empty(root: Path) -> None:
-    """Remove the workspace itself when the lab created it and only its marker is left."""
-    if not is_lab_made(root) or mounts_under(root) != []:
-        return
-    with contextlib.suppress(FileNotFoundError):  # another `clean` may be just as quick
-        if [entry.name for entry in root.iterdir()] != [MADE_MARKER]:
-            return
-        (root / MADE_MARKER).unlink()
-        root.rmdir()
-        print(f"removing {root}")
+        removed = remove_marked(parent, target.name, markers, target)
+    except LabError as err:
+        problems.append(str(err))
+        return False
+    if removed:
+        print(f"removed {target}")
+    return removed
 
 
 def _report_left_alone(root: Path, left: list[Path]) -> None:
@@ -130,29 +105,53 @@ def _report_left_alone(root: Path, left: list[Path]) -> None:
     names = ", ".join(entry.name for entry in left[:SHOWN_LEFT_ALONE])
     more = f" and {len(left) - SHOWN_LEFT_ALONE} more" if len(left) > SHOWN_LEFT_ALONE else ""
     print(f"left alone in {root} (no mark of the lab, or a mount inside): {names}{more}; "
-          "anything there made by an older version of the lab carries no mark: delete it "
-          "yourself once you have checked it is not yours")
+          "anything there made by an older version of the lab, or copied from a lab folder, "
+          "carries no valid mark: delete it yourself once you have checked it is not yours")
+
+
+def _clean_workspace(root: Path, problems: list[str]) -> list[Path]:
+    """Delete the workspace's lab-made entries; returns what was left alone."""
+    left: list[Path] = []
+    unmount_lab_mounts(root)
+    try:
+        fd = open_dir(root)
+    except OSError as err:
+        raise LabError(f"cannot open the workspace {root} ({err.strerror}); fix IOLAB_WORKDIR")\
+            from None
+    try:
+        for name in sorted(os.listdir(fd)):
+            if name in CREATION_MARKERS:
+                continue
+            entry = root / name
+            if not _remove(fd, entry, CREATION_MARKERS, problems) and os.path.lexists(entry):
+                left.append(entry)  # not gone meanwhile through a second `clean`
+    finally:
+        os.close(fd)
+    return left
 
 
 def clean() -> int:
     """Remove the lab-made entries of the workspace, the workspace if the lab made it, and
-    marked location directories; list and keep everything else."""
+    the lab's per-user places elsewhere; list and keep everything else.
+
+    Every folder is checked and deleted through one open handle (iolab.core.owned). A
+    problem with one folder does not stop the others: all are tried, then the problems are
+    reported.
+    """
     root = workdir()
     if root.exists() and not root.is_dir():
         raise LabError(f"the workspace {root} is a file, not a folder; fix IOLAB_WORKDIR")
-    left: list[Path] = []
-    if root.is_dir():
-        unmount_lab_mounts(root)
-        for entry in sorted(root.iterdir()):
-            if entry.name == MADE_MARKER:
-                continue
-            if is_lab_made(entry) and _remove(entry):
-                continue
-            if os.path.lexists(entry):  # not gone meanwhile through a second `clean`
-                left.append(entry)
+    problems: list[str] = []
+    left = _clean_workspace(root, problems) if root.is_dir() else []
     for target in location_dirs():
-        _remove(target)
+        with contextlib.suppress(OSError), opened_parent(target) as parent:
+            _remove(parent, target, (LOCATION_MARKER,), problems)
     if root.is_dir():
-        _remove_workspace_if_empty(root)
-        _report_left_alone(root, left)
+        if not mounts_under(root) and remove_if_only_marked(root):
+            print(f"removed {root}")
+        else:
+            _report_left_alone(root, left)
+    if problems:
+        more = f" ({len(problems) - 1} more such folders)" if len(problems) > 1 else ""
+        raise LabError(problems[0] + more)
     return 0

@@ -9,25 +9,35 @@ described by archive.json (size, sha256, and the manifest it was made from) and 
 Both files are written and read here only (the generators call the writers): their bytes are
 compared by tests and committed notebooks, so key order and indent are part of the format.
 
-Writers of a dataset directory take its lock (writer_lock), so two runs into one directory
-cannot mix their files; readers compare what they read with the manifest (compare_reading).
+Writers of a dataset directory take its lock (iolab.core.writer_lock), so two runs into one
+directory cannot mix their files; readers compare what they read with the manifest
+(compare_reading).
+
+A login node is shared, so what lies in a dataset folder may be anyone's. The lab reads only
+regular files, never through a link and never waiting on a FIFO, and checks a manifest,
+archive.json or shard index against its schema before any field is used
+(iolab.core.safe_input); and a writer claims a folder before replacing anything in it
+(claim_folder): what the lab did not write is refused, never overwritten.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
-import socket
-import time
+import stat
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import BinaryIO, Callable, Iterator, Sequence
 
-from iolab.core.errors import LabError, interrupts_held
-from iolab.core.workspace import ensure_writable_dir, replace_json
+from iolab.core.errors import LabError
+from iolab.core.owned import discard_owned
+from iolab.core.safe_input import (COUNT, DAY, INTEGER, NUMBER, SHA256, TEXT, NotRegularFile,
+                                   UnsafeInput, field_check, list_of, open_regular,
+                                   read_checked_json, record_problem, regular_files, unreadable)
+from iolab.core.workspace import has_marker, replace_json, write_marker
+from iolab.core.writer_lock import LOCK_NAME
 
 FIRST_DAY = date(2004, 1, 1)
 DEFAULT_FILES = 7300
@@ -39,12 +49,15 @@ MANIFEST_NAME = "manifest.json"
 MARKER_NAME = ".iolab-dataset"
 ARCHIVE_NAME = "data.tar"
 ARCHIVE_INFO_NAME = "archive.json"
-LOCK_NAME = ".iolab-lock"
 #: The dataset's own bookkeeping files, as opposed to its data (data/ and data.tar): reading
 #: them is the lab checking the dataset, so syscall counts keep them apart from data access.
 BOOKKEEPING_NAMES = (MANIFEST_NAME, ARCHIVE_INFO_NAME, MARKER_NAME, LOCK_NAME)
 FORMAT_VERSION = 1
-T = TypeVar("T")
+#: What the dataset marker says to whoever finds it; write_marker adds the folder's identity.
+MARKER_TEXT = "written by the storage I/O lab's generate_data.py: this folder holds a lab dataset"
+#: The most daily files generate_data.py makes (274 years; each file an inode of a shared
+#: file system): the bound of every count of files or samples a user asks for.
+MAX_FILES = 100_000
 
 
 def day_path(day: date) -> str:
@@ -65,10 +78,11 @@ def csv_text(levels: list[int]) -> str:
     return HEADER + rows
 
 
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file's contents."""
+def sha256_of(path: Path, follow_links: bool = True) -> str:
+    """Hex sha256 of a regular file's contents (NotRegularFile, an OSError, for a FIFO: it
+    would never end)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular(path, follow_links) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -82,6 +96,43 @@ def create_command(dataset_dir: Path | str) -> str:
 def verify_command(dataset_dir: Path | str) -> str:
     """The command that checks the dataset in `dataset_dir` (files and archive), for messages."""
     return f"`python data_generators/generate_data.py --data {dataset_dir} --verify`"
+
+
+def rebuild_hint(dataset_dir: Path | str) -> str:
+    """The fix for a file of the dataset the lab will not read: move it, build anew."""
+    return f"move it away and rebuild the dataset with {create_command(dataset_dir)}"
+
+
+def sha256_in_dataset(path: Path, fix: str) -> str:
+    """sha256 of a file of a dataset, not through a link and not of a FIFO or device; anything
+    that cannot be read is UnsafeInput naming the file."""
+    try:
+        return sha256_of(path, follow_links=False)
+    except OSError as err:
+        raise unreadable(path, err, fix) from None
+
+
+def read_data_file(dataset_dir: Path, rel: str) -> bytes:
+    """A data file's bytes, read as verification reads it, for the writers that pack a
+    verified dataset (the file may have been swapped since it verified)."""
+    path = Path(dataset_dir) / rel
+    try:
+        with open_regular(path, follow_links=False) as handle:
+            return handle.read()
+    except OSError as err:
+        raise unreadable(path, err, rebuild_hint(dataset_dir)) from None
+
+
+
+def _is_data_path(value: object) -> bool:
+    """A path below data/ without an empty, `.` or `..` part: it cannot lead out of the dataset."""
+    if not isinstance(value, str) or "\0" in value:
+        return False
+    parts = value.split("/")
+    return len(parts) > 1 and parts[0] == DATA_DIR and not {"", ".", ".."} & set(parts)
+
+
+DATA_PATH = field_check(_is_data_path, f"a path inside the dataset's {DATA_DIR}/ folder")
 
 
 # --------------------------------------------------------------------------- the manifest
@@ -116,15 +167,30 @@ def write_manifest(dataset_dir: Path, manifest: dict) -> None:
     replace_json(Path(dataset_dir) / MANIFEST_NAME, manifest, indent=0)
 
 
+ENTRY_SCHEMA = {"path": DATA_PATH, "sha256": SHA256, "rows": COUNT, "bytes": COUNT}
+MANIFEST_SCHEMA = {
+    "format_version": COUNT, "generator": TEXT, "seed": INTEGER, "first_day": DAY,
+    "file_count": COUNT, "directory_count": COUNT, "total_rows": COUNT, "total_bytes": COUNT,
+    "activity_sum": COUNT, "expected_mean": NUMBER, "files": list_of(ENTRY_SCHEMA),
+}
+
+
+def manifest_problem(manifest: object) -> str | None:
+    """What makes `manifest` unlike one generate_data.py writes: a field missing or of the
+    wrong kind, a path that leaves data/, a count that disagrees; None if nothing."""
+    problem = record_problem(manifest, MANIFEST_SCHEMA)
+    if problem or not isinstance(manifest, dict):
+        return problem
+    files = manifest["files"]
+    if len(files) != manifest["file_count"]:
+        return f"file_count is {manifest['file_count']} but files lists {len(files)}"
+    if len({entry["path"] for entry in files}) != len(files):
+        return "files lists a path twice"
+    return None
+
+
 def _why_no_manifest(dataset_dir: Path) -> str:
     """Why there is no manifest, in the words the user needs: missing folder, a file, or unfinished."""
-    try:
-        dataset_dir.stat()
-    except PermissionError:
-        return (f"{dataset_dir} cannot be reached: a folder on its path is not readable by you; "
-                "fix its permissions (chmod u+rx) or choose another folder")
-    except OSError:
-        pass
     if not dataset_dir.exists():
         return (f"no dataset at {dataset_dir}: the folder does not exist; create it with "
                 f"{create_command(dataset_dir)}")
@@ -139,23 +205,14 @@ def _why_no_manifest(dataset_dir: Path) -> str:
 
 
 def load_manifest(dataset_dir: Path) -> dict:
-    """Read DIR/manifest.json, or raise a LabError that says what is wrong and how to fix it."""
+    """DIR/manifest.json, checked against its schema, or a LabError that says what is wrong
+    and how to fix it (UnsafeInput for a manifest the lab did not write as it is)."""
     dataset_dir = Path(dataset_dir)
-    path = dataset_dir / MANIFEST_NAME
     try:
-        text = path.read_text()
-    except OSError:
+        return read_checked_json(dataset_dir / MANIFEST_NAME, manifest_problem, "the manifest",
+                                 rebuild_hint(dataset_dir))
+    except (FileNotFoundError, NotADirectoryError):
         raise LabError(_why_no_manifest(dataset_dir)) from None
-    try:
-        manifest = json.loads(text)
-        entries = [(e["path"], e["sha256"], e["bytes"], e["rows"]) for e in manifest["files"]]
-        manifest["total_rows"], manifest["expected_mean"], manifest["activity_sum"]
-        if len(entries) != manifest["file_count"]:
-            raise ValueError("file count")
-    except (ValueError, KeyError, TypeError):
-        raise LabError(f"the manifest {path} is corrupted; rebuild the dataset with "
-                       f"{create_command(dataset_dir)}") from None
-    return manifest
 
 
 # --------------------------------------------------------------------------- verification
@@ -184,21 +241,21 @@ class Verification:
 
 
 def verify_files(dataset_dir: Path, manifest: dict) -> list[str]:
-    """Problems of the data files: a sha256 that differs, a file missing, a file not listed."""
+    """Problems of the data files: a sha256 that differs, a file missing, a file not listed.
+
+    What must not be read at all (a link, a FIFO, a device, an unreadable file or folder in
+    data/) is UnsafeInput, raised rather than listed: it is not damage a rebuild repairs.
+    """
     dataset_dir = Path(dataset_dir)
+    fix = rebuild_hint(dataset_dir)
+    on_disk = regular_files(dataset_dir, DATA_DIR, fix)
     problems: list[str] = []
     expected = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
     for rel, digest in expected.items():
-        path = dataset_dir / rel
-        if not path.is_file():
+        if rel not in on_disk:
             problems.append(f"{rel} is missing")
-        elif sha256_of(path) != digest:
+        elif sha256_in_dataset(dataset_dir / rel, fix) != digest:
             problems.append(f"{rel} differs from the manifest")
-    on_disk = {
-        Path(root, name).relative_to(dataset_dir).as_posix()
-        for root, _dirs, names in os.walk(dataset_dir / DATA_DIR)
-        for name in names
-    }
     problems.extend(f"{rel} is not in the manifest" for rel in sorted(on_disk - expected.keys()))
     return problems
 
@@ -233,52 +290,83 @@ def write_archive_info(dataset_dir: Path, info: dict) -> None:
     replace_json(Path(dataset_dir) / ARCHIVE_INFO_NAME, info, indent=1)
 
 
+ARCHIVE_INFO_SCHEMA = {
+    "members": COUNT, "payload_bytes": COUNT, "archive_bytes": COUNT, "archive_sha256": SHA256,
+    "overhead_ratio": NUMBER, "default_format_bytes": COUNT, "default_overhead_ratio": NUMBER,
+    "manifest_sha256": SHA256,
+}
+
+
+def _archive_fix(dataset_dir: Path) -> str:
+    return f"rebuild it with `python data_generators/create_archive.py --data {dataset_dir}`"
+
+
 def load_archive_info(dataset_dir: Path) -> dict | None:
-    """DIR/archive.json, None if there is none, or a LabError if it cannot be read."""
-    path = Path(dataset_dir) / ARCHIVE_INFO_NAME
+    """DIR/archive.json checked against its schema, None if there is none, UnsafeInput if it
+    cannot be read or is not what the lab writes."""
+    dataset_dir = Path(dataset_dir)
     try:
-        info = json.loads(path.read_text())
-        info["archive_bytes"], info["archive_sha256"], info["manifest_sha256"]
-    except FileNotFoundError:
+        return read_checked_json(dataset_dir / ARCHIVE_INFO_NAME,
+                                 lambda info: record_problem(info, ARCHIVE_INFO_SCHEMA),
+                                 "the archive description",
+                                 f"move it away and {_archive_fix(dataset_dir)}")
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    except (OSError, ValueError, KeyError, TypeError):
-        raise LabError(f"{path} is corrupted") from None
-    return info
+
+
+def _regular_or_none(path: Path, fix: str) -> os.stat_result | None:
+    """lstat of a file of the dataset, None if there is none; UnsafeInput if it is not a
+    regular file (a link, a FIFO) or cannot be looked at."""
+    try:
+        st = path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        raise unreadable(path, err, fix) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise unreadable(path, NotRegularFile(path, st.st_mode), fix)
+    return st
 
 
 def verify_archive(dataset_dir: Path) -> list[str]:
     """Problems of DIR/data.tar: its size and sha256 against archive.json, and whether it was
-    made from the dataset's current manifest. No archive at all is not a problem."""
+    made from the dataset's current manifest. No archive at all is not a problem; an
+    archive.json or data.tar the lab will not read is UnsafeInput."""
     dataset_dir = Path(dataset_dir)
     archive = dataset_dir / ARCHIVE_NAME
-    rebuild = f"rebuild it with `python data_generators/create_archive.py --data {dataset_dir}`"
-    try:
-        info = load_archive_info(dataset_dir)
-    except LabError as err:
-        return [f"{err}; {rebuild}"]
+    rebuild = _archive_fix(dataset_dir)
+    fix = f"move it away and {rebuild}"
+    info = load_archive_info(dataset_dir)
+    archive_st = _regular_or_none(archive, fix)
     if info is None:
         return [f"{ARCHIVE_NAME} has no {ARCHIVE_INFO_NAME} to check it against; {rebuild}"] \
-            if archive.exists() else []
-    if not archive.is_file():
+            if archive_st is not None else []
+    if archive_st is None:
         return [f"{ARCHIVE_NAME} is missing though {ARCHIVE_INFO_NAME} describes it; {rebuild}"]
-    size = archive.stat().st_size
-    if size != info["archive_bytes"]:
-        return [f"{ARCHIVE_NAME} has {size} bytes, {ARCHIVE_INFO_NAME} says "
+    if archive_st.st_size != info["archive_bytes"]:
+        return [f"{ARCHIVE_NAME} has {archive_st.st_size} bytes, {ARCHIVE_INFO_NAME} says "
                 f"{info['archive_bytes']} (truncated or replaced); {rebuild}"]
-    if sha256_of(archive) != info["archive_sha256"]:
+    if sha256_in_dataset(archive, fix) != info["archive_sha256"]:
         return [f"{ARCHIVE_NAME} differs from its sha256 in {ARCHIVE_INFO_NAME}; {rebuild}"]
     manifest = dataset_dir / MANIFEST_NAME
-    if not manifest.is_file() or sha256_of(manifest) != info["manifest_sha256"]:
+    if (_regular_or_none(manifest, rebuild_hint(dataset_dir)) is None
+            or sha256_in_dataset(manifest, rebuild_hint(dataset_dir)) != info["manifest_sha256"]):
         return [f"{ARCHIVE_NAME} was made from another version of the dataset; {rebuild}"]
     return []
 
 
 def verify_dataset(dataset_dir: Path, archive: bool = True) -> Verification:
     """Check every file's sha256 against the manifest, that no file is missing or extra, and
-    (with archive=True) that data.tar, if there is one, matches archive.json and the manifest."""
+    (with archive=True) that data.tar, if there is one, matches archive.json and the manifest.
+
+    Damage is a verdict (ok=False with the problems); input the lab will not read at all is
+    UnsafeInput, raised.
+    """
     dataset_dir = Path(dataset_dir)
     try:
         manifest = load_manifest(dataset_dir)
+    except UnsafeInput:
+        raise  # not a verdict on the data: the check itself was refused
     except LabError as err:
         return Verification(dataset_dir, False, [str(err)])
     problems = verify_files(dataset_dir, manifest)
@@ -334,108 +422,54 @@ def compare_reading(manifest: dict, observed: Sequence[tuple[str, int]], unit: s
     return problems
 
 
-# --------------------------------------------------------------------------- one writer at a time
+# --------------------------------------------------------------------------- whose folder it is
 
 
-def _holder_line() -> str:
-    """Who holds a lock: process id, host and start time, one line."""
-    return f"{os.getpid()} {socket.gethostname()} {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+def present(directory: Path, names: Sequence[str]) -> list[str]:
+    """Which of `names` are in `directory` (a link counts, wherever it points)."""
+    return [name for name in names if os.path.lexists(Path(directory) / name)]
 
 
-def _read_holder(path: Path) -> tuple[int, str, str] | None:
-    """(pid, host, since) from a lock file, None when it is gone, empty or unreadable."""
-    try:
-        pid, host, since = path.read_text().split(" ", 2)
-        return int(pid), host, since.strip()
-    except (OSError, ValueError):
-        return None
+def claim_folder(directory: Path, found: Sequence[str], marker: str, text: str,
+                 verified: Callable[[Path], bool], hint: str) -> None:
+    """Make `directory` the lab's before a writer replaces anything in it, or refuse in one
+    sentence naming the first of `found` (the names it would replace that are there).
 
-
-def _is_stale(holder: tuple[int, str, str] | None) -> bool:
-    """Whether the run that holds a lock is known to be gone (killed on this very host)."""
-    if holder is None or holder[1] != socket.gethostname() or holder[0] == os.getpid():
-        return False
-    try:
-        os.kill(holder[0], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # alive, another user's process
-    return False
-
-
-def _held_message(directory: Path, path: Path, holder: tuple[int, str, str] | None) -> str:
-    if holder is None:
-        who = "(it started a moment ago)"
-    else:
-        pid, host, since = holder
-        where = "" if host == socket.gethostname() else f" on {host}"
-        who = f"since {since}, by PID {pid}{where}"
-    return (f"another run is writing {directory} {who}; wait for it to finish and try again "
-            f"(if that run no longer exists, delete {path})")
-
-
-def _claim(directory: Path, path: Path) -> str:
-    """Create the lock file exclusively (O_EXCL works on NFS and Lustre, unlike flock on some
-    mounts), taking over a lock whose run was killed on this host; returns our holder line."""
-    line = _holder_line()
-    for attempt in range(2):
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            holder = _read_holder(path)
-            if attempt == 0 and _is_stale(holder):
-                path.unlink(missing_ok=True)
-                continue
-            raise LabError(_held_message(directory, path, holder)) from None
-        except OSError as err:
-            raise LabError(f"cannot write in {directory} ({err.strerror}); choose a writable "
-                           "location") from None
-        with os.fdopen(fd, "w") as handle:
-            handle.write(line)
-        return line
-    raise LabError(_held_message(directory, path, _read_holder(path)))
-
-
-@contextlib.contextmanager
-def writer_lock(directory: Path) -> Iterator[None]:
-    """Be the only writer of `directory` for the block, or raise a LabError naming the other.
-
-    The lock is a file holding the writer's PID, host and start time; it is removed when the
-    block ends, however it ends. A lock left by a writer killed with SIGKILL on this host is
-    taken over; one from another host names that host, so the user can judge.
+    They are the lab's only if the folder carries the lab's `marker` written into this very
+    folder (a copy made with `cp -r`, a hand-made marker or one that is a link does not
+    count), or if what is there verifies as a complete result of the lab (`verified`, only
+    asked when needed: it reads everything). Then the marker is written, before anything
+    else, so what a run cut short leaves behind is the next run's to clean up.
     """
     directory = Path(directory)
-    path = directory / LOCK_NAME
-    line = None
+    if has_marker(directory, marker):
+        return
+    if found and not verified(directory):
+        raise LabError(f"{directory / found[0]} exists but was not written by this lab, and the "
+                       f"lab does not replace or delete what it did not write; {hint}")
     try:
-        with interrupts_held():  # a lock file without its holder line would block every rerun
-            line = _claim(directory, path)
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            if line is not None and path.read_text() == line:
-                path.unlink()
+        write_marker(directory, marker, text)
+    except OSError as err:
+        raise LabError(f"cannot write {directory / marker} ({err.strerror or err}); choose a "
+                       "folder of yours that you can write in") from None
 
 
-def build_once(directory: Path, reuse: Callable[[Path], T | None], build: Callable[[Path], T],
-               *, create: bool = True) -> tuple[T, bool]:
-    """What `reuse(directory)` finds, else what `build(directory)` makes under the writer lock;
-    returns (result, reused).
+def create_new(path: Path) -> BinaryIO:
+    """`path` made afresh for writing, in a folder the lab claimed: what a killed run left
+    under the name goes first, and the new file is created exclusively without following
+    links, so a link planted under the name cannot send the write to another file."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return open(path, "xb", opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW, 0o666))
 
-    The order is what makes two runs at once safe. Reuse is tried first without the lock
-    (only reads, so a valid result in a read-only place is still used); then the directory
-    is made (create=True) and locked, and reuse is tried *again*: a second run may have
-    finished the same result while this one waited for the lock, and building it again would
-    replace a complete result for nothing (or refuse as busy). `build` runs with the lock
-    held, so it may remove what a killed run left behind.
-    """
-    found = reuse(Path(directory))
-    if found is not None:
-        return found, True
-    directory = ensure_writable_dir(directory) if create else Path(directory)
-    with writer_lock(directory):
-        found = reuse(directory)
-        if found is not None:
-            return found, True
-        return build(directory), False
+
+def discard_path(path: Path) -> None:
+    """Remove what a killed run of the lab left at `path` in a folder it claimed: a folder
+    with its files, or whatever else is under the name -- never what a link there points to."""
+    if path.is_dir() and not path.is_symlink():
+        discard_owned(path)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+

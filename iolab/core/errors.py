@@ -61,8 +61,19 @@ def interrupt_behind(err: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
+#: Permission bits no file or folder a lab command creates gives to group or others.
+PRIVATE_UMASK = 0o077
+
+
 def run_cli(main: Callable[[], int | None]) -> NoReturn:
-    """Run a command-line main(), turning LabError, Ctrl-C and SIGTERM into a clean exit."""
+    """Run a command-line main(), turning LabError, Ctrl-C and SIGTERM into a clean exit.
+
+    Everything a lab command writes is private to the user (files 0600, folders 0700),
+    whatever the user's umask: on a login node /tmp, /dev/shm and scratch are shared, and an
+    instructor's `umask 022` must not publish a learner's results. Sharing is done on purpose,
+    with chmod, where it is the point.
+    """
+    os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)
     try:
         with sigterm_as_interrupt():
             code = main()

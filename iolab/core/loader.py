@@ -29,6 +29,7 @@ Layouts: DIR/data/ (activity CSVs) or DIR/files/ (image-like samples), shards in
 
 from __future__ import annotations
 
+import os
 import resource
 import tarfile
 import time
@@ -63,9 +64,16 @@ def dataset_shards(dataset_dir: Path) -> list[Path]:
     return sh.shard_paths(shard_dir, sh.require_shards(shard_dir))
 
 
+def _no_link_no_wait(path: str, flags: int) -> int:
+    """Open a sample file without following a link and without waiting on a FIFO: the listing
+    refused both already (Dataset.sample_files), and this closes the gap to a swap since, at
+    no extra system call."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+
+
 def _read(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
+    with open(path, "rb", opener=_no_link_no_wait) as handle:
+        return handle.read() or b""  # None: a FIFO swapped in, with nothing to read yet
 
 
 def file_samples(dataset_dir: Path, order: Iterable[int] | None = None) -> Iterator[Sample]:
@@ -256,7 +264,10 @@ def read_throughput(dataset_dir: Path, source: str = "files", workers: int | Non
     except (tarfile.TarError, EOFError, OSError, KeyError, ValueError) as err:
         # webdataset passes tarfile's errors on (a truncated or changed shard), a worker
         # re-raises what it met; either is damaged input, said in one sentence
-        detail = " ".join(str(err.args[0] if err.args else err).split())
+        if isinstance(err, OSError) and err.filename:  # e.g. a sample the user may not read
+            detail = f"{err.strerror}: {err.filename}"
+        else:
+            detail = " ".join(str(err.args[0] if err.args else err).split())
         raise LabError(f"the {source} of {dataset_dir} could not be read ({type(err).__name__}: "
                        f"{detail}); rebuild them with the generator that made them") from None
     finally:

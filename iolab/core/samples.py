@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import os
 import random
 import re
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from iolab.core.dataset import DATA_DIR, load_manifest, require_verified, sha256_of
+from iolab.core.dataset import DATA_DIR, load_manifest, require_verified, sha256_in_dataset
 from iolab.core.errors import LabError
+from iolab.core.safe_input import (COUNT, INTEGER, NUMBER, SHA256, TEXT, UnsafeInput, field_check,
+                                   list_of, read_checked_json, record_problem, regular_files)
 from iolab.core.workspace import existing_dir, replace_json
 
 ACTIVITY = "activity"
@@ -44,6 +44,20 @@ SHARDS_DIR = "shards"
 IMAGES_MANIFEST = "manifest.json"
 
 _ACTIVITY_NAME = re.compile(r"activity_(\d+)_(\d+)_(\d+)\.csv$")
+_IMAGE_KEY = re.compile(r"[0-9]{6,9}")
+#: The image manifest's fields; a sample's key is digits only, so the file it names
+#: (files/KEY.bin) cannot lie outside the dataset.
+IMAGE_ENTRY_SCHEMA = {
+    "key": field_check(lambda v: isinstance(v, str) and _IMAGE_KEY.fullmatch(v) is not None,
+                       "a sample key (six to nine digits)"),
+    "sha256": SHA256, "label": COUNT,
+}
+IMAGES_MANIFEST_SCHEMA = {
+    "format_version": COUNT, "generator": TEXT, "count": COUNT, "sample_kb": COUNT,
+    "seed": INTEGER, "shard_mb": NUMBER, "sample_bytes": COUNT, "total_bytes": COUNT,
+    "classes": COUNT, "label_sum": COUNT, "shard_count": COUNT,
+    "samples": list_of(IMAGE_ENTRY_SCHEMA),
+}
 
 
 @dataclass(frozen=True)
@@ -64,10 +78,14 @@ class Dataset:
         dataset_dir = existing_dir(dataset_dir, "give the dataset's folder, or create one with "
                                    "`python data_generators/generate_data.py --data DIR` or "
                                    "`python data_generators/make_images.py --data DIR`")
-        if (dataset_dir / DATA_DIR).is_dir():
-            return cls(dataset_dir, ACTIVITY)
-        if (dataset_dir / IMAGE_FILES_DIR).is_dir():
-            return cls(dataset_dir, IMAGES)
+        try:
+            if (dataset_dir / DATA_DIR).is_dir():
+                return cls(dataset_dir, ACTIVITY)
+            if (dataset_dir / IMAGE_FILES_DIR).is_dir():
+                return cls(dataset_dir, IMAGES)
+        except PermissionError:
+            raise LabError(f"cannot look into {dataset_dir}: you may not read that folder; fix "
+                           "its permissions (chmod u+rx) or choose another") from None
         raise LabError(
             f"{dataset_dir} holds no dataset (neither data/ nor {IMAGE_FILES_DIR}/); create one "
             "with `python data_generators/generate_data.py --data DIR` or "
@@ -88,28 +106,22 @@ class Dataset:
         """The manifest of either kind, or a LabError saying how to rebuild the dataset."""
         if self.kind == ACTIVITY:
             return load_manifest(self.dataset_dir)
-        try:
-            manifest = read_images_manifest(self.dataset_dir)
-            manifest["count"], manifest["label_sum"]
-        except (OSError, ValueError, KeyError, TypeError):
-            raise LabError(f"no readable manifest at {self.dataset_dir / IMAGES_MANIFEST}; build "
-                           "the dataset with `python data_generators/make_images.py --data "
-                           f"{self.dataset_dir}`") from None
-        return manifest
+        return load_images_manifest(self.dataset_dir)
 
     def sample_files(self) -> list[tuple[str, Path]]:
         """(key, path) of every sample stored as its own file, in key order.
 
         The directory tree is listed (as a real reader must), not the manifest: the listing
-        is part of what many small files cost on a shared file system.
+        is part of what many small files cost on a shared file system. A link, FIFO, device
+        or unreadable folder among the samples is refused (UnsafeInput) before any is read.
         """
-        root = self.samples_dir
+        fix = "move it away and rebuild the dataset with the generator that made it"
+        rels = regular_files(self.dataset_dir, self.samples_dir.name, fix)
         if self.kind == IMAGES:
-            found = [(Path(name).stem, root / name) for name in os.listdir(root)
-                     if name.endswith(".bin")]
+            found = [(Path(rel).stem, self.dataset_dir / rel) for rel in rels
+                     if rel.endswith(".bin")]
         else:
-            found = [(activity_key(name), Path(folder) / name)
-                     for folder, _dirs, names in os.walk(root) for name in names]
+            found = [(activity_key(Path(rel).name), self.dataset_dir / rel) for rel in rels]
         return sorted(found)
 
     def require_intact_files(self) -> None:
@@ -149,33 +161,60 @@ def write_images_manifest(dataset_dir: Path, manifest: dict) -> None:
     replace_json(Path(dataset_dir) / IMAGES_MANIFEST, manifest, indent=0)
 
 
-def read_images_manifest(dataset_dir: Path) -> dict:
-    """DIR/manifest.json as written; OSError or ValueError when it cannot be read."""
-    return json.loads((Path(dataset_dir) / IMAGES_MANIFEST).read_text())
+def _images_fix(dataset_dir: Path) -> str:
+    return f"`python data_generators/make_images.py --data {dataset_dir}`"
+
+
+def images_manifest_problem(manifest: object) -> str | None:
+    """What makes `manifest` unlike one make_images.py writes; None if nothing."""
+    problem = record_problem(manifest, IMAGES_MANIFEST_SCHEMA)
+    if problem or not isinstance(manifest, dict):
+        return problem
+    samples = manifest["samples"]
+    if len(samples) != manifest["count"]:
+        return f"count is {manifest['count']} but samples lists {len(samples)}"
+    if len({entry["key"] for entry in samples}) != len(samples):
+        return "samples lists a key twice"
+    return None
+
+
+def load_images_manifest(dataset_dir: Path) -> dict:
+    """DIR/manifest.json of an image dataset, checked against its schema, or a LabError (one
+    saying the dataset was never completed if there is none; UnsafeInput if it is not what
+    make_images.py writes)."""
+    path = Path(dataset_dir) / IMAGES_MANIFEST
+    try:
+        return read_checked_json(path, images_manifest_problem, "the manifest",
+                                 f"move it away and rebuild the images with "
+                                 f"{_images_fix(dataset_dir)}")
+    except (FileNotFoundError, NotADirectoryError):
+        raise LabError(f"no manifest at {path} (the dataset was never completed); build it "
+                       f"with {_images_fix(dataset_dir)}") from None
 
 
 def image_files_problems(dataset_dir: Path) -> list[str]:
     """Image sample files that are missing, extra or differ (sha256) from the manifest.
 
     The manifest is written last by data_generators/make_images.py, so its absence means the
-    dataset was never completed; empty when every file is exactly what was generated.
+    dataset was never completed; empty when every file is exactly what was generated. Input
+    the lab will not read (a link, a FIFO, a manifest unlike the lab's) is UnsafeInput.
     """
-    path = Path(dataset_dir) / IMAGES_MANIFEST
-    if not path.is_file():
-        return [f"no manifest at {path} (the dataset was never completed)"]
+    dataset_dir = Path(dataset_dir)
     try:
-        entries = read_images_manifest(dataset_dir)["samples"]
-    except (ValueError, KeyError, TypeError):
-        return [f"the manifest {path} is corrupted"]
-    files = Path(dataset_dir) / IMAGE_FILES_DIR
-    problems = []
-    for entry in entries:
-        sample = files / f"{entry['key']}.bin"
-        if not sample.is_file() or sha256_of(sample) != entry["sha256"]:
-            problems.append(f"{sample.name} is missing or differs from the manifest")
-    on_disk = set(os.listdir(files)) if files.is_dir() else set()
-    extra = on_disk - {f"{entry['key']}.bin" for entry in entries}
-    return problems + [f"{name} is not in the manifest" for name in sorted(extra)]
+        entries = load_images_manifest(dataset_dir)["samples"]
+    except UnsafeInput:
+        raise
+    except LabError as err:
+        return [str(err)]
+    fix = f"move it away and rebuild the images with {_images_fix(dataset_dir)}"
+    on_disk = regular_files(dataset_dir, IMAGE_FILES_DIR, fix)
+    expected = {f"{IMAGE_FILES_DIR}/{entry['key']}.bin": entry["sha256"] for entry in entries}
+    problems = [f"{Path(rel).name} is missing or differs from the manifest"
+                for rel, digest in expected.items()
+                if rel not in on_disk or sha256_in_dataset(dataset_dir / rel, fix) != digest]
+    prefix = IMAGE_FILES_DIR + "/"
+    return problems + [f"{rel.removeprefix(prefix)} is not in the manifest"
+                       for rel in sorted(on_disk - expected.keys())]
 
 
 def activity_key(name: str) -> str:

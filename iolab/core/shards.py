@@ -10,7 +10,7 @@ The index (shards.json, next to the shards) lists every shard with its sample co
 sha256. A build writes its shards under hidden partial names and swaps them in together with
 the index at the end (commit_shards), so the previous set stays complete until then and an
 interrupted build leaves nothing half-written; the caller holds the directory's writer lock
-(iolab.core.dataset.writer_lock).
+(iolab.core.writer_lock).
 """
 
 from __future__ import annotations
@@ -18,20 +18,38 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import json
 import os
+import re
+import stat
 import tarfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from iolab.core.dataset import sha256_of
+from iolab.core.dataset import claim_folder, create_new, present, sha256_in_dataset, sha256_of
 from iolab.core.errors import LabError, interrupts_held
+from iolab.core.safe_input import (COUNT, SHA256, TEXT, NotRegularFile, UnsafeInput, field_check,
+                                   file_kind, list_of, read_checked_json, record_problem,
+                                   unreadable)
 from iolab.core.workspace import replace_json
 
 INDEX_NAME = "shards.json"
 MARKER_NAME = ".iolab-shards"
+#: What the shard folder's marker says to whoever finds it (write_marker adds its identity).
+MARKER_TEXT = "written by the storage I/O lab's shard writer: this folder holds lab shards"
 SHARD_NAME = "shard-{:06d}.tar"
+SHARD_GLOB = "shard-*.tar"
 PARTIAL_GLOB = ".shard-*.tar.partial"
+_SHARD_FILE = re.compile(r"shard-[0-9]{6,}\.tar")
+#: The index fields a reader or writer uses; a shard's name is a bare file name, so no entry
+#: of the index can lead out of the shard folder.
+SHARD_ENTRY_SCHEMA = {
+    "name": field_check(lambda v: isinstance(v, str) and _SHARD_FILE.fullmatch(v) is not None,
+                        "a shard file name (shard-NNNNNN.tar)"),
+    "samples": COUNT, "bytes": COUNT, "sha256": SHA256,
+}
+INDEX_SCHEMA = {"kind": TEXT, "payload_ext": TEXT, "sample_count": COUNT,
+                "shards": list_of(SHARD_ENTRY_SCHEMA)}
+_FIX = "move it away and rebuild the shards with the generator that made them"
 INDEX_FORMAT_VERSION = 1
 #: Every member's mtime (2000-01-01T00:00:00Z): a fixed value makes shards reproducible.
 FIXED_MTIME = 946_684_800
@@ -79,7 +97,8 @@ def plan_shards(sample_bytes: Sequence[int], samples_per_shard: int | None = Non
 def write_shard(path: Path, samples: Iterable[Sample]) -> dict:
     """Write one shard and return its index entry (name, samples, bytes, sha256, first/last key)."""
     keys: list[str] = []
-    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+    with create_new(path) as handle, \
+            tarfile.open(fileobj=handle, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for key, members in samples:
             keys.append(key)
             for ext in sorted(members):
@@ -104,15 +123,19 @@ def partial_path(shard_dir: Path, name: str) -> Path:
 def prepare_shard_dir(shard_dir: Path) -> None:
     """Make a shard directory ready for a build, refusing one whose shards the lab did not make.
 
-    Partial shards a killed build left behind are removed (the caller holds the lock, so no
-    running build owns them); the complete set, if any, stays until commit_shards.
+    Shards, an index or partial files there are the lab's only if the folder carries its
+    marker or the shards verify (claim_folder). Partial shards a killed build left behind
+    are removed (the caller holds the lock, so no running build owns them); the complete
+    set, if any, stays until commit_shards.
     """
     shard_dir.mkdir(parents=True, exist_ok=True)
-    if any(shard_dir.glob("shard-*.tar")) and not (shard_dir / MARKER_NAME).exists():
-        raise LabError(f"{shard_dir} holds shard-*.tar files this lab did not write; "
-                       "choose an empty directory with --out")
+    found = ([path.name for path in sorted(shard_dir.glob(SHARD_GLOB))]
+             + present(shard_dir, (INDEX_NAME, INDEX_NAME + ".partial"))
+             + [path.name for path in sorted(shard_dir.glob(PARTIAL_GLOB))]
+             + present(shard_dir, (MARKER_NAME,)))
+    claim_folder(shard_dir, found, MARKER_NAME, MARKER_TEXT, lambda d: not verify_shards(d),
+                 "choose an empty directory with --out")
     discard_partial_shards(shard_dir)
-    (shard_dir / MARKER_NAME).write_text("written by the storage I/O lab's shard writer\n")
 
 
 def discard_partial_shards(shard_dir: Path) -> None:
@@ -145,7 +168,7 @@ def commit_shards(shard_dir: Path, index: dict) -> None:
     """
     (shard_dir / INDEX_NAME).unlink(missing_ok=True)  # first: a half-swapped set never looks complete
     names = {entry["name"] for entry in index["shards"]}
-    for old in shard_dir.glob("shard-*.tar"):
+    for old in shard_dir.glob(SHARD_GLOB):
         if old.name not in names:
             old.unlink()
     for name in names:
@@ -161,27 +184,34 @@ def write_index(shard_dir: Path, index: dict) -> None:
 _INDEX_CACHE: dict[tuple, dict] = {}
 
 
+def _index_problem(index: object) -> str | None:
+    return record_problem(index, INDEX_SCHEMA)
+
+
 def load_shard_index(shard_dir: Path) -> dict:
-    """Read DIR/shards.json, or raise a LabError that says how to build the shards."""
+    """DIR/shards.json checked against its schema, or a LabError that says how to build the
+    shards (UnsafeInput for an index the lab did not write as it is)."""
     path = Path(shard_dir) / INDEX_NAME
     hint = ("build them with `python data_generators/make_shards.py` (activity dataset) or "
             "`python data_generators/make_images.py` (image-like dataset)")
-    if not path.is_file():
-        raise LabError(f"no complete shards in {shard_dir} (no {INDEX_NAME}, so the build never "
+    missing = LabError(f"no complete shards in {shard_dir} (no {INDEX_NAME}, so the build never "
                        f"finished); {hint}")
-    stat = path.stat()
+    try:
+        st = path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise missing from None
+    except OSError as err:
+        raise unreadable(path, err, hint) from None
     # A reader consults the index before and after reading (to check what it read): one
     # open per run keeps the system-call counts the lessons show. Writers replace the index
     # by rename, so a rewritten index has another inode and is read afresh.
-    key = (str(path.resolve()), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    key = (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size)
     if key not in _INDEX_CACHE:
         try:
-            index = json.loads(path.read_text())
-            [(entry["name"], entry["samples"], entry["sha256"]) for entry in index["shards"]]
-            index["sample_count"], index["kind"]
-        except (ValueError, KeyError, TypeError):
-            raise LabError(f"the shard index {path} is corrupted; {hint}") from None
-        _INDEX_CACHE[key] = index
+            _INDEX_CACHE[key] = read_checked_json(path, _index_problem, "the shard index",
+                                                  f"move it away and {hint}")
+        except (FileNotFoundError, NotADirectoryError):
+            raise missing from None
     return copy.deepcopy(_INDEX_CACHE[key])
 
 
@@ -191,31 +221,46 @@ def shard_paths(shard_dir: Path, index: dict) -> list[Path]:
 
 
 def verify_shards(shard_dir: Path) -> list[str]:
-    """Problems found checking every shard against the index (sha256, size); empty if none."""
+    """Problems found checking every shard against the index (sha256, size); empty if none.
+
+    A shard the lab will not read (a link, a FIFO, unreadable) is UnsafeInput, raised.
+    """
     try:
         index = load_shard_index(shard_dir)
+    except UnsafeInput:
+        raise
     except LabError as err:
         return [str(err)]
     problems = []
     for entry, path in zip(index["shards"], shard_paths(shard_dir, index)):
-        if not path.is_file():
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
             problems.append(f"{entry['name']} is missing")
-        elif path.stat().st_size != entry["bytes"] or sha256_of(path) != entry["sha256"]:
+            continue
+        except OSError as err:
+            raise unreadable(path, err, _FIX) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise unreadable(path, NotRegularFile(path, st.st_mode), _FIX)
+        if st.st_size != entry["bytes"] or sha256_in_dataset(path, _FIX) != entry["sha256"]:
             problems.append(f"{entry['name']} differs from the index")
     return problems
 
 
 def _size_problem(entry: dict, path: Path) -> str | None:
-    """Why a shard cannot be the one in the index, from one stat (as cheap as checking that
-    it exists): missing, or another size (a truncated or half-copied shard)."""
+    """Why a shard cannot be the one in the index, from one lstat (as cheap as checking that
+    it exists): missing, not a regular file, or another size (truncated or half-copied)."""
     try:
-        size = path.stat().st_size
+        st = path.lstat()
     except FileNotFoundError:
         return f"{entry['name']} is missing"
     except OSError as err:
         return f"{entry['name']} cannot be read ({err.strerror})"
-    if size != entry.get("bytes", size):
-        return f"{entry['name']} has {size} bytes, the index says {entry['bytes']} (truncated or replaced)"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{entry['name']} is {file_kind(st.st_mode)}, not a regular file"
+    if st.st_size != entry["bytes"]:
+        return (f"{entry['name']} has {st.st_size} bytes, the index says {entry['bytes']} "
+                "(truncated or replaced)")
     return None
 
 

@@ -3,9 +3,11 @@
 All generated data lives under one per-user workspace (IOLAB_WORKDIR, default
 <checkout>/workspace, git-ignored) so that `make clean` can remove everything the lab wrote
 and nothing else. The workspace may be a directory that already holds the user's own files
-($SCRATCH, $HOME), so a name alone proves nothing: every directory the lab creates gets a
-marker file (MADE_MARKER) at the moment it is created, and `clean` deletes only marked
-directories. Before writing, callers check free space and free inodes with a margin: on a
+($SCRATCH, $HOME), so a name alone proves nothing: a directory the lab creates under a name
+of its own (the folder asked for, the workspace, its entries -- never a parent of a path the
+user named) is made private (0700) and gets a marker bound to that very folder's identity
+(iolab.core.owned) at the moment it is created, and `clean` deletes only such folders.
+Before writing, callers check free space and free inodes with a margin: on a
 shared login node running out of either hurts everyone.
 
 The workspace's entries are named once, in WorkspaceEntry; everything else (the writers, `clean`)
@@ -20,13 +22,15 @@ import getpass
 import json
 import os
 import re
-import shutil
+import sys
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Iterator
 
-from iolab.core.errors import LabError, interrupts_held
+from iolab.core.errors import LabError
+from iolab.core.owned import (fd_has_marker, has_marker, make_private_dir, open_dir,
+                              remove_owned, write_marker)
 
 #: Headroom kept free beyond what a write needs (bytes, inodes).
 SPACE_MARGIN_BYTES = 256 * 1024**2
@@ -37,6 +41,7 @@ MADE_MARKER_TEXT = ("made by the storage I/O lab; `python -m iolab clean` delete
                     "directory with everything in it\n")
 #: The marker of the per-user directories a location gets (location_dir, iolab.storage.locations).
 LOCATION_MARKER = ".iolab-location"
+LOCATION_MARKER_TEXT = "made by the storage I/O lab for you; `python -m iolab clean` deletes it\n"
 CREATION_MARKERS = (MADE_MARKER, LOCATION_MARKER)
 _MOUNTS_ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -121,9 +126,69 @@ def results_dir() -> Path:
     return lab_owned_dir(WorkspaceEntry.LAB.path())
 
 
+def _location_prefix() -> str:
+    return f"iolab-{user_name()}"
+
+
+def location_names(base_fd: int) -> list[str]:
+    """Names in the open folder `base_fd` that may be this user's per-user places: the usual
+    `iolab-<user>` and the private fallbacks `iolab-<user>-XXXXXXXX` (make_location_dir)."""
+    prefix = _location_prefix()
+    return sorted(name for name in os.listdir(base_fd)
+                  if name == prefix or name.startswith(prefix + "-"))
+
+
 def location_dir(base: Path) -> Path:
-    """The per-user directory the lab works in at a location's `base` (outside the workspace)."""
-    return Path(base) / f"iolab-{user_name()}"
+    """The per-user folder the lab works in at a location's `base` (outside the workspace).
+
+    Usually `<base>/iolab-<user>`. In a shared place that name is predictable, so another
+    user may have taken it; then the lab works in a private folder of its own beside it
+    (make_location_dir), and this finds that one again.
+    """
+    usual = Path(base) / _location_prefix()
+    if not os.path.lexists(usual) or has_marker(usual, LOCATION_MARKER):
+        return usual
+    try:
+        fd = open_dir(base)
+    except OSError:
+        return usual
+    try:
+        for name in location_names(fd):
+            if name != usual.name and has_marker(Path(base) / name, LOCATION_MARKER):
+                return Path(base) / name
+    finally:
+        os.close(fd)
+    return usual
+
+
+def make_location_dir(path: Path) -> Path:
+    """Create (or reuse) the private per-user folder `path` of a location; returns where the
+    lab works. A name taken by something that is not provably this user's lab folder (another
+    user's folder, a link, a file, a copy) is never entered: a fresh private folder beside it
+    is made instead, and one sentence says so."""
+    path = Path(path)
+    if has_marker(path, LOCATION_MARKER):
+        return path
+    try:
+        make_private_dir(path, LOCATION_MARKER, LOCATION_MARKER_TEXT)
+        return path
+    except FileExistsError:
+        pass
+    except OSError as err:
+        raise LabError(f"cannot create {path} ({err.strerror}); free some space or choose "
+                       "another location") from None
+    if path.parent == workdir():
+        raise LabError(f"{path} exists but was not made by the lab for you (no valid "
+                       f"{LOCATION_MARKER} marker); move it away or choose another location")
+    try:
+        fresh = Path(tempfile.mkdtemp(prefix=_location_prefix() + "-", dir=path.parent))
+        write_marker(fresh, LOCATION_MARKER, LOCATION_MARKER_TEXT)
+    except OSError as err:
+        raise LabError(f"cannot create a private folder in {path.parent} ({err.strerror}); "
+                       "choose another location") from None
+    print(f"note: {path} is not a folder the lab made for you (another user's, a link or a "
+          f"copy), so the lab left it alone and works in {fresh} instead", file=sys.stderr)
+    return fresh
 
 
 # --------------------------------------------------------------------------- paths given by a user
@@ -186,7 +251,13 @@ def replace_json(path: Path, value: dict, indent: int) -> None:
     """Write `value` as JSON to `path` by way of `<path>.partial` and a rename, so a reader finds
     the previous file or the new one, never half of one. The indent is the format's own."""
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(value, indent=indent))
+    with contextlib.suppress(FileNotFoundError):
+        partial.unlink()  # a killed run's: the callers hold the folder's writer lock
+    # Created afresh, never written through a link planted under the partial's name.
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(value, indent=indent))
     os.replace(partial, path)
 
 
@@ -202,18 +273,30 @@ def _missing_levels(path: Path) -> list[Path]:
     return missing[::-1]
 
 
-def _make_marked(path: Path) -> None:
-    """Create one directory and mark it as the lab's; lose the race to nobody's files."""
-    with interrupts_held():  # a directory made but not marked would never be cleaned
-        try:
-            path.mkdir()
-        except FileExistsError:
-            return  # made in the meantime by someone else: not ours to mark
-        (path / MADE_MARKER).write_text(MADE_MARKER_TEXT)
+def _lab_named(level: Path, target: Path) -> bool:
+    """Whether the lab may mark `level` when it creates it: the folder asked for, the
+    workspace, or one of the workspace's entries -- never a parent of a path the user named
+    (`--data ~/projects/iolab-data` must not make `~/projects` the lab's to delete)."""
+    if level == target:
+        return True
+    root = workdir()
+    return level == root or (level.parent == root and
+                             level.name in {entry.dirname for entry in WorkspaceEntry})
+
+
+def _make_level(level: Path, mark: bool) -> None:
+    """Create one directory; a lab folder is private (0700) and marked in the same breath."""
+    try:
+        if mark:
+            make_private_dir(level, MADE_MARKER, MADE_MARKER_TEXT)
+        else:
+            level.mkdir()
+    except FileExistsError:
+        return  # made in the meantime by someone else: not ours to mark
 
 
 def ensure_writable_dir(path: Path) -> Path:
-    """Create `path` if needed (marking each directory made) and prove it is writable.
+    """Create `path` if needed (marking the folders the lab names) and prove it is writable.
 
     Raises a LabError that says why when the path is a file or cannot be created or written.
     """
@@ -228,7 +311,7 @@ def ensure_writable_dir(path: Path) -> Path:
         raise LabError(f"{path} exists but is not a directory; choose another location")
     try:
         for level in _missing_levels(path):
-            _make_marked(level)
+            _make_level(level, _lab_named(level, path))
     except OSError as err:
         raise LabError(
             f"cannot create the directory {path} ({err.strerror}); choose a writable location "
@@ -245,14 +328,36 @@ def ensure_writable_dir(path: Path) -> Path:
 
 
 def is_lab_made(path: Path) -> bool:
-    """Whether `path` is a real directory of this user that the lab created (it is marked)."""
+    """Whether `path` is a real directory of this user that the lab created: it carries a
+    marker written into this very folder (a copy, a link or another user's folder does not)."""
+    return any(has_marker(path, marker) for marker in CREATION_MARKERS)
+
+
+def remove_if_only_marked(path: Path) -> bool:
+    """Remove a lab-made folder that holds nothing but its marker; True if it was removed.
+
+    Checked and removed through one handle, so a name swapped meanwhile is not followed.
+    """
     path = Path(path)
     try:
-        if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
-            return False
-    except FileNotFoundError:  # deleted meanwhile, e.g. by a second `clean`
+        fd = open_dir(path)
+    except OSError:
         return False
-    return any((path / marker).is_file() for marker in CREATION_MARKERS)
+    try:
+        if not any(fd_has_marker(fd, marker) for marker in CREATION_MARKERS):
+            return False
+        if set(os.listdir(fd)) - set(CREATION_MARKERS):
+            return False
+        for marker in CREATION_MARKERS:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(marker, dir_fd=fd)
+    finally:
+        os.close(fd)
+    try:
+        path.rmdir()  # only ever removes an empty folder, whatever the name leads to now
+    except OSError:
+        return False
+    return True
 
 
 def lab_owned_dir(path: Path) -> Path:
@@ -263,9 +368,10 @@ def lab_owned_dir(path: Path) -> Path:
     """
     path = ensure_writable_dir(path)
     if not is_lab_made(path):
-        raise LabError(f"{path} exists but was not made by the lab (it has no {MADE_MARKER} "
-                       "marker), so the lab will not write or delete in it; move it away, or "
-                       "point IOLAB_WORKDIR at a folder of the lab's own, e.g. $SCRATCH/iolab")
+        raise LabError(f"{path} exists but was not made by the lab for you (it has no valid "
+                       f"{MADE_MARKER} marker; a copy of a lab folder has none), so the lab will "
+                       "not write or delete in it; move it away, or point IOLAB_WORKDIR at a "
+                       "folder of the lab's own, e.g. $SCRATCH/iolab")
     return path
 
 
@@ -307,12 +413,14 @@ def mounts_under(root: Path) -> list[Path]:
 
 
 def remove_tree(path: Path) -> None:
-    """Delete a directory the lab created, refusing anything outside the workspace or a mount.
+    """Delete a folder of this user inside the workspace, refusing anything outside the
+    workspace, another user's folder, or one with a mount inside.
 
     A recursive delete walks into mounted file systems, so one that holds a mount point
-    would delete the files exported through it.
+    would delete the files exported through it. The delete goes through one open handle
+    (iolab.core.owned), so a name swapped for a link meanwhile is not followed.
     """
-    path = Path(path).resolve()
+    path = Path(path).parent.resolve() / Path(path).name  # a link itself, never its target
     root = workdir().resolve()
     if path == root or root not in path.parents:
         raise LabError(f"refusing to delete {path}: it is not inside the lab's workspace {root}")
@@ -320,4 +428,4 @@ def remove_tree(path: Path) -> None:
     if mounted:
         raise LabError(f"refusing to delete {path}: {mounted[0]} is mounted inside it; "
                        f"unmount it (`fusermount3 -u {mounted[0]}` or `umount`) first")
-    shutil.rmtree(path, ignore_errors=True)
+    remove_owned(path)

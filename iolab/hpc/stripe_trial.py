@@ -15,7 +15,6 @@ and deleted afterwards, also on error or Ctrl-C.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Iterator
 import pandas as pd
 
 from iolab.core.errors import LabError
+from iolab.core.owned import remove_owned
 from iolab.core.workspace import check_capacity, remove_tree, scratch_dir, workdir
 from iolab.hpc import lustre
 from iolab.hpc.stripes import Layout, locate
@@ -123,7 +123,7 @@ def trial_directory(location: Location, bytes_needed: int, files: int) -> Iterat
         cleanup = remove_tree
     else:
         base = Path(tempfile.mkdtemp(prefix="stripes-", dir=user_dir(location)))
-        cleanup = shutil.rmtree
+        cleanup = remove_owned
     try:
         check_capacity(base, bytes_needed, files)
         yield base

@@ -38,6 +38,7 @@ import pandas as pd
 
 from iolab.core.dataset import BOOKKEEPING_NAMES
 from iolab.core.errors import LabError
+from iolab.core.owned import discard_owned
 from iolab.core.workspace import existing_dir, scratch_dir
 from iolab.measure.recorded import Recordings
 from iolab.measure.strace_parse import (OPENS, READS, SEEKS, STATS, SUMMARY_OPTIONS, TRACE_OPTIONS,
@@ -148,7 +149,7 @@ def run_scratch(name: str) -> Iterator[Path]:
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        discard_owned(path)
 
 
 def check_command(cmd: Sequence[str], cwd: str | os.PathLike | None,

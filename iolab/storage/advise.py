@@ -45,8 +45,9 @@ import pandas as pd
 
 from iolab.core.budget import check, lifted
 from iolab.core.errors import Interrupted, LabError
-from iolab.core.workspace import (MADE_MARKER, WorkspaceEntry, ensure_writable_dir, is_lab_made,
-                                  public_text, remove_tree, scratch_dir, user_name, workdir)
+from iolab.core.workspace import (WorkspaceEntry, ensure_writable_dir, public_text,
+                                  remove_if_only_marked, remove_tree, scratch_dir, user_name,
+                                  workdir)
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.storage.advice_rules import advise
 from iolab.storage.locations import Location, discover_locations, remove_user_dir, user_dir
@@ -376,9 +377,7 @@ def _workspace_entries() -> list[Path]:
 def _remove_made_empty(paths: Sequence[Path]) -> None:
     """Remove each directory the run made if it holds nothing but the lab's marker."""
     for path in paths:
-        if is_lab_made(path) and set(os.listdir(path)) <= {MADE_MARKER}:
-            (path / MADE_MARKER).unlink(missing_ok=True)
-            path.rmdir()
+        remove_if_only_marked(path)
 
 
 def measure_places(names: Sequence[str] | None = None, budget_s: float = DEFAULT_BUDGET_S,

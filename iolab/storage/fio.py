@@ -62,6 +62,7 @@ import pandas as pd
 
 from iolab.core.budget import excess, lifted, refusal
 from iolab.core.errors import LabError, sigterm_as_interrupt
+from iolab.core.owned import discard_owned
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import (atomic_output, check_capacity, ensure_writable_dir, existing_dir,
                                   public_text)
@@ -463,7 +464,7 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
             command = fio_command(profile, run_dir, run_dir / OUTPUT_NAME)
             text = _run_fio(command, run_dir)
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        discard_owned(run_dir)
     if json_out is not None:
         ensure_writable_dir(Path(json_out).parent)
         with atomic_output(json_out) as partial:

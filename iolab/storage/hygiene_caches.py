@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError
+from iolab.core.owned import remove_owned
 from iolab.core.workspace import public_text
 
 TOOL_TIMEOUT_S = 30
@@ -208,12 +209,12 @@ def apply_cleanup(plan: CleanupPlan, root: Path | str) -> int:
         try:
             if path.is_dir() and not path.is_symlink():
                 files = _usage(path)[0]
-                shutil.rmtree(path)
+                remove_owned(path)
                 removed += files
             elif path.exists() or path.is_symlink():
                 path.unlink()
                 removed += 1
-        except OSError as err:
+        except (OSError, LabError) as err:
             raise LabError(f"cannot delete {path} ({err.strerror or err}): it or its folder is "
                            f"not writable by you; {removed} files were removed before it, "
                            "nothing outside the plan") from None

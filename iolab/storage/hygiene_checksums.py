@@ -20,6 +20,7 @@ import pandas as pd
 
 from iolab.core.dataset import sha256_of
 from iolab.core.errors import LabError
+from iolab.core.owned import discard_owned
 from iolab.core.workspace import check_capacity, workdir
 
 MANIFEST_NAME = "SHA256SUMS"
@@ -83,13 +84,13 @@ def copy_with_manifest(source: Path | str, destination: Path | str) -> Path:
         (partial / MANIFEST_NAME).write_text(text)
         partial.rename(destination)
     except OSError:
-        shutil.rmtree(partial, ignore_errors=True)
+        discard_owned(partial)
         if destination.exists():
             raise LabError(f"{destination} was made by another run meanwhile; this copy was "
                            "discarded; check that one against its manifest") from None
         raise
     except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
+        discard_owned(partial)
         raise
     return destination / MANIFEST_NAME
 

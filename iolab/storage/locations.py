@@ -30,7 +30,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -39,8 +38,10 @@ import pandas as pd
 
 from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
+from iolab.core.owned import has_marker, opened_parent, remove_marked
 from iolab.core.workspace import (LOCATION_MARKER, WorkspaceEntry, ensure_writable_dir,
-                                  location_dir, public_text, user_name, workdir)
+                                  location_dir, make_location_dir, public_text, user_name,
+                                  workdir)
 from iolab.measure.context import fs_kind, is_network_fs, mount_for, public_mount_options
 
 # TMPDIR is the ``tmp`` candidate itself; the cluster's own areas are STORAGE_VARIABLES.
@@ -245,7 +246,7 @@ def _probed(location: Location) -> Location:
     The per-user directory is created for the probe only if it is missing, and then removed
     again, so discovery leaves no trace.
     """
-    created = not location.path.exists()
+    created = not has_marker(location.path, LOCATION_MARKER)
     try:
         directory = user_dir(location)
     except LabError as err:
@@ -281,51 +282,29 @@ def discover_locations(
 
 
 def user_dir(location: Location) -> Path:
-    """Create (if needed) and mark the per-user working directory of `location`.
+    """Create (if needed) and mark the private per-user working directory of `location`.
 
     On a shared base such as /tmp another user could have made <base>/iolab-<you> first, or a
-    symlink by that name; the lab refuses to write there, since it would later delete it.
+    link by that name: the lab never enters it and works in a fresh private folder beside it
+    (iolab.core.workspace.make_location_dir), saying so in one sentence.
     """
-    path = location.path
-    if path.is_symlink():
-        raise LabError(f"{path} is a symbolic link; remove it or choose another location")
-    created = not path.exists()
-    ensure_writable_dir(path)
-    marker = path / LOCATION_MARKER
-    if created:
-        try:
-            marker.write_text("made by the storage I/O lab; safe to delete with its contents\n")
-        except OSError as err:
-            marker.unlink(missing_ok=True)
-            path.rmdir()
-            raise LabError(
-                f"cannot write in {path} ({err.strerror}); free some space or choose another "
-                "location"
-            ) from None
-    if path.stat().st_uid != os.getuid() or not marker.is_file():
-        raise LabError(
-            f"{path} exists but was not made by the lab for you (no {LOCATION_MARKER} marker); "
-            "move it away or choose another location"
-        )
-    return path
+    if location.name == "workspace":
+        ensure_writable_dir(workdir())
+    return make_location_dir(_working_dir(location.name, location.base))
 
 
 def remove_user_dir(location: Location) -> None:
-    """Delete the per-user working directory of `location` with everything in it, if it exists.
+    """Delete the per-user working directory of `location` with everything in it, if the lab
+    made it for this user; anything else by that name (another user's) is left as it is.
 
-    Only a real directory owned by the user and carrying the lab's marker is deleted; the
-    base and everything else in it stay as they are.
+    The folder is checked and emptied through one open handle (iolab.core.owned), so a name
+    swapped for a link meanwhile leads nowhere.
     """
-    path = location.path
-    if not path.exists() and not path.is_symlink():
+    path = _working_dir(location.name, location.base)  # again: a fallback may be new
+    if not os.path.lexists(path):
         return
-    owned = path.is_dir() and not path.is_symlink() and path.stat().st_uid == os.getuid()
-    if not owned or not (path / LOCATION_MARKER).is_file():
-        raise LabError(
-            f"refusing to delete {path}: it has no {LOCATION_MARKER} marker of the lab; "
-            "delete it yourself if it is yours"
-        )
-    shutil.rmtree(path)
+    with opened_parent(path) as parent:
+        remove_marked(parent, path.name, (LOCATION_MARKER,), path)
 
 
 FRAME_COLUMNS = [

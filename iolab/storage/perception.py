@@ -54,6 +54,7 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError
+from iolab.core.owned import discard_owned
 from iolab.core.workspace import check_capacity, existing_dir, public_text
 from iolab.measure.cache import EVICT_METHOD, Eviction, Residency, evict
 from iolab.measure.context import fs_kind, mount_for
@@ -193,8 +194,7 @@ def run_dir(directory: Path | str, test: str, bytes_needed: int,
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
-        if path.exists():
+        if not discard_owned(path):
             warnings.warn(f"could not remove {path} completely; delete it by hand", stacklevel=3)
 
 
@@ -601,7 +601,7 @@ def time_untar_sync(directory: Path | str, repeats: int = 3,
         sync = sync_command(run)
 
         def empty_destination() -> None:
-            shutil.rmtree(dest, ignore_errors=True)
+            discard_owned(dest)
             dest.mkdir()
             _run(sync)
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -49,6 +48,7 @@ from tqdm import tqdm
 
 from iolab.core.budget import check
 from iolab.core.errors import LabError, sigterm_as_interrupt
+from iolab.core.owned import discard_owned
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import check_capacity, existing_dir, public_text
 from iolab.measure.cache import evict
@@ -157,8 +157,7 @@ def run_directory(directory: Path | str, name: str) -> Iterator[Path]:
         with sigterm_as_interrupt():
             yield run_dir
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if run_dir.exists():
+        if not discard_owned(run_dir):
             warnings.warn(f"could not remove all of {public_text(run_dir)}; delete it by hand")
 
 

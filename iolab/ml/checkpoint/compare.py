@@ -10,7 +10,6 @@ cancelled and joined first.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -18,6 +17,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from iolab.core.errors import LabError, interrupts_held, sigterm_as_interrupt
+from iolab.core.owned import discard_owned
 from iolab.core.workspace import check_capacity, ensure_writable_dir, remove_tree, scratch_dir
 from iolab.measure.context import mount_for
 from iolab.ml.checkpoint.formats import import_torch, save_checkpoint, torch_save_checkpoint
@@ -55,7 +55,7 @@ def target_dir(target: str, scratch: Path) -> Iterator[Path]:
                 except OSError as err:
                     raise LabError(f"cannot write in {base} ({err.strerror}); choose a "
                                    "directory you can write to") from None
-                cleanup.callback(_remove_uninterrupted, shutil.rmtree, directory, True)
+                cleanup.callback(_remove_uninterrupted, discard_owned, directory)
             yield directory
 
 
