@@ -20,8 +20,9 @@ from iolab.core.errors import LabError
 from iolab.core.workspace import MADE_MARKER, repo_root
 from iolab.measure import audit_open
 from iolab.measure.strace_parse import TraceReader, parse_strace_summary, unescape_strace
-from iolab.measure.syscalls import (_Tally, count_syscalls, format_report, strace_status,
-                                    strace_summary, trace_attributed)
+from iolab.measure.strace_run import strace_status
+from iolab.measure.syscall_report import format_report
+from iolab.measure.syscalls import _Tally, count_syscalls, strace_summary, trace_attributed
 
 needs_strace = pytest.mark.needs("strace")
 

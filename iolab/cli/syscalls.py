@@ -8,7 +8,8 @@ import json
 import sys
 
 from iolab.cli.options import add_data_option
-from iolab.measure.syscalls import METHODS, count_syscalls, format_report
+from iolab.measure.syscall_report import format_report
+from iolab.measure.syscalls import METHODS, count_syscalls
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -31,8 +31,9 @@ from iolab.measure.diagnose import (SMALL_BYTES, FileIO, IOSummary, diagnose, fi
 from iolab.measure.strace_parse import (OPENS, READS, SEEKS, STATS, TRACE_OPTIONS, WRITES,
                                         TraceCall, TraceReader, annotation_path, fd_annotation,
                                         string_arg)
-from iolab.measure.syscalls import (check_command, require_strace, run_counting_io, run_scratch,
-                                    run_strace, strace_status)
+from iolab.measure.strace_run import (check_command, require_strace, run_scratch, run_strace,
+                                      strace_status)
+from iolab.measure.syscall_fallback import run_counting_io
 
 PROFILE_OPTIONS = (*TRACE_OPTIONS, "-T")
 METHODS = ("auto", "strace", "proc-io")

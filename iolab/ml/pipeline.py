@@ -67,7 +67,7 @@ def read_samples_command(dataset_dir: Path, source: str, workers: int | None = N
 
 def count_read_syscalls(dataset_dir: Path, source: str, workers: int | None = None,
                         limit: int | None = None, method: str = "auto"):
-    """Attributed system calls of one demo run (iolab.measure.syscalls.SyscallReport)."""
+    """Attributed system calls of one demo run (iolab.measure.syscall_report.SyscallReport)."""
     from iolab.measure.syscalls import count_syscalls
 
     return count_syscalls(read_samples_command(dataset_dir, source, workers, limit), dataset_dir,
