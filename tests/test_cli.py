@@ -282,3 +282,19 @@ def test_clean_needs_no_third_party_package() -> None:
               "print(args.func is iolab.cli.clean.main)\n")
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout == "True\n", proc.stderr
+
+
+def test_help_lists_every_command_once_under_its_lesson(capsys) -> None:
+    """A new command that no lesson group names would vanish from --help."""
+    from iolab.cli import BY_LESSON, COMMAND_MODULES
+
+    grouped = [name for _, names in BY_LESSON for name in names]
+    assert sorted(grouped) == sorted(name.replace("_", "-") for name in COMMAND_MODULES)
+    with pytest.raises(SystemExit) as done:
+        cli_main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    for lesson, names in BY_LESSON:
+        assert f"\n{lesson}:\n" in out
+        assert all(f"\n  {name} " in out for name in names), (lesson, names)
+    assert "setup_parser" not in out  # written for a learner, not a developer

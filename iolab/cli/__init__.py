@@ -8,7 +8,9 @@
 A command module `iolab/cli/<name>.py` defines `setup_parser(subparsers)`, which adds its
 parser and sets `func=main`, and `main(args) -> int`; a test can build the parser and call
 main in-process. Modules are imported only when the parser is built, and `clean` needs only
-the standard library, so `make clean` works even without the .venv.
+the standard library, so `make clean` works even without the .venv. `--help` is written for
+a learner: what the toolkit is, and the commands grouped by the lesson that uses them
+(BY_LESSON).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 from typing import NoReturn
 
 from iolab.core.errors import run_cli
@@ -29,12 +32,56 @@ COMMAND_MODULES = (
 )
 
 
+#: The commands by the lesson that uses them, in the order a learner meets them (--help).
+BY_LESSON = (
+    ("start here", ("lab", "check-tools", "locations", "bench", "clean")),
+    ("01-03 how a program reads files", ("syscalls", "time")),
+    ("04 the page cache, a network file system", ("over-sshfs",)),
+    ("05 benchmarking storage with fio", ("fio",)),
+    ("06 file sizes and metadata", ("sweep", "mdrates", "perception")),
+    ("07 Lustre striping", ("lustre",)),
+    ("08 MPI-IO", ("mpiio",)),
+    ("09 feeding a DataLoader", ("accelerator",)),
+    ("10 checkpoints", ("checkpoint",)),
+    ("11 keeping storage tidy, and where to put what", ("hygiene", "advise")),
+    ("12 profiling your own program", ("profile", "darshan")),
+)
+HELP_WIDTH = 88
+DESCRIPTION = (
+    "The storage I/O lab's measuring toolkit. Each command measures one thing on this machine "
+    "-- system calls, timings, bandwidth, metadata rates, layouts -- and prints a table. "
+    "New here? Run `make lab` once, then follow the lessons; `python -m iolab COMMAND --help` "
+    "explains a command."
+)
+
+
+def lesson_guide(helps: dict[str, str]) -> str:
+    """Every command with its one-line help, under the lesson that uses it."""
+    width = max(len(name) for _, names in BY_LESSON for name in names) + 2
+    lines = []
+    for lesson, names in BY_LESSON:
+        lines.append(f"{lesson}:")
+        for name in (name for name in names if name in helps):
+            first, *rest = textwrap.wrap(helps[name], HELP_WIDTH - width - 2) or [""]
+            lines.append(f"  {name:<{width}}{first}")
+            lines += [" " * (width + 2) + line for line in rest]
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
 def build_parser(full: bool = True) -> argparse.ArgumentParser:
     """All subcommands; with full=False only those that need no third-party package."""
-    parser = argparse.ArgumentParser(prog="python -m iolab", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="python -m iolab",
+                                     description=textwrap.fill(DESCRIPTION, HELP_WIDTH),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     help="one of the commands below, listed by lesson")
     for name in COMMAND_MODULES if full else COMMAND_MODULES[:1]:
         importlib.import_module(f"iolab.cli.{name}").setup_parser(commands)
+    # argparse lists subcommands in one flat group; the lessons' groups replace that list.
+    helps = {action.dest: action.help or "" for action in commands._choices_actions}
+    commands._choices_actions = []
+    parser.epilog = lesson_guide(helps)
     return parser
 
 
