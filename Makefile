@@ -4,7 +4,7 @@
 #                   on this machine, build the site from those results, print a summary
 #   make test       every test: unit tests, nbval on every notebook, the site with -W -n and its links
 #   make test-fast  the unit tests only (no notebooks, no mounts, no MPI runs, no Slurm): minutes
-#   make jupyter    JupyterLab on the notebooks
+#   make jupyter    JupyterLab on your own copies of the notebooks (in the workspace)
 #   make html       the site from the committed notebooks, into _build/html
 #   make bench      this machine's timings: generation, each reader, and the raw-read floor
 #   make torch      optional: PyTorch for the DataLoader and checkpoint lessons
@@ -57,7 +57,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow" tests
 
 jupyter: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks
+	$(PY) -m iolab jupyter
 
 html: $(STAMP)
 	$(PY) -m sphinx -W -n -b html . _build/html

@@ -298,3 +298,19 @@ def test_help_lists_every_command_once_under_its_lesson(capsys) -> None:
         assert f"\n{lesson}:\n" in out
         assert all(f"\n  {name} " in out for name in names), (lesson, names)
     assert "setup_parser" not in out  # written for a learner, not a developer
+
+
+def test_jupyter_works_on_copies_and_keeps_the_learners_edits(workspace: Path,
+                                                              capsys) -> None:
+    """Saving a notebook in JupyterLab must never change the committed reference notebooks."""
+    committed = {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert cli_main(["jupyter", "--no-launch"]) == 0
+    copies = workspace / "lab" / "jupyter"
+    assert {p.name for p in copies.glob("*.ipynb")} == set(committed)
+    first = sorted(committed)[0]
+    (copies / first).write_text("the learner's own work")
+    os.utime(copies / first, (0, 0))  # older than the committed one
+    assert cli_main(["jupyter", "--no-launch"]) == 0
+    assert (copies / first).read_text() == "the learner's own work"
+    assert first in capsys.readouterr().out.split("newer in notebooks/")[1]
+    assert {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")} == committed

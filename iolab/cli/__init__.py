@@ -28,13 +28,13 @@ from iolab.core.errors import run_cli
 COMMAND_MODULES = (
     "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "time", "over_sshfs",
     "perception", "fio", "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio",
-    "accelerator", "advise", "lab", "bench",
+    "accelerator", "advise", "lab", "jupyter", "bench",
 )
 
 
 #: The commands by the lesson that uses them, in the order a learner meets them (--help).
 BY_LESSON = (
-    ("start here", ("lab", "check-tools", "locations", "bench", "clean")),
+    ("start here", ("lab", "jupyter", "check-tools", "locations", "bench", "clean")),
     ("01-03 how a program reads files", ("syscalls", "time")),
     ("04 the page cache, a network file system", ("over-sshfs",)),
     ("05 benchmarking storage with fio", ("fio",)),

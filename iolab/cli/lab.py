@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.builder import build_dataset
-from iolab.core.writer_lock import writer_lock
 from iolab.core.owned import discard_owned
 from iolab.core.workspace import atomic_output, default_dataset_dir, repo_root, results_dir, workdir
+from iolab.core.writer_lock import writer_lock
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
 SITE_SOURCES = ("conf.py", "index.md", "lessons", "workshop", "reference", "demos",
