@@ -47,6 +47,7 @@ exclude_patterns = [
     "iolab",
     "README.md",
     "ARCHITECTURE.md",
+    "CONTRIBUTING.md",
     ".ci",
     "requirements-lock.txt",
     "requirements-torch.txt",
