@@ -182,9 +182,13 @@ def test_machine_tag_tells_machines_apart_without_showing_the_id(tmp_path):
     one, other = tmp_path / "one", tmp_path / "other"
     one.write_text("4f1c0a6b9e2d4c3f8a7b6c5d4e3f2a1b\n")
     other.write_text("0123456789abcdef0123456789abcdef\n")
-    assert machine_tag(one) == machine_tag(one) != machine_tag(other)
-    assert len(machine_tag(one)) == 8 and machine_tag(one) not in one.read_text()
-    assert machine_tag(tmp_path / "missing") == "unknown"
+    tag = machine_tag(one, "6.1.0", "login1")
+    assert tag == machine_tag(one, "6.1.0", "login1") != machine_tag(other, "6.1.0", "login1")
+    # clones of one image share a machine-id: the kernel or the host tells them apart
+    assert tag != machine_tag(one, "6.8.0", "login1") and tag != machine_tag(one, "6.1.0", "n2")
+    assert len(tag) == 8 and tag not in one.read_text() and "login1" not in tag
+    missing = tmp_path / "missing"
+    assert machine_tag(missing, "6.1.0", "a") != machine_tag(missing, "6.1.0", "b")
 
 
 def test_machine_label_names_cpu_memory_os_kernel_and_tag():

@@ -236,6 +236,15 @@ def test_make_labs_site_shows_this_machines_run(tmp_path: Path, capsys) -> None:
     assert changed == 1, "notebook 01 must glue recorded_on once"
     (executed / "01-file-access.ipynb").write_text(json.dumps(notebook))
     ok, committed = build_site(executed, tmp_path / "site")
-    assert ok, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert ok, out
+    assert "Include file" not in out
     assert "1999-12-31" in (tmp_path / "site" / "index.html").read_text()
+    # every code excerpt a lesson quotes from iolab/ is on the learner's page too
+    for lesson in sorted((REPO / "lessons").glob("*.md")):
+        objects = re.findall(r"literalinclude\} \.\./iolab/\S+\n(?::[^\n]*\n)*?:pyobject: (\w+)",
+                             lesson.read_text())
+        page = (tmp_path / "site" / "lessons" / f"{lesson.stem}.html").read_text()
+        for name in objects:
+            assert f'<span class="nf">{name}</span>' in page, (lesson.name, name)
     assert committed == [f"{stem}.ipynb" for stem in NOTEBOOKS[1:]]

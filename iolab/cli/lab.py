@@ -24,8 +24,10 @@ from iolab.core.workspace import atomic_output, default_dataset_dir, repo_root, 
 from iolab.core.writer_lock import writer_lock
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
+#: What the site is built from; `iolab` and `demos` too, since the lessons quote their code
+#: (literalinclude): a staging copy without them loses those excerpts.
 SITE_SOURCES = ("conf.py", "index.md", "lessons", "workshop", "reference", "demos",
-                "data_generators")
+                "data_generators", "iolab")
 #: Pages outside notebooks/ that make lab executes too (into <results>/pages/, same path)
 #: and stages over their committed copies: "Your storage" shows the learner's own run.
 EXECUTED_PAGES = ("reference/your-storage.ipynb",)

@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,15 +282,20 @@ def machine_context(
     return context
 
 
-def machine_tag(machine_id: Path = Path("/etc/machine-id")) -> str:
+def machine_tag(machine_id: Path = Path("/etc/machine-id"), kernel: str | None = None,
+                host: str | None = None) -> str:
     """A short, stable tag telling machines apart without naming them: 8 hex digits of a
-    hash of /etc/machine-id ('unknown' without one). Two notebooks with one tag ran on one
-    (virtual) machine; the id itself, which systemd treats as confidential, is not shown."""
+    hash of /etc/machine-id, the kernel release and the host name. Virtual machines cloned
+    from one image share a machine-id (seen: two machines with different kernels got one
+    tag), so the id alone does not tell them apart; the id itself, which systemd treats as
+    confidential, and the host name are not shown."""
     try:
         ident = machine_id.read_text().strip()
     except OSError:
-        return "unknown"
-    return hashlib.sha256(f"iolab:{ident}".encode()).hexdigest()[:8] if ident else "unknown"
+        ident = ""
+    kernel = platform.release() if kernel is None else kernel
+    host = socket.gethostname() if host is None else host
+    return hashlib.sha256(f"iolab:{ident}:{kernel}:{host}".encode()).hexdigest()[:8]
 
 
 def machine_label(context: dict) -> str:
