@@ -314,3 +314,31 @@ def test_jupyter_works_on_copies_and_keeps_the_learners_edits(workspace: Path,
     assert (copies / first).read_text() == "the learner's own work"
     assert first in capsys.readouterr().out.split("newer in notebooks/")[1]
     assert {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")} == committed
+
+
+def test_make_lab_runs_notebooks_quietly_over_private_sockets(tmp_path: Path,
+                                                              workspace: Path) -> None:
+    """No kernel warning per notebook in the `make lab` log, no colour codes in a failure, no
+    socket left behind: the kernel talks over Unix sockets in a private scratch folder."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    code = (
+        "import sys, nbformat\n"
+        "from pathlib import Path\n"
+        "from iolab.cli.lab import execute_notebook, plain\n"
+        "d = Path(sys.argv[1])\n"
+        "execute_notebook(d / 'ok.ipynb', d / 'out' / 'ok.ipynb')\n"
+        "try:\n"
+        "    execute_notebook(d / 'fails.ipynb', d / 'out' / 'fails.ipynb')\n"
+        "except Exception as err:\n"
+        "    print('FAILED:', plain(str(err)).strip().splitlines()[-1])\n")
+    nbformat.write(new_notebook(cells=[new_code_cell("print(6 * 7)")]), tmp_path / "ok.ipynb")
+    nbformat.write(new_notebook(cells=[new_code_cell("1 / 0")]), tmp_path / "fails.ipynb")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "without encryption" not in proc.stderr and "\x1b[" not in proc.stdout
+    assert "FAILED: ZeroDivisionError: division by zero" in proc.stdout
+    assert "42" in nbformat.read(tmp_path / "out" / "ok.ipynb", 4).cells[0].outputs[0]["text"]
+    assert [p.name for p in (workspace / "tmp").iterdir()] == [".iolab-made"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,8 @@ import pandas as pd
 
 from iolab.core.builder import build_dataset
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import atomic_output, default_dataset_dir, repo_root, results_dir, workdir
+from iolab.core.workspace import (atomic_output, default_dataset_dir, repo_root, results_dir,
+                                  scratch_dir, workdir)
 from iolab.core.writer_lock import writer_lock
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
@@ -28,6 +30,8 @@ from iolab.measure.recorded import FALLBACK_LOG_ENV
 #: (literalinclude): a staging copy without them loses those excerpts.
 SITE_SOURCES = ("conf.py", "index.md", "lessons", "workshop", "reference", "demos",
                 "data_generators", "iolab")
+#: Terminal colour and style codes (ESC [ ... m).
+ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 #: Pages outside notebooks/ that make lab executes too (into <results>/pages/, same path)
 #: and stages over their committed copies: "Your storage" shows the learner's own run.
 EXECUTED_PAGES = ("reference/your-storage.ipynb",)
@@ -76,16 +80,33 @@ def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataF
 
 
 def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
-    """Run a notebook with the notebooks/ folder as its working directory; save it elsewhere."""
+    """Run a notebook with the notebooks/ folder as its working directory; save it elsewhere.
+
+    The kernel talks to this process over Unix sockets in a private scratch folder, not TCP:
+    on a shared login node nobody else can reach them, and the kernel has no reason to warn
+    that its traffic is unencrypted.
+    """
     import nbformat
+    from jupyter_client import KernelManager
     from nbclient import NotebookClient
 
     notebook = nbformat.read(source, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout_s, kernel_name="python3",
-                            resources={"metadata": {"path": str(source.parent)}})
-    client.execute()
+    sockets = scratch_dir("kernel")
+    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "kernel"))
+    try:
+        NotebookClient(notebook, km=manager, timeout=timeout_s,
+                       resources={"metadata": {"path": str(source.parent)}}).execute()
+    finally:
+        if manager.has_kernel:
+            manager.shutdown_kernel(now=True)
+        discard_owned(sockets)
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
+
+
+def plain(text: str) -> str:
+    """`text` without the terminal's colour codes (an IPython traceback is full of them)."""
+    return ANSI_CODES.sub("", text)
 
 
 def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> list[str]:
@@ -103,8 +124,8 @@ def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> lis
         try:
             execute_notebook(source, target_dir / source.name)
         except Exception as err:  # a failing cell: report it, keep going with the others
-            first_line = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
-            print(f"  {source.name}: FAILED ({first_line})")
+            last_line = plain(str(err)).strip().splitlines()[-1] if str(err).strip() else repr(err)
+            print(f"  {source.name}: FAILED ({last_line})")
             failed.append(source.name)
             continue
         print(f"  {source.name}: executed in {time.perf_counter() - start:.0f} s")
@@ -113,7 +134,7 @@ def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> lis
         try:
             execute_notebook(repo_root() / page, target_dir.parent / "pages" / page)
         except Exception as err:  # keep the committed page, as for a failed notebook
-            print(f"  {page}: FAILED ({(str(err).strip().splitlines() or [repr(err)])[-1]})")
+            print(f"  {page}: FAILED ({(plain(str(err)).strip().splitlines() or [repr(err)])[-1]})")
             failed.append(page)
     return failed
 
