@@ -342,3 +342,25 @@ def test_make_lab_runs_notebooks_quietly_over_private_sockets(tmp_path: Path,
     assert "FAILED: ZeroDivisionError: division by zero" in proc.stdout
     assert "42" in nbformat.read(tmp_path / "out" / "ok.ipynb", 4).cells[0].outputs[0]["text"]
     assert [p.name for p in (workspace / "tmp").iterdir()] == [".iolab-made"]
+
+
+def test_make_labs_summary_names_every_missing_piece(monkeypatch) -> None:
+    """A learner without PyTorch, PyDarshan or a tool is told so at the end, with the fix."""
+    import importlib.util
+
+    from iolab.cli import lab
+    from iolab.measure.tools import ToolStatus
+
+    statuses = [ToolStatus("fio", False, None, None, "measures bandwidth", "apt-get install fio",
+                           False),
+                ToolStatus("strace", True, "/usr/bin/strace", "6.1", "counts calls", "apt",
+                           True, problem="ptrace is denied here"),
+                ToolStatus("tar", True, "/usr/bin/tar", "1.34", "unpacks", "apt", True)]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    lines = lab.missing_pieces(statuses)
+    assert any(line.startswith("fio ") and "apt-get install fio" in line for line in lines)
+    assert any(line.startswith("strace ") and "ptrace is denied" in line for line in lines)
+    assert not any(line.startswith("tar ") for line in lines)
+    assert any(line.startswith("torch ") and "make torch" in line for line in lines)

@@ -139,6 +139,26 @@ def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> lis
     return failed
 
 
+#: Optional Python packages some lessons use, with the command that adds each.
+OPTIONAL_PACKAGES = (
+    ("torch", "PyTorch: the DataLoader and checkpoint runs of lessons 09 and 10", "make torch"),
+    ("darshan", "PyDarshan: reads Darshan logs in lesson 12", "make darshan"),
+)
+
+
+def missing_pieces(statuses: list) -> list[str]:
+    """Every optional piece this machine lacks -- a tool missing or unusable, a Python
+    package not installed -- one line each, with the command that adds it."""
+    import importlib.util
+
+    lines = [f"{s.name} ({s.purpose}): {s.problem or 'not found'}; how to get it: "
+             f"{s.how_to_get}" for s in statuses if s.state != "ok"]
+    lines += [f"{name} ({what}): not installed; how to get it: `{command}`"
+              for name, what, command in OPTIONAL_PACKAGES
+              if importlib.util.find_spec(name) is None]
+    return lines
+
+
 def not_run_here(fallback_log: Path) -> list[str]:
     """What this machine could not measure, one line per missing tool with the notebooks
     whose cells showed the recorded run instead."""
@@ -214,7 +234,8 @@ def _run_steps(out: Path, repeats: int) -> int:
 
     total = 5
     step(1, total, "System tools and the places to compare")
-    print(format_report(check_tools()))
+    tools = check_tools()
+    print(format_report(tools))
     print()
     print(to_markdown(locations_frame(discover_locations())[
         ["name", "path", "fs_type", "kind", "free_GB", "o_direct"]]))
@@ -249,6 +270,11 @@ def _run_steps(out: Path, repeats: int) -> int:
     if missing:
         print("\nNot measured on this machine (the site shows the recorded runs there):")
         for line in missing:
+            print(f"  - {line}")
+    absent = missing_pieces(tools)
+    if absent:
+        print("\nOptional pieces missing here (the lessons still run; these add what they need):")
+        for line in absent:
             print(f"  - {line}")
     if failed:
         print(f"Notebooks that failed: {', '.join(failed)}")
