@@ -26,6 +26,9 @@ myst_heading_anchors = 3
 # Notebooks are rendered from their stored outputs, never executed while building.
 nb_execution_mode = "off"
 nb_merge_streams = True
+# A notebook's text/markdown output (a table from to_markdown) renders as a table: CommonMark,
+# myst-nb's default, has no tables and would show the raw pipes.
+nb_render_markdown_format = "gfm"
 # myst-nb would add require.js and the widget manager from a CDN to a page whose notebook
 # carries widget state; the lab uses no widgets, and the site must not load remote scripts.
 nb_ipywidgets_js: dict = {}

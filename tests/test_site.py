@@ -202,6 +202,14 @@ def test_reference_pages_define_terms_and_commands(build, pages: dict[Path, Page
     assert not absent, f"the quick reference does not mention {absent}"
 
 
+def test_notebook_markdown_tables_render_as_tables(build) -> None:
+    """A notebook's to_markdown table (text/markdown output) is an HTML table, not pipes."""
+    _, out = build
+    page = (out / "reference" / "your-storage.html").read_text()
+    assert page.count("<table") >= 2
+    assert not re.search(r"\|\s*-{3,}\s*\|", page), "a markdown table was left as raw pipes"
+
+
 def test_make_lab_stages_every_page_of_the_toctree() -> None:
     """`make lab` builds the site from a staged copy (SITE_SOURCES plus this machine's
     notebooks); a page outside it would be a missing document there, and -W fails the build."""
@@ -222,7 +230,7 @@ def test_make_labs_site_shows_this_machines_run(tmp_path: Path, capsys) -> None:
     staged as committed, so the glued figures still resolve, and the summary says so."""
     import json
 
-    from iolab.cli.lab import build_site
+    from iolab.cli.lab import build_site, failure_logs
 
     executed = tmp_path / "executed"
     executed.mkdir()
@@ -235,6 +243,9 @@ def test_make_labs_site_shows_this_machines_run(tmp_path: Path, capsys) -> None:
                 changed += 1
     assert changed == 1, "notebook 01 must glue recorded_on once"
     (executed / "01-file-access.ipynb").write_text(json.dumps(notebook))
+    logs = failure_logs(executed)
+    logs.mkdir()
+    (logs / "02-small-files.txt").write_text("ZeroDivisionError: division by zero\n")
     ok, committed = build_site(executed, tmp_path / "site")
     out = capsys.readouterr().out
     assert ok, out
@@ -249,3 +260,11 @@ def test_make_labs_site_shows_this_machines_run(tmp_path: Path, capsys) -> None:
             # Pygments marks a function's name "nf", a class's "nc"
             assert re.search(f'<span class="n[fc]">{name}</span>', page), (lesson.name, name)
     assert committed == [f"{stem}.ipynb" for stem in NOTEBOOKS[1:]]
+    # a lesson whose figures are the recorded run says so at the top, and why
+    def note(stem: str) -> str:
+        page = (tmp_path / "site" / "lessons" / f"{stem}.html").read_text()
+        found = re.search(r"Your run of this lesson.s notebook.*?not your\s+machine.s", page, re.S)
+        return found.group(0) if found else ""
+    assert note(NOTEBOOKS[0]) == ""
+    assert "failed in" in note("02-small-files") and "02-small-files.txt" in note("02-small-files")
+    assert "was not run by" in note("03-random-access")

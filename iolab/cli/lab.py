@@ -119,13 +119,18 @@ def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> lis
         fallback_log.unlink(missing_ok=True)
         os.environ[FALLBACK_LOG_ENV] = str(fallback_log)
     failed = []
+    logs = failure_logs(target_dir)
+    discard_owned(logs)
     for source in sorted((repo_root() / "notebooks").glob("*.ipynb")):
         start = time.perf_counter()
         try:
             execute_notebook(source, target_dir / source.name)
         except Exception as err:  # a failing cell: report it, keep going with the others
-            last_line = plain(str(err)).strip().splitlines()[-1] if str(err).strip() else repr(err)
-            print(f"  {source.name}: FAILED ({last_line})")
+            text = plain(str(err)).strip() or repr(err)
+            logs.mkdir(exist_ok=True)
+            (logs / f"{source.stem}.txt").write_text(text + "\n")
+            print(f"  {source.name}: FAILED ({text.splitlines()[-1]}; the whole error: "
+                  f"{logs / source.stem}.txt)")
             failed.append(source.name)
             continue
         print(f"  {source.name}: executed in {time.perf_counter() - start:.0f} s")
@@ -159,6 +164,27 @@ def missing_pieces(statuses: list) -> list[str]:
     return lines
 
 
+def failure_logs(executed: Path) -> Path:
+    """Where execute_notebooks keeps the error of each notebook that failed (<stem>.txt)."""
+    return executed.parent / "failed-notebooks"
+
+
+def mark_recorded_lesson(stage: Path, notebook: str, log: Path | None) -> None:
+    """Tell the reader of a staged lesson that its figures are the recorded run, not theirs:
+    this machine's run of its notebook failed (the note names the error's file) or did not
+    happen. Goes right under the title, before anything else."""
+    lesson = stage / "lessons" / f"{Path(notebook).stem}.md"
+    if not lesson.is_file():
+        return
+    why = (f"failed in `make lab` (the error: `{log}`)" if log is not None
+           else "was not run by `make lab`")
+    note = (f":::{{warning}}\nYour run of this lesson's notebook ({notebook}) {why}, so the "
+            "figures on this page are the recorded run named in its table, not your "
+            "machine's.\n:::\n\n")
+    title, _, rest = lesson.read_text().partition("\n")
+    lesson.write_text(f"{title}\n\n{note}{rest.lstrip(chr(10))}")
+
+
 def not_run_here(fallback_log: Path) -> list[str]:
     """What this machine could not measure, one line per missing tool with the notebooks
     whose cells showed the recorded run instead."""
@@ -180,7 +206,8 @@ def build_site(executed: Path, site: Path) -> tuple[bool, list[str]]:
     """Build the site from a staging copy whose notebooks are this machine's executed ones.
 
     A notebook that failed here is staged as committed, so the lessons' glued figures still
-    resolve (to the recorded run); returns whether the build worked and those notebooks.
+    resolve (to the recorded run), and its lesson says so at the top; returns whether the
+    build worked and those notebooks.
     """
     stage = results_dir() / "site-source"
     discard_owned(stage)
@@ -200,6 +227,8 @@ def build_site(executed: Path, site: Path) -> tuple[bool, list[str]]:
         if not (stage / "notebooks" / notebook.name).exists():
             shutil.copy2(notebook, stage / "notebooks" / notebook.name)
             committed.append(notebook.name)
+            log = failure_logs(executed) / f"{notebook.stem}.txt"
+            mark_recorded_lesson(stage, notebook.name, log if log.is_file() else None)
     discard_owned(site)
     # Not -W (the published site's test is strict): a figure that a notebook could not
     # measure on this machine (a tool or PyTorch missing) is a warning here, not a lost site.
