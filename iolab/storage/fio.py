@@ -23,10 +23,13 @@ Login limits. A login node is shared, so unless this process runs in a batch job
 compute node or the user says --i-am-on-a-compute-node, a run must fit the login-node
 budget (iolab.core.budget): its files on disk, the duration of each job (ramp_time +
 runtime; size-bounded jobs carry a runtime as a cap) and the processes per job; the login
-profile must fit it everywhere. There every job also runs in the idle I/O class
-(prioclass=3, allowed without root) at nice 19, so it gets only the disk time nobody else
-wants: on a busy node the numbers measure what is left over. (The I/O class acts on reads
-and direct writes; buffered writes are flushed later by the kernel at normal priority.)
+profile must fit it everywhere. There every job also runs at nice 19 and in the idle I/O
+class (prioclass=3, allowed without root). The I/O class is a request, not a guarantee: only
+the BFQ scheduler (and partly mq-deadline) honours it, the `none` scheduler of most NVMe
+drives ignores it, and it never reaches the server of a network file system (Lustre, NFS,
+GPFS); it acts on reads and direct writes, while buffered writes are flushed later by the
+kernel at normal priority (ionice(1); the kernel's ioprio documentation). What keeps the
+login profile gentle is its size and duration.
 
 Every run works in a fresh directory (fio-XXXXXXXX inside the target directory) that is
 removed afterwards, also on Ctrl-C or SIGTERM (Slurm's time limit): fio is stopped first
@@ -73,7 +76,8 @@ from iolab.storage.locations import probe_o_direct
 
 MIB = 1024**2
 GIB = 1024**3
-#: Job options that yield the disk and the CPU to everyone else (idle I/O class, nice 19).
+#: Job options that ask to yield the disk and the CPU to everyone else (idle I/O class,
+#: nice 19); the I/O class is honoured only by some schedulers (see the module docstring).
 GENTLE_OPTIONS = {"prioclass": "3", "nice": "19"}
 #: How long fio may take to stop its jobs after SIGINT before it is killed.
 STOP_TIMEOUT_S = 10
@@ -450,8 +454,8 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
     directory = existing_dir(directory, "create it or pass another folder").absolute()
     check_capacity(directory, *footprint(profile))
     gentle = profile.global_options.get("prioclass") == GENTLE_OPTIONS["prioclass"]
-    notes = ["ran in the idle I/O class at nice 19: it measures what other users left"
-             ] if gentle else []
+    notes = ["ran at nice 19 in the idle I/O class, which only the BFQ scheduler honours (not "
+             "`none`, not a network file system's server)"] if gentle else []
     run_dir = Path(tempfile.mkdtemp(prefix="fio-", dir=directory))
     try:
         with sigterm_as_interrupt():
