@@ -214,8 +214,11 @@ def apply_cleanup(plan: CleanupPlan, root: Path | str) -> int:
             elif path.exists() or path.is_symlink():
                 path.unlink()
                 removed += 1
-        except (OSError, LabError) as err:
+        except OSError as err:
             raise LabError(f"cannot delete {path} ({err.strerror or err}): it or its folder is "
                            f"not writable by you; {removed} files were removed before it, "
                            "nothing outside the plan") from None
+        except LabError as err:  # refused by remove_owned: not the user's, or not writable
+            raise LabError(f"{err}; {removed} files were removed before it, nothing outside "
+                           "the plan") from None
     return removed
