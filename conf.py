@@ -64,6 +64,12 @@ html_theme = "sphinx_rtd_theme"
 html_title = "Storage and file-system I/O lab"
 html_show_sourcelink = False
 html_theme_options = {"navigation_depth": 3}
+# The lab's own style sheet, linked after the theme's and sphinx-lesson's: wide tables scroll
+# inside their own box instead of being cut off or widening the page, and the lesson blocks'
+# title icons come from the FontAwesome font the theme ships, not from emoji that a machine
+# without an emoji font shows as empty boxes. It loads nothing (no url(), no @import).
+html_static_path = ["_static"]
+html_css_files = ["lab.css"]
 
 # Commands on the pages are shown without prompts; do not copy line numbers or prompts.
 copybutton_exclude = ".linenos, .gp"

@@ -27,9 +27,10 @@ from iolab.core.writer_lock import writer_lock
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
 #: What the site is built from; `iolab` and `demos` too, since the lessons quote their code
-#: (literalinclude): a staging copy without them loses those excerpts.
+#: (literalinclude): a staging copy without them loses those excerpts; `_static` holds the
+#: site's own style sheet (tables that scroll, icons from a shipped font).
 SITE_SOURCES = ("conf.py", "index.md", "lessons", "workshop", "reference", "demos",
-                "data_generators", "iolab")
+                "data_generators", "iolab", "_static")
 #: Terminal colour and style codes (ESC [ ... m).
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 #: Pages outside notebooks/ that make lab executes too (into <results>/pages/, same path)
