@@ -345,3 +345,25 @@ def test_clean_removes_exactly_the_labs_folders(actions, workspace_made_by_lab: 
         assert tree(outside) == outside_before
         assert tree(bases) == {rel: what for rel, what in bases_before.items()
                                if "/".join(rel.split("/")[:2]) not in lab_places}
+
+
+def test_places_under_a_linked_base_are_made_and_cleaned(tmp_path: Path, monkeypatch) -> None:
+    """$SCRATCH is often a link to the real file system: only the last part of a path the lab
+    deletes must not be a link, the base may be one."""
+    real = tmp_path / "lustre" / "scratch"
+    real.mkdir(parents=True)
+    linked = tmp_path / "scratch"
+    linked.symlink_to(real)
+    place = make_location_dir(location_dir(linked))
+    (place / "result.json").write_text("{}")
+    run = place / "run-1"
+    run.mkdir()
+    remove_owned(run)  # a run's scratch folder, reached through the link
+    assert not run.exists()
+    monkeypatch.setattr(cleanup, "SYSTEM_BASES", ())
+    for variable in cleanup.LOCATION_BASES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("SCRATCH", str(linked))
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
+    assert cleanup.clean() == 0
+    assert list(real.iterdir()) == [] and linked.is_symlink()

@@ -65,18 +65,13 @@ def location_dirs() -> list[Path]:
     it is opened for the delete, not here."""
     bases = [os.environ.get(name) for name in LOCATION_BASES] + list(SYSTEM_BASES)
     found = []
-    for base in dict.fromkeys(b for b in bases if b):
+    for base in dict.fromkeys(Path(b).resolve() for b in bases if b):  # $SCRATCH may be a link
         try:
-            fd = open_dir(base)  # the base itself may be a link ($SCRATCH often is)
+            fd = open_dir(base)
         except OSError:
-            fd = None
-        if fd is None:
-            with contextlib.suppress(OSError):
-                fd = open_dir(Path(base).resolve())
-        if fd is None:
             continue
         try:
-            found += [Path(base) / name for name in location_names(fd)]
+            found += [base / name for name in location_names(fd)]
         finally:
             os.close(fd)
     return found

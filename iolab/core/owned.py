@@ -169,7 +169,7 @@ def make_private_dir(path: Path, marker: str | None, text: str = "") -> None:
     lab made is ever left unmarked and thus never cleaned.
     """
     path = Path(path)
-    parent = open_dir(path.parent)
+    parent = open_dir(path.parent.resolve())  # the parent may be a link ($SCRATCH), not path
     try:
         with interrupts_held():
             os.mkdir(path.name, PRIVATE_DIR_MODE, dir_fd=parent)
@@ -302,8 +302,12 @@ def _still_named(parent: int, name: str, fd: int) -> bool:
 
 @contextlib.contextmanager
 def opened_parent(path: Path) -> Iterator[int]:
-    """A handle on the folder holding `path` (resolved once, here), closed after the block."""
-    fd = open_dir(Path(path).parent)
+    """A handle on the folder holding `path`, closed after the block.
+
+    The parent is resolved once, here: it may be a link of the user's own ($SCRATCH often
+    is); what must never be followed is the last part, the folder to check and delete.
+    """
+    fd = open_dir(Path(path).parent.resolve())
     try:
         yield fd
     finally:
