@@ -364,3 +364,20 @@ def test_make_labs_summary_names_every_missing_piece(monkeypatch) -> None:
     assert any(line.startswith("strace ") and "ptrace is denied" in line for line in lines)
     assert not any(line.startswith("tar ") for line in lines)
     assert any(line.startswith("torch ") and "make torch" in line for line in lines)
+
+
+def test_an_interrupt_hidden_by_an_extension_import_is_still_one(monkeypatch) -> None:
+    """SIGTERM while pandas initialises came out as "ImportError: PyCapsule_Import could not
+    import module" with no trace of the interrupt (CI): the handler's record still counts."""
+    from iolab.core import errors
+
+    monkeypatch.setattr(errors, "_signalled", [])
+    assert errors.interrupt_behind(ImportError("unrelated")) is None
+    try:
+        try:
+            errors._raise_interrupt(15, None)
+        except KeyboardInterrupt:
+            raise ImportError("PyCapsule_Import could not import module") from None
+    except ImportError as hidden:
+        assert hidden.__cause__ is None and hidden.__suppress_context__
+        assert isinstance(errors.interrupt_behind(hidden), errors.Interrupted)

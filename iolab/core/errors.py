@@ -44,12 +44,27 @@ def interrupt_message(err: KeyboardInterrupt) -> str:
     return f"interrupted: {outcome}." if outcome else "interrupted."
 
 
+#: The interrupts the lab's signal handlers raised in this process (_raise_interrupt).
+_signalled: list[KeyboardInterrupt] = []
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    """The lab's handler of SIGTERM (and of SIGINT while starting): unwind like Ctrl-C, and
+    remember that it happened (interrupt_behind)."""
+    err = Interrupted()
+    _signalled.append(err)
+    raise err
+
+
 def interrupt_behind(err: BaseException) -> KeyboardInterrupt | None:
     """The Ctrl-C or SIGTERM that caused `err`, if one did.
 
     An interrupt that lands inside a class body being created during an import (Python
     3.11 wraps it: "RuntimeError: Error calling __set_name__") or inside an except block
-    arrives as another exception whose cause or context is the interrupt.
+    arrives as another exception whose cause or context is the interrupt. One that lands in
+    an extension module's initialisation can come out with no trace of it at all (seen in
+    CI: SIGTERM while pandas loads gives "ImportError: PyCapsule_Import could not import
+    module"), so an interrupt the lab's handlers raised counts as the cause too.
     """
     seen: set[int] = set()
     current: BaseException | None = err
@@ -58,7 +73,7 @@ def interrupt_behind(err: BaseException) -> KeyboardInterrupt | None:
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
-    return None
+    return _signalled[-1] if _signalled else None
 
 
 #: Permission bits no file or folder a lab command creates gives to group or others.
@@ -114,10 +129,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield  # only the main thread may set signal handlers
         return
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise Interrupted()
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         yield
     finally:
@@ -160,9 +172,7 @@ def quiet_interrupts() -> None:
         else:
             previous_hook(kind, value, traceback)
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise Interrupted()
-
     sys.excepthook = hook
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, interrupt)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        signal.signal(signal.SIGINT, _raise_interrupt)
