@@ -367,3 +367,9 @@ def test_places_under_a_linked_base_are_made_and_cleaned(tmp_path: Path, monkeyp
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
     assert cleanup.clean() == 0
     assert list(real.iterdir()) == [] and linked.is_symlink()
+
+
+def test_removing_what_is_gone_with_its_folder_is_fine(tmp_path: Path) -> None:
+    """A run's cleanup after `clean` took the whole workspace meanwhile (seen with sshfs)."""
+    remove_owned(tmp_path / "gone" / "run-1")
+    assert not (tmp_path / "gone").exists()

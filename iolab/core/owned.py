@@ -338,6 +338,8 @@ def remove_owned(path: Path | str) -> None:
     """Delete the folder `path` with everything in it, if it is the user's (no marker needed:
     for a folder the caller just made, e.g. a run's scratch folder); gone already is fine."""
     path = Path(path)
+    if not os.path.lexists(path.parent):
+        return  # gone with its folder already (a `clean` while the run was still going)
     with opened_parent(path) as parent:
         try:
             fd = open_dir(path.name, dir_fd=parent)
