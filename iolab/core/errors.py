@@ -44,16 +44,17 @@ def interrupt_message(err: KeyboardInterrupt) -> str:
     return f"interrupted: {outcome}." if outcome else "interrupted."
 
 
-#: The interrupts the lab's signal handlers raised in this process (_raise_interrupt).
-_signalled: list[KeyboardInterrupt] = []
+#: The signals whose interrupts the lab's handlers raised in this process (_raise_interrupt).
+#: Numbers, not the exceptions: an exception kept here would keep its traceback's frames
+#: alive, and with them semaphores the multiprocessing resource tracker reports as leaked.
+_signalled: list[int] = []
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
     """The lab's handler of SIGTERM (and of SIGINT while starting): unwind like Ctrl-C, and
     remember that it happened (interrupt_behind)."""
-    err = Interrupted()
-    _signalled.append(err)
-    raise err
+    _signalled.append(signum)
+    raise Interrupted()
 
 
 def interrupt_behind(err: BaseException) -> KeyboardInterrupt | None:
@@ -73,7 +74,7 @@ def interrupt_behind(err: BaseException) -> KeyboardInterrupt | None:
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
-    return _signalled[-1] if _signalled else None
+    return Interrupted() if _signalled else None
 
 
 #: Permission bits no file or folder a lab command creates gives to group or others.

@@ -53,7 +53,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from iolab.core.budget import check
-from iolab.core.errors import LabError
+from iolab.core.errors import LabError, interrupts_held
 from iolab.core.workspace import check_capacity, public_text
 from iolab.measure.context import mount_for
 from iolab.storage.sweep import run_directory
@@ -261,11 +261,16 @@ def _run_processes(layout: _Layout, iterations: int, show: bool,
     results = context.Queue()
     started = []
     try:
-        for rank in range(layout.processes):
-            process = context.Process(target=_worker, name=f"iolab-mdrates-{rank}", daemon=True,
-                                      args=(rank, layout, iterations, barrier, results))
-            process.start()
-            started.append(process)
+        # A "spawn" start writes the worker's arguments down a pipe to the new interpreter; a
+        # Ctrl-C in the middle of that write leaves the worker reading half of them, and it
+        # prints a traceback (seen in CI). The interrupt waits until every worker has all.
+        with interrupts_held():
+            for rank in range(layout.processes):
+                process = context.Process(target=_worker, name=f"iolab-mdrates-{rank}",
+                                          daemon=True,
+                                          args=(rank, layout, iterations, barrier, results))
+                process.start()
+                started.append(process)
         with _watchdog(started, barrier), tqdm(total=iterations * len(OPERATIONS),
                                                desc="mdtest-lite", disable=not show,
                                                leave=False) as bar:
