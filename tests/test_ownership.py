@@ -373,3 +373,24 @@ def test_removing_what_is_gone_with_its_folder_is_fine(tmp_path: Path) -> None:
     """A run's cleanup after `clean` took the whole workspace meanwhile (seen with sshfs)."""
     remove_owned(tmp_path / "gone" / "run-1")
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_folder_whose_marker_cannot_be_written_is_not_left(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    """A full disk between the folder and its marker: no unmarked folder stays behind."""
+    import errno
+
+    real_write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        if b"identity:" in data:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full)
+    from iolab.core.errors import LabError
+
+    with pytest.raises(LabError, match="No space left"):
+        ensure_writable_dir(tmp_path / "ws")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []

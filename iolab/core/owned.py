@@ -178,6 +178,12 @@ def make_private_dir(path: Path, marker: str | None, text: str = "") -> None:
                 os.fchmod(fd, PRIVATE_DIR_MODE)
                 if marker is not None:
                     write_marker_at(fd, marker, text)
+            except OSError:
+                # No marker (a full disk): the empty folder goes again, or `clean` would
+                # leave it alone for good as the user's.
+                with contextlib.suppress(OSError):
+                    os.rmdir(path.name, dir_fd=parent)
+                raise
             finally:
                 os.close(fd)
     finally:
