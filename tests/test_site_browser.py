@@ -606,3 +606,18 @@ def test_nothing_is_requested_from_another_host(crawl: dict[str, Visit], server:
         remote.add(f"{page or event['params'].get('documentURL')}: {url}")
     assert not remote, "the site must work offline, but these requests left 127.0.0.1:\n" + (
         "\n".join(sorted(remote)))
+
+
+def test_glossary_synonyms_share_one_line(server: str, devtools: DevTools) -> None:
+    """A term with synonyms (several <dt> above one <dd>) shows them on one line, so none of
+    them looks like a term without a definition (_static/lab.css)."""
+    tab = Tab(devtools)
+    visit = tab.visit(f"{server}reference/glossary.html", snapshot=False)
+    assert not visit.error and visit.status == 200, visit.error
+    entries = tab.evaluate("""Array.from(document.querySelectorAll('dl.glossary dt'))
+        .filter(dt => dt.nextElementSibling && dt.nextElementSibling.tagName === 'DT')
+        .map(dt => ({term: dt.id,
+                     same_line: Math.abs(dt.getBoundingClientRect().top
+                         - dt.nextElementSibling.getBoundingClientRect().top) < 2}))""")
+    assert len(entries) >= 5, entries  # AU, DoM, iodepth, throughput, cb_nodes, ...
+    assert all(entry["same_line"] for entry in entries), entries
