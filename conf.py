@@ -27,8 +27,9 @@ myst_heading_anchors = 3
 nb_execution_mode = "off"
 nb_merge_streams = True
 # A notebook's text/markdown output (a table from to_markdown) renders as a table: CommonMark,
-# myst-nb's default, has no tables and would show the raw pipes.
-nb_render_markdown_format = "gfm"
+# myst-nb's default, has no tables and would show the raw pipes. "myst" (pipe tables) rather
+# than "gfm": gfm turns on linkify, which needs linkify-it-py with markdown-it-py 3 (Python 3.10).
+nb_render_markdown_format = "myst"
 # myst-nb would add require.js and the widget manager from a CDN to a page whose notebook
 # carries widget state; the lab uses no widgets, and the site must not load remote scripts.
 nb_ipywidgets_js: dict = {}
