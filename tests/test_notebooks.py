@@ -96,3 +96,40 @@ def test_a_notebook_runs_the_same_wherever_its_kernel_starts(kernel_dir: str) ->
     text = lambda cell: "".join(o.get("text", "") for o in cell.outputs)  # noqa: E731
     assert text(notebook.cells[first_check]) == text(committed.cells[first_check])
     assert "files: 7300" in text(notebook.cells[first_check])
+
+
+@pytest.mark.slow
+def test_notebook_09_without_pytorch_glues_every_figure_its_lesson_shows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A learner without PyTorch: the runs without a DataLoader are measured, the DataLoader
+    rows are the recorded run and say so, and the lesson loses no figure and shows no nan."""
+    import math
+    import re
+
+    from iolab.cli.lab import execute_notebook
+
+    blocker = tmp_path / "no-torch"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, [str(blocker), os.environ.get("PYTHONPATH")])))
+    executed = tmp_path / "09-dataloader.ipynb"
+    execute_notebook(ROOT / "notebooks" / "09-dataloader.ipynb", executed)
+
+    glued = {}
+    for cell in nbformat.read(executed, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                glued[name] = next(iter(output["data"].values()))
+    lesson = (ROOT / "lessons" / "09-dataloader.md").read_text()
+    wanted = set(re.findall(r"09-dataloader\.ipynb::(\w+)", lesson))
+    assert wanted - set(glued) == set(), "figures of lesson 09 lost without PyTorch"
+    for name in wanted:
+        value = str(glued[name]).strip("'\"")
+        assert value.lower() != "nan" and "not measured" not in value, (name, value)
+        with_number = re.fullmatch(r"-?[\d.]+(e[-+]?\d+)?", value)
+        assert not with_number or math.isfinite(float(value)), (name, value)
+    assert glued["au_local_plain_run"].strip("'\"") == "this run"
+    for key in ("au_local_loader_run", "rates_dataloader_run"):
+        assert glued[key].strip("'\"").startswith("recorded 20"), (key, glued[key])
