@@ -224,8 +224,8 @@ def test_sentences_split_at_full_stops_only() -> None:
                  "(https://example.org/a. b)). Fig. 3 vs. 4 shows it.[^n] Then 7 s passed. "
                  "The end")
     assert sentences(paragraph) == [
-        "It read 2.4 GB, e.g. the whole set, i.e. all of it ([Smith et al. 2020]"
-        "(https://example.org/a. b)).", "Fig. 3 vs. 4 shows it.[^n]", "Then 7 s passed.",
+        ("It read 2.4 GB, e.g. the whole set, i.e. all of it ([Smith et al. 2020]"
+        "(https://example.org/a. b))."), "Fig. 3 vs. 4 shows it.[^n]", "Then 7 s passed.",
         "The end"]
 
 
