@@ -268,3 +268,18 @@ def test_make_labs_site_shows_this_machines_run(tmp_path: Path, capsys) -> None:
     assert note(NOTEBOOKS[0]) == ""
     assert "failed in" in note("02-small-files") and "02-small-files.txt" in note("02-small-files")
     assert "was not run by" in note("03-random-access")
+
+
+@pytest.mark.parametrize("stem", LESSONS)
+def test_lesson_tables_have_no_empty_cell_and_no_nan(build, stem: str) -> None:
+    """Every cell of a lesson's tables holds a value: a missing measurement shows the recorded
+    run (labelled), never a blank or "nan" (a glue of a result that was not measured)."""
+    result, out = build
+    if result.returncode != 0:
+        pytest.skip("the site did not build; see test_site_builds_without_warnings")
+    page = (out / "lessons" / f"{stem}.html").read_text(encoding="utf-8")
+    cells = [re.sub(r"<[^>]+>", "", cell).strip()
+             for cell in re.findall(r"<td[^>]*>(.*?)</td>", page, re.S)]
+    assert cells, f"{stem} has no table cells"
+    assert "" not in cells, f"{stem}: {cells.count('')} empty table cells"
+    assert not [c for c in cells if re.search(r"\bnan\b", c, re.I)], f"{stem}: nan in a table"
