@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 #: The default workspace (IOLAB_WORKDIR unset), which `make lab` fills and no test may touch.
 CHECKOUT_WORKSPACE = ROOT / "workspace"
+#: IOLAB_WORKDIR as the user set it (None if unset), before pytest_sessionstart replaces it:
+#: where `make lab` wrote its results (tests/test_site_browser.py checks its site).
+USER_WORKDIR = os.environ.get("IOLAB_WORKDIR")
 _WORKSPACE_BEFORE = pytest.StashKey[dict]()
 _WORKSPACE_CHANGED = pytest.StashKey[list]()
 
@@ -89,8 +92,10 @@ def _mpi_problem() -> str | None:
 def _browser_problem() -> str | None:
     if not any(shutil.which(name) for name in BROWSERS):
         return "no chromium browser is installed"
-    if not importlib.util.find_spec("websocket"):
-        return "the Python package websocket-client (a Jupyter dependency) is missing from .venv"
+    if not any(shutil.which(name) for name in CHROMEDRIVERS):
+        return "no chromedriver (Debian package chromium-driver) is installed"
+    if not importlib.util.find_spec("selenium"):
+        return "the Python package selenium (requirements.txt) is missing from .venv: run `make`"
     return None
 
 
@@ -107,6 +112,8 @@ def _users_problem() -> str | None:
 
 #: The browsers the site's browser tests drive (test_site_browser.py), first found first.
 BROWSERS = ("chromium", "chromium-browser")
+#: The WebDriver that drives them (Debian's chromium-driver, the same version as chromium).
+CHROMEDRIVERS = ("chromedriver",)
 
 AREAS = {
     "strace": Area("system-call counts traced with strace", "strace",
@@ -126,7 +133,8 @@ AREAS = {
     "mpi": Area("MPI-IO runs", "none (PyPI: mpich, mpi4py, in requirements.txt)",
                 "make (it installs the mpich and mpi4py wheels)", _mpi_problem),
     "browser": Area("the built site in a headless browser (tests/test_site_browser.py)",
-                    "chromium", "apt-get install chromium (as root)", _browser_problem),
+                    "chromium chromium-driver",
+                    "apt-get install chromium chromium-driver (as root)", _browser_problem),
     "users": Area("two ordinary users on one machine (tests/test_two_users.py)",
                   "passwd util-linux", "run the tests as root (they create two users)",
                   _users_problem),

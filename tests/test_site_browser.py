@@ -1,30 +1,48 @@
-"""The built site in a real browser: headless Chromium, driven over the DevTools protocol.
+"""The built site in a real browser: headless Chromium, driven by Selenium and chromedriver.
 
 test_site.py reads the built HTML; this module looks at what a learner's browser makes of it.
-The site is built once for the module (test_site.py's `build` fixture, as strictly as `make
-html`), served by a local http.server on 127.0.0.1 (search needs http, not file://), and
-every page is loaded once in a headless Chromium, which reports what it requested, what it
-logged and what it displayed. Each check below is its own test over that crawl: every page
-loads, no console errors, every image displays, every internal link and anchor resolves,
-nothing comes from another host; then the search page finds "stripe" and "strace", every
-lesson is usable 390 px wide, and each notebook can be downloaded as .ipynb.
+Each of two sites is checked in turn (the `site` fixture's two parameters):
 
-No Python dependency beyond the lab's: the DevTools protocol is spoken over websocket-client
-(which Jupyter brings). Without a chromium binary (Debian package `chromium`) the module is
-skipped with that reason; `.ci/run` installs it.
+- "published": the committed site, built once for the module (test_site.py's `build`
+  fixture, as strictly as `make html`);
+- "lab": the site `make lab` built from this machine's notebooks, in the lab's workspace
+  (`<workspace>/lab/site`, where `<workspace>` is IOLAB_WORKDIR as the user set it before the
+  test run, or the checkout's `workspace/`). The tests do not build it (that takes minutes):
+  without it they skip, saying to run `make lab` first. IOLAB_TEST_LAB_SITE=/path/to/site
+  checks another copy of such a site instead.
+
+A site is served by a local http.server on 127.0.0.1 (search needs http, not file://), and
+every page is loaded once in a desktop window (1280 x 900) and once on an emulated phone
+(390 CSS px wide). Chromium runs offline: no host name but 127.0.0.1 resolves, and every
+request it makes is read back from chromedriver's performance log (the DevTools Network
+events), its console from the browser log. Each check is its own test over those visits:
+every page loads with a title and all its resources; no console errors; every image
+displays; every internal link and #anchor resolves; nothing is requested from another host;
+no content is clipped at 1280 or at 390 px (the page does not scroll sideways, and every
+table, code block and image of the article fits its column or scrolls inside a box of its
+own); the icon in every admonition title is a glyph of a font the page loaded (no empty box);
+then the search page finds "stripe" and "strace", every lesson is usable 390 px wide (its
+menu button opens the menu), each notebook can be downloaded as .ipynb, and a glossary term's
+synonyms share one line.
+
+Why Selenium: chromedriver is the browser maker's maintained WebDriver for Chromium, and
+Debian packages it to match its chromium (`chromium-driver`), so the tests need no
+hand-written DevTools client and download nothing: Selenium is given the chromedriver and the
+chromium found on PATH (Debian's /usr/bin/chromedriver and /usr/bin/chromium), so Selenium
+Manager is never asked to fetch a driver or a browser (SE_OFFLINE is set as well). Without
+chromium, chromedriver or the selenium package the module is skipped with that reason
+(tests/conftest.py, area "browser"); `.ci/run` installs both Debian packages, and
+`.ci/without-tools` hides both programs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import http.server
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -35,18 +53,21 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from conftest import BROWSERS
+from conftest import BROWSERS, CHROMEDRIVERS, USER_WORKDIR
 from test_site import LESSONS, NOTEBOOKS, build  # noqa: F401  (build: the fixture, reused)
+from test_site_render import IGNORABLE, css_string
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("browser")]
 
-STARTUP_TIMEOUT_S = 60  # Chromium's first start in a fresh profile
+SITES = ["published", "lab"]
+LAB_SITE_VARIABLE = "IOLAB_TEST_LAB_SITE"
 PAGE_TIMEOUT_S = 30  # one page: navigation, load event, and its late requests
 QUIET_S = 0.3  # no request in flight for this long after the load event: the page is done
 SEARCH_TIMEOUT_S = 30
 SEARCH_TERMS = ["stripe", "strace"]
-PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True}
-PHONE_TOLERANCE_PX = 2  # sub-pixel rounding, not a scroll bar's worth
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844, "pixelRatio": 3.0, "mobile": True, "touch": True}
+TOLERANCE_PX = 2  # sub-pixel rounding, not a scroll bar's worth
 # Not pages of the site: the files Sphinx copies beside them.
 NOT_PAGES = ("_static", "_sources", "_downloads", "_images")
 # Pages without an <h1> of their own: Sphinx's search page writes its heading once searched.
@@ -54,6 +75,11 @@ NO_HEADING = {"search.html"}
 # A browser asks a site for /favicon.ico by itself when a page names no icon; its 404 is what
 # every browser meets on a site without one, not something a page asked for.
 BROWSER_OWN = "/favicon.ico"
+# The lesson blocks whose title icons must be found on the lesson pages (as test_site_render).
+ICON_BLOCKS = ("questions", "exercise", "solution", "discussion", "prerequisites")
+# Requests that never leave the browser: inline data, the page's own blobs, and chrome:// (the
+# browser's own pages, built into the binary: the new-tab page chromedriver opens first).
+NOT_NETWORK = ("data", "blob", "about", "chrome", "chrome-untrusted")
 # Chromium's own traffic (updates, safe browsing, sign-in, metrics) is switched off: a test
 # run must not phone home, and the page's requests are what is checked.
 CHROMIUM_FLAGS = [
@@ -63,72 +89,11 @@ CHROMIUM_FLAGS = [
     "--disable-default-apps", "--disable-domain-reliability", "--no-pings",
     "--disable-client-side-phishing-detection", "--metrics-recording-only",
     "--password-store=basic", "--use-mock-keychain", "--mute-audio",
-    "--window-size=1280,900",
+    f"--window-size={DESKTOP['width']},{DESKTOP['height']}",
     # Offline, as on a cluster: no host name but the server's resolves, so a page that asks
     # another host fails here as it would there (and the request is reported below).
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-proxy-server",
 ]
-
-
-class DevToolsError(RuntimeError):
-    """The browser answered a DevTools command with an error, or not at all in time."""
-
-
-class DevTools:
-    """A minimal Chrome DevTools Protocol client: one websocket to the browser, flat sessions.
-
-    Every event that arrives is kept in `events` in arrival order (with its sessionId), so a
-    caller notes `len(events)` before an action and reads what the action caused after it.
-    """
-
-    def __init__(self, url: str) -> None:
-        import websocket
-
-        self._websocket = websocket
-        # suppress_origin: Chromium refuses DevTools connections that carry an Origin header.
-        self.ws = websocket.create_connection(url, timeout=STARTUP_TIMEOUT_S,
-                                              suppress_origin=True)
-        self.events: list[dict] = []
-        self._next_id = 0
-
-    def call(self, method: str, session: str | None = None, timeout: float = PAGE_TIMEOUT_S,
-             **params) -> dict:
-        """Send a command and wait for its answer (events meanwhile are kept)."""
-        self._next_id += 1
-        message: dict = {"id": self._next_id, "method": method, "params": params}
-        if session:
-            message["sessionId"] = session
-        self.ws.send(json.dumps(message))
-        deadline = time.monotonic() + timeout
-        while True:
-            reply = self._receive(deadline)
-            if reply is None:
-                raise DevToolsError(f"{method}: no answer within {timeout} s")
-            if reply.get("id") == self._next_id:
-                if "error" in reply:
-                    raise DevToolsError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-
-    def pump(self, until: float) -> bool:
-        """Keep events arriving until the monotonic time `until`; False if none arrived."""
-        return self._receive(until) is not None
-
-    def _receive(self, deadline: float) -> dict | None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        self.ws.settimeout(remaining)
-        try:
-            message = json.loads(self.ws.recv())
-        except self._websocket.WebSocketTimeoutException:
-            return None
-        if "method" in message:
-            self.events.append(message)
-        return message
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.ws.close()
 
 
 @dataclass
@@ -143,19 +108,123 @@ class Visit:
     images: list[dict] = field(default_factory=list)  # src, width (natural), alt
     links: list[str] = field(default_factory=list)  # absolute hrefs of <a>
     ids: set[str] = field(default_factory=set)
-    console: list[str] = field(default_factory=list)  # errors: console, exceptions, log
-    requests: list[str] = field(default_factory=list)  # every URL the page requested
+    clipped: list[str] = field(default_factory=list)  # content cut off (CLIPPED_JS)
+    icons: list[dict] = field(default_factory=list)  # admonition title icons (ICONS_JS)
+    fonts: dict = field(default_factory=dict)  # the page's @font-faces and their state (ICONS_JS)
+    console: list[str] = field(default_factory=list)  # errors: console, exceptions, network
     failed: list[str] = field(default_factory=list)  # resources that failed or answered >= 400
 
 
+# What is cut off on the page as shown: the page wider than the window (it scrolls
+# sideways), or a table, code block or image of the article that reaches past the article's
+# column, or past an ancestor that hides what overflows it. A box that scrolls sideways
+# (overflow-x auto or scroll: the element itself, such as the lab's tables, or an ancestor,
+# such as a code block's wrapper) keeps all its content reachable, so it is that box that must
+# fit. Elements not displayed (a closed solution) have no box and are left out.
+CLIPPED_JS = """
+const clipped = tolerance => {
+  const width = window.innerWidth, out = [];
+  const root = document.scrollingElement || document.documentElement;
+  if (root.scrollWidth > width + tolerance)
+    out.push(`the page is ${root.scrollWidth} px wide in a ${width} px window`);
+  const article = document.querySelector('[itemprop="articleBody"]')
+    || document.querySelector('[role="main"]') || document.body;
+  const name = e => e.tagName.toLowerCase() + (typeof e.className === 'string' && e.className
+    ? '.' + e.className.trim().split(/\\s+/).join('.') : '')
+    + ' ' + JSON.stringify((e.textContent || e.getAttribute('src') || '').trim()
+                           .replace(/\\s+/g, ' ').slice(0, 40));
+  const column = article.getBoundingClientRect();
+  if (column.right > width + tolerance)
+    out.push(`the article reaches ${Math.round(column.right)} px in a ${width} px window`);
+  const scrolls = e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowX);
+  const hides = e => ['hidden', 'clip'].includes(getComputedStyle(e).overflowX);
+  for (const e of article.querySelectorAll('table, pre, img')) {
+    let box = e;
+    while (box !== article && !scrolls(box)) box = box.parentElement;
+    if (box === article) box = e;
+    const r = box.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    const what = box === e ? name(e) : `${name(e)} (in ${name(box)})`;
+    if (r.left < column.left - tolerance || r.right > column.right + tolerance) {
+      out.push(`${what} is ${Math.round(r.width)} px wide, reaching ${Math.round(r.left)}`
+               + `..${Math.round(r.right)} px; the article is ${Math.round(column.left)}`
+               + `..${Math.round(column.right)} px`);
+      continue;
+    }
+    for (let a = box.parentElement; a && a !== article; a = a.parentElement) {
+      const c = a.getBoundingClientRect();
+      if (hides(a) && (r.left < c.left - tolerance || r.right > c.right + tolerance)) {
+        out.push(`${what} is cut off by ${name(a)} (overflow-x hidden)`);
+        break;
+      }
+    }
+  }
+  return out;
+};
+"""
+
+# The icon before the title of every admonition: the text its ::before (and ::after) inserts
+# and the font families it asks for, as the browser computed them; every @font-face of the
+# page's style sheets (family -> the font files it names, resolved), and the state of each
+# in document.fonts once the icons' fonts were asked for (document.fonts.load) and
+# document.fonts.check says none of them still needs loading.
+ICONS_JS = """
+const icons = async () => {
+  const found = [];
+  for (const title of document.querySelectorAll('.admonition > .admonition-title')) {
+    for (const pseudo of ['::before', '::after']) {
+      const style = getComputedStyle(title, pseudo);
+      if (!style.content || ['none', 'normal'].includes(style.content)) continue;
+      found.push({kind: title.parentElement.className, pseudo: pseudo, content: style.content,
+                  family: style.fontFamily, font: `${style.fontStyle} ${style.fontWeight} 16px`,
+                  text: title.textContent.trim().slice(0, 40)});
+    }
+  }
+  const unquote = family => family.trim().replace(/^(["'])(.*)\\1$/, '$2');
+  const faces = {};
+  const sheets = (rules, base) => {
+    for (const rule of rules) {
+      if (rule instanceof CSSFontFaceRule) {
+        const family = unquote(rule.style.getPropertyValue('font-family')).toLowerCase();
+        const src = rule.style.getPropertyValue('src');
+        const urls = Array.from(src.matchAll(/url\\(\\s*(["']?)(.*?)\\1\\s*\\)/g),
+                                m => new URL(m[2], base).href);
+        (faces[family] = faces[family] || []).push({urls: urls});
+      } else if (rule.cssRules) {
+        sheets(rule.cssRules, base);
+      }
+    }
+  };
+  for (const sheet of document.styleSheets) {
+    try { sheets(sheet.cssRules, sheet.href || document.baseURI); } catch (e) { /* other origin */ }
+  }
+  const checked = [];
+  for (const icon of found) {
+    const text = icon.content.replace(/^"(.*)"$/s, '$1').replace(/\\\\(.)/g, '$1');
+    const families = icon.family.split(',').map(unquote);
+    for (const family of families) {
+      const font = `${icon.font} "${family}"`;
+      try { await document.fonts.load(font, text); } catch (e) { /* not a font name */ }
+      checked.push({family: family.toLowerCase(), ready: document.fonts.check(font, text)});
+    }
+  }
+  const state = Array.from(document.fonts, f => ({family: unquote(f.family).toLowerCase(),
+                                                   status: f.status}));
+  return {icons: found, faces: faces, checked: checked, state: state};
+};
+"""
+
 # Run in the page once it has loaded: make lazy images load, wait for every image to decode
-# (or fail), and report what the page shows.
-SNAPSHOT_JS = """
+# (or fail), and report what the page shows. Called by execute_async_script: the last
+# argument is the callback that returns the value.
+SNAPSHOT_JS = CLIPPED_JS + ICONS_JS + """
+const done = arguments[arguments.length - 1];
 (async () => {
   for (const img of document.images) { if (img.loading === 'lazy') img.loading = 'eager'; }
   const settle = img => Promise.race([
-    img.decode().catch(() => null), new Promise(done => setTimeout(done, 10000))]);
+    img.decode().catch(() => null), new Promise(ok => setTimeout(ok, 10000))]);
   await Promise.all(Array.from(document.images, settle));
+  await document.fonts.ready;
   return {
     title: document.title,
     h1: Array.from(document.querySelectorAll('h1'), h => h.textContent.trim()),
@@ -164,123 +233,114 @@ SNAPSHOT_JS = """
     links: Array.from(document.querySelectorAll('a[href]'), a => a.href),
     ids: Array.from(document.querySelectorAll('[id], a[name]'),
                     e => e.id || e.getAttribute('name')),
+    clipped: clipped(arguments[0]),
+    fonts: await icons(),
   };
-})()
+})().then(done, error => done({error: String(error && error.stack || error)}));
 """
 
 
-class Tab:
-    """One browser tab, attached over a flat session, with the events a page check needs."""
+class Browser:
+    """One headless Chromium under chromedriver, one tab, and every DevTools event its
+    performance log gave so far (`events`, in arrival order)."""
 
-    def __init__(self, devtools: DevTools) -> None:
-        self.devtools = devtools
-        target = devtools.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = devtools.call("Target.attachToTarget", targetId=target,
-                                     flatten=True)["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            self.call(f"{domain}.enable")
+    def __init__(self, driver) -> None:
+        self.driver = driver
+        self.events: list[dict] = []
 
-    def call(self, method: str, **params) -> dict:
-        return self.devtools.call(method, self.session, **params)
+    def drain(self) -> tuple[list[dict], list[dict]]:
+        """The DevTools events and the browser log entries since the last drain."""
+        events = [json.loads(entry["message"])["message"]
+                  for entry in self.driver.get_log("performance")]
+        self.events += events
+        return events, self.driver.get_log("browser")
 
-    def evaluate(self, expression: str, timeout: float = PAGE_TIMEOUT_S):
-        """The value of a JavaScript expression in the page (promises awaited)."""
-        result = self.devtools.call("Runtime.evaluate", self.session, timeout=timeout,
-                                    expression=expression, returnByValue=True,
-                                    awaitPromise=True)
-        if "exceptionDetails" in result:
-            details = result["exceptionDetails"]
-            raise DevToolsError(details.get("exception", {}).get("description")
-                                or details.get("text"))
-        return result["result"].get("value")
+    def settle(self, deadline: float) -> tuple[list[dict], list[dict]]:
+        """Drain until no request is in flight and none starts for QUIET_S (or the deadline)."""
+        events, logs, pending = [], [], set()
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            new_events, new_logs = self.drain()
+            events += new_events
+            logs += new_logs
+            for event in new_events:
+                if event["method"] == "Network.requestWillBeSent":
+                    pending.add(event["params"]["requestId"])
+                elif event["method"] in ("Network.loadingFinished", "Network.loadingFailed"):
+                    pending.discard(event["params"]["requestId"])
+            if new_events or pending:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= QUIET_S:
+                break
+            time.sleep(0.05)
+        return events, logs
 
     def visit(self, url: str, snapshot: bool = True) -> Visit:
-        """Load `url`, wait for its load event and its last request, and report."""
+        """Load `url` (Selenium waits for its load event), wait for its last request, and
+        report; with `snapshot`, what the page shows too (SNAPSHOT_JS)."""
+        from selenium.common.exceptions import WebDriverException
+
+        self.drain()  # what came before belongs to the page before
         visit = Visit(url)
-        start = len(self.devtools.events)
-        try:
-            navigation = self.call("Page.navigate", url=url)
-        except DevToolsError as error:
-            visit.error = str(error)
-            return visit
-        if navigation.get("errorText"):
-            visit.error = f"navigation failed: {navigation['errorText']}"
         deadline = time.monotonic() + PAGE_TIMEOUT_S
-        while not visit.error and not self._seen(start, "Page.loadEventFired"):
-            if not self.devtools.pump(deadline):
-                visit.error = f"no load event within {PAGE_TIMEOUT_S} s"
-        self._wait_quiet(start, deadline)
-        self._collect(visit, start, navigation.get("loaderId"))
+        try:
+            self.driver.get(url)
+        except WebDriverException as error:
+            visit.error = f"navigation failed: {first_line(error.msg)}"
+        events, logs = self.settle(deadline)
         if snapshot and not visit.error:
             try:
-                shown = self.evaluate(SNAPSHOT_JS)
-            except DevToolsError as error:
-                visit.error = f"the page could not be inspected: {error}"
+                shown = self.driver.execute_async_script(SNAPSHOT_JS, TOLERANCE_PX)
+            except WebDriverException as error:
+                shown = {"error": first_line(error.msg)}
+            if "error" in shown:
+                visit.error = f"the page could not be inspected: {shown['error']}"
             else:
                 visit.title, visit.h1 = shown["title"], shown["h1"]
                 visit.images, visit.links = shown["images"], shown["links"]
-                visit.ids = set(shown["ids"])
-            self._collect(visit, start, navigation.get("loaderId"))  # what inspecting caused
+                visit.ids, visit.clipped = set(shown["ids"]), shown["clipped"]
+                visit.icons, visit.fonts = shown["fonts"].pop("icons"), shown["fonts"]
+            more_events, more_logs = self.settle(time.monotonic() + PAGE_TIMEOUT_S)
+            events, logs = events + more_events, logs + more_logs  # what inspecting caused
+        collect(visit, events, logs)
         return visit
 
-    def _mine(self, start: int):
-        return (e for e in self.devtools.events[start:] if e.get("sessionId") == self.session)
 
-    def _seen(self, start: int, method: str) -> bool:
-        return any(e["method"] == method for e in self._mine(start))
+def first_line(message: str | None) -> str:
+    """The message of a WebDriver error without chromedriver's stack trace."""
+    lines = (message or "").strip().splitlines()
+    return lines[0] if lines else "(no message)"
 
-    def _in_flight(self, start: int) -> set[str]:
-        pending: set[str] = set()
-        for event in self._mine(start):
-            if event["method"] == "Network.requestWillBeSent":
-                pending.add(event["params"]["requestId"])
-            elif event["method"] in ("Network.loadingFinished", "Network.loadingFailed"):
-                pending.discard(event["params"]["requestId"])
-        return pending
 
-    def _wait_quiet(self, start: int, deadline: float) -> None:
-        """Until no request is in flight and none starts for QUIET_S (or the deadline)."""
-        while time.monotonic() < deadline:
-            if self._in_flight(start):
-                self.devtools.pump(min(deadline, time.monotonic() + QUIET_S))
-            elif not self.devtools.pump(min(deadline, time.monotonic() + QUIET_S)):
-                return
-
-    def _collect(self, visit: Visit, start: int, loader: str | None) -> None:
-        visit.console, visit.requests, visit.failed = [], [], []
-        urls: dict[str, str] = {}
-        for event in self._mine(start):
-            method, params = event["method"], event["params"]
-            if method == "Network.requestWillBeSent":
-                urls[params["requestId"]] = params["request"]["url"]
-            url = (params.get("response") or params.get("request") or params.get("entry")
-                   or {}).get("url") or urls.get(params.get("requestId"), "")
-            if urlsplit(url).path == BROWSER_OWN:
-                continue
-            if method == "Network.requestWillBeSent":
-                visit.requests.append(url)
-            elif method == "Network.responseReceived":
-                status = params["response"]["status"]
-                if params["requestId"] == loader:
-                    visit.status = status
-                elif status >= 400:
-                    visit.failed.append(f"{params['response']['url']}: HTTP {status}")
-            elif method == "Network.loadingFailed" and params["requestId"] != loader:
-                if not params.get("canceled"):
-                    visit.failed.append(f"{url or '?'}: {params.get('errorText')}")
-            elif method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
-                text = " ".join(str(arg.get("value", arg.get("description", "")))
-                                for arg in params.get("args", []))
-                visit.console.append(f"console.{params['type']}: {text}")
-            elif method == "Runtime.exceptionThrown":
-                details = params["exceptionDetails"]
-                text = details.get("exception", {}).get("description") or details.get("text")
-                visit.console.append(f"uncaught exception: {text} "
-                                     f"({details.get('url', '')}:{details.get('lineNumber')})")
-            elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
-                entry = params["entry"]
-                visit.console.append(f"{entry.get('source', 'log')} error: {entry['text']} "
-                                     f"{entry.get('url', '')}".rstrip())
+def collect(visit: Visit, events: list[dict], logs: list[dict]) -> None:
+    """Fill in the document's status, the failed requests and the errors of a visit."""
+    target = visit.url.split("#")[0]
+    urls: dict[str, str] = {}
+    document = None
+    for event in events:
+        method, params = event["method"], event["params"]
+        if method == "Network.requestWillBeSent":
+            urls[params["requestId"]] = params["request"]["url"]
+            if document is None and params.get("type") == "Document" and (
+                    params["request"]["url"] == target):
+                document = params["requestId"]
+        url = urls.get(params.get("requestId"), "")
+        if urlsplit(url).path == BROWSER_OWN:
+            continue
+        if method == "Network.responseReceived":
+            status = params["response"]["status"]
+            if params["requestId"] == document:
+                visit.status = status
+            elif status >= 400:
+                visit.failed.append(f"{params['response']['url']}: HTTP {status}")
+        elif method == "Network.loadingFailed" and params["requestId"] != document:
+            # A request this visit did not start belongs to what was shown before: the page
+            # before waited for its own last request, and so this is the start page's.
+            if not params.get("canceled") and params["requestId"] in urls:
+                visit.failed.append(f"{url}: {params.get('errorText')}")
+    for entry in logs:
+        if entry["level"] == "SEVERE" and BROWSER_OWN not in entry["message"]:
+            visit.console.append(f"{entry.get('source', 'log')}: {entry['message']}")
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -288,12 +348,34 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-# --- fixtures: the built site, its server, the browser, and one visit of every page ---------
+# --- fixtures: the site, its server, the browsers, and the visits of every page ------------
 
-@pytest.fixture(scope="module")
-def site(build: tuple[subprocess.CompletedProcess, Path]) -> Path:
-    """The built site's directory; skips the module when the build itself failed."""
-    result, html = build
+def lab_site() -> Path:
+    """Where `make lab` writes its site: <workspace>/lab/site, the workspace found as iolab
+    finds it (iolab.core.workspace) from IOLAB_WORKDIR as the user set it (the test run
+    points IOLAB_WORKDIR at a temporary workspace); IOLAB_TEST_LAB_SITE overrides it."""
+    if os.environ.get(LAB_SITE_VARIABLE):
+        return Path(os.environ[LAB_SITE_VARIABLE]).expanduser().resolve()
+    from iolab.core.workspace import WorkspaceEntry
+
+    with pytest.MonkeyPatch.context() as patch:
+        if USER_WORKDIR:
+            patch.setenv("IOLAB_WORKDIR", USER_WORKDIR)
+        else:
+            patch.delenv("IOLAB_WORKDIR", raising=False)
+        return WorkspaceEntry.LAB.path() / "site"
+
+
+@pytest.fixture(scope="module", params=SITES)
+def site(request: pytest.FixtureRequest) -> Path:
+    """The directory of the site checked: the published one (built here; skips when the
+    build itself failed) or the one `make lab` built (skips when there is none)."""
+    if request.param == "lab":
+        html = lab_site()
+        if not (html / "index.html").is_file():
+            pytest.skip(f"no site of `make lab` in {html}: run `make lab` first")
+        return html
+    result, html = request.getfixturevalue("build")
     if result.returncode != 0:
         pytest.skip("the site did not build; see test_site.py::test_site_builds_without_warnings")
     return html
@@ -314,74 +396,72 @@ def server(site: Path):
         thread.join(timeout=10)
 
 
-def start_chromium(binary: str, home: Path) -> tuple[subprocess.Popen, str]:
-    """Start headless Chromium in its own process group; return it and its DevTools URL."""
-    profile = home / "profile"
-    stderr_log = home / "chromium.log"
-    tmp = home / "tmp"  # its singleton socket and shared-memory files, removed with `home`
-    tmp.mkdir()
-    with stderr_log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-             "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
-             "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
-            start_new_session=True,  # one process group: the finalizer ends all its children
+@pytest.fixture(scope="module")
+def start_browser():
+    """A function that starts a headless Chromium under Debian's chromedriver (on a phone's
+    screen with `phone`); all of them are ended, with their profiles, when the module is done."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary = next(path for path in map(shutil.which, BROWSERS) if path)
+    driver_path = next(path for path in map(shutil.which, CHROMEDRIVERS) if path)
+    started: list[tuple[object, Path]] = []
+
+    def start(phone: bool = False) -> Browser:
+        home = Path(tempfile.mkdtemp(prefix="iolab-chromium-"))
+        tmp = home / "tmp"  # its singleton socket and shared-memory files, removed with `home`
+        tmp.mkdir()
+        options = webdriver.ChromeOptions()
+        options.binary_location = binary
+        for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={home / 'profile'}"]:
+            options.add_argument(flag)
+        if phone:
+            options.add_experimental_option("mobileEmulation", {"deviceMetrics": PHONE})
+        options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+        service = Service(
+            executable_path=driver_path, log_output=str(home / "chromedriver.log"),
             # no ~/.config/chromium, no crash dumps, no org.chromium.* left in /tmp
-            env={**os.environ, "HOME": str(home), "TMPDIR": str(tmp)},
-        )
-    port_file = profile / "DevToolsActivePort"
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        lines = port_file.read_text().split() if port_file.exists() else []
-        if len(lines) >= 2:
-            return process, f"ws://127.0.0.1:{lines[0]}{lines[1]}"
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    stop_chromium(process)
-    raise DevToolsError(f"{binary} did not open its DevTools port within {STARTUP_TIMEOUT_S} s "
-                        f"(exit {process.poll()}); its output:\n"
-                        f"{stderr_log.read_text(errors='replace')[-3000:]}")
-
-
-def stop_chromium(process: subprocess.Popen) -> None:
-    """End Chromium and every process it started (its process group), politely first, and
-    wait until the group is gone (at most a few seconds)."""
-    for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
-            break
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:  # the leader is gone; its children may linger
+            env={**os.environ, "HOME": str(home), "TMPDIR": str(tmp)})
         try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
+            driver = webdriver.Chrome(options=options, service=service)
+        except Exception:
+            shutil.rmtree(home, ignore_errors=True)
+            raise
+        started.append((driver, home))
+        driver.set_page_load_timeout(PAGE_TIMEOUT_S)
+        driver.set_script_timeout(PAGE_TIMEOUT_S)
+        browser = Browser(driver)
+        # What the browser did before the first page (the new-tab page chromedriver opens,
+        # and its requests, some of which end later) is not the site's: left out.
+        driver.get("about:blank")
+        browser.drain()
+        browser.events.clear()
+        return browser
+
+    # Selenium Manager is not asked for anything (the driver's path is given); if it were,
+    # it must not download a driver or a browser.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SE_OFFLINE", "true")
+        try:
+            yield start
+        finally:
+            for driver, home in started:
+                try:
+                    driver.quit()
+                finally:
+                    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def devtools(site: Path):
-    """A headless Chromium for the module, ended (with its profile) when the module is done."""
-    binary = next(path for path in map(shutil.which, BROWSERS) if path)
-    home = Path(tempfile.mkdtemp(prefix="iolab-chromium-"))
-    process = None
-    client = None
-    try:
-        process, url = start_chromium(binary, home)
-        client = DevTools(url)
-        yield client
-    finally:
-        if client is not None:
-            with contextlib.suppress(Exception):
-                client.call("Browser.close", timeout=5)
-            client.close()
-        if process is not None:
-            stop_chromium(process)
-        shutil.rmtree(home, ignore_errors=True)
+def desktop(site: Path, start_browser) -> Browser:
+    """The browser of a desktop window, 1280 x 900, for one site."""
+    return start_browser()
+
+
+@pytest.fixture(scope="module")
+def phone(site: Path, start_browser) -> Browser:
+    """The browser of a phone, 390 CSS px wide with a mobile viewport, for one site."""
+    return start_browser(phone=True)
 
 
 def site_pages(html: Path) -> list[str]:
@@ -395,12 +475,17 @@ def site_pages(html: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def crawl(site: Path, server: str, devtools: DevTools) -> dict[str, Visit]:
-    """Every page of the site, loaded once in a desktop-sized tab: page path -> Visit."""
-    tab = Tab(devtools)
-    visits = {page: tab.visit(server + page) for page in site_pages(site)}
-    assert "index.html" in visits, f"the build wrote no index.html into {site}"
+def crawl(site: Path, server: str, desktop: Browser) -> dict[str, Visit]:
+    """Every page of the site, loaded once in the desktop window: page path -> Visit."""
+    visits = {page: desktop.visit(server + page) for page in site_pages(site)}
+    assert "index.html" in visits, f"the site has no index.html in {site}"
     return visits
+
+
+@pytest.fixture(scope="module")
+def phone_crawl(site: Path, server: str, phone: Browser) -> dict[str, Visit]:
+    """Every page of the site, loaded once on the phone: page path -> Visit."""
+    return {page: phone.visit(server + page) for page in site_pages(site)}
 
 
 # Straight to 127.0.0.1, whatever http_proxy says.
@@ -479,23 +564,91 @@ def test_every_internal_link_resolves(crawl: dict[str, Visit], server: str) -> N
     assert not broken, "internal links that do not resolve:\n" + "\n".join(broken)
 
 
+@pytest.mark.parametrize("width", [DESKTOP["width"], PHONE["width"]])
+def test_no_content_is_clipped(width: int, site: Path, request: pytest.FixtureRequest) -> None:
+    """On every page, in a window `width` px wide: the page does not scroll sideways, and
+    every table, code block and image of the article fits its column or scrolls inside a box
+    of its own (CLIPPED_JS)."""
+    visits = request.getfixturevalue("crawl" if width == DESKTOP["width"] else "phone_crawl")
+    problems = [f"{page}: {visit.error}" for page, visit in visits.items() if visit.error]
+    problems += [f"{page}: {what}" for page, visit in visits.items() for what in visit.clipped]
+    assert not problems, f"content cut off at {width} px:\n" + "\n".join(problems)
+
+
+@functools.lru_cache(maxsize=None)
+def font_cmap(path: Path) -> frozenset[int]:
+    from fontTools.ttLib import TTFont
+
+    return frozenset(TTFont(str(path), lazy=True).getBestCmap())
+
+
+def test_no_admonition_icon_is_a_missing_glyph(crawl: dict[str, Visit], site: Path,
+                                               server: str) -> None:
+    """The icon before every admonition's title is drawn from a font the page loaded, never
+    left to the reader's system fonts (an empty box on a machine without an emoji font).
+
+    The browser gives what it computed: the text the title's ::before inserts, its font
+    families, the @font-faces of the page, and document.fonts' state once the icon's fonts
+    were asked for. Each code point must then be in the character map of a font file of a
+    family on that list whose face the page loaded (read with fontTools, as
+    test_site_render.py reads the shipped fonts without a browser): the browser draws a code
+    point from the first family that has it, and a web font without it does not draw it."""
+    pytest.importorskip("fontTools.ttLib")
+    problems, seen, kinds = [], set(), set()
+    for page, visit in crawl.items():
+        if visit.error:
+            continue
+        loaded = {f["family"] for f in visit.fonts["state"] if f["status"] == "loaded"}
+        ready = {c["family"] for c in visit.fonts["checked"] if c["ready"]}
+        for icon in visit.icons:
+            kinds.update(icon["kind"].split())
+            text = css_string(icon["content"])
+            glyphs = [c for c in text if ord(c) not in IGNORABLE and not c.isspace()]
+            families = [f.strip().strip("\"'") for f in icon["family"].split(",")]
+            if not glyphs or (text, tuple(families)) in seen:
+                continue
+            seen.add((text, tuple(families)))
+            cmaps = []
+            for family in (f.lower() for f in families):
+                if family not in loaded or family not in ready:
+                    continue
+                for face in visit.fonts["faces"].get(family, []):
+                    files = [site / page_of(url, server) for url in face["urls"]
+                             if is_local(url, server)]
+                    # fontTools reads TrueType, OpenType and WOFF without extra packages
+                    files = [f for f in files
+                             if f.is_file() and f.suffix in (".ttf", ".otf", ".woff")]
+                    if files:
+                        cmaps.append(font_cmap(files[0]))
+            for glyph in glyphs:
+                if not any(ord(glyph) in cmap for cmap in cmaps):
+                    problems.append(
+                        f"{page}: the {icon['pseudo']} of the title {icon['text']!r} "
+                        f"(<div class={icon['kind']!r}>) shows U+{ord(glyph):04X}, in none of "
+                        f"the fonts the page loaded for {families} (loaded: {sorted(loaded)})")
+    blocks = [block for block in ICON_BLOCKS if block not in kinds]
+    assert not blocks, f"no admonition of the kinds {blocks} was found: were they renamed?"
+    assert not problems, "icons drawn as an empty box:\n" + "\n".join(problems)
+
+
 @pytest.mark.parametrize("term", SEARCH_TERMS)
-def test_search_finds(term: str, server: str, devtools: DevTools) -> None:
-    tab = Tab(devtools)
-    visit = tab.visit(f"{server}search.html?q={term}", snapshot=False)
+def test_search_finds(term: str, server: str, desktop: Browser) -> None:
+    visit = desktop.visit(f"{server}search.html?q={term}", snapshot=False)
     assert not visit.error and visit.status == 200, (
         f"search.html?q={term} did not load: {visit.error or f'HTTP {visit.status}'}")
     results: dict = {}
     deadline = time.monotonic() + SEARCH_TIMEOUT_S
     while time.monotonic() < deadline:
-        results = tab.evaluate("""({
+        results = desktop.driver.execute_script("""return {
             links: Array.from(document.querySelectorAll('#search-results ul.search li a'),
                               a => a.href),
             status: (document.querySelector('#search-results p.search-summary')
-                     || document.querySelector('#search-results p') || {}).textContent || ''})""")
+                     || document.querySelector('#search-results p') || {}).textContent || ''}""")
         if results["links"] or "did not match" in results["status"]:
             break
-        devtools.pump(time.monotonic() + 0.2)
+        time.sleep(0.2)
+    _, logs = desktop.drain()
+    collect(visit, [], logs)
     lessons = [link for link in results.get("links", [])
                if page_of(link, server).startswith("lessons/")]
     assert lessons, (f"search.html?q={term}: no result links a lesson (results: "
@@ -503,71 +656,65 @@ def test_search_finds(term: str, server: str, devtools: DevTools) -> None:
     assert not visit.console, f"search.html?q={term}: errors: {visit.console}"
 
 
-@pytest.fixture(scope="module")
-def phone(devtools: DevTools) -> Tab:
-    """A tab the size of a phone's screen, 390 CSS px wide, with a mobile viewport."""
-    tab = Tab(devtools)
-    tab.call("Emulation.setDeviceMetricsOverride", **PHONE)
-    return tab
-
-
-# What a phone shows: its layout width, how wide the page is, the elements that stick out
-# (the outermost ones, leaving out what scrolls inside its own box, such as code blocks), and
-# where the menu button is.
-PHONE_JS = """(() => {
-  const width = document.documentElement.clientWidth, tolerance = %d;
-  const beyond = e => e.getBoundingClientRect().right > width + tolerance;
-  const culprit = e => {
-    if (!beyond(e) || getComputedStyle(e).position === 'fixed') return false;
-    for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
-      if (beyond(a) || getComputedStyle(a).overflowX !== 'visible') return false;
-    }
-    return true;
-  };
-  const name = e => e.tagName.toLowerCase() + (typeof e.className === 'string' && e.className
-    ? '.' + e.className.trim().split(/\\s+/).join('.') : '')
-    + ' (' + Math.round(e.getBoundingClientRect().width) + ' px wide: '
-    + JSON.stringify((e.textContent || '').trim().replace(/\\s+/g, ' ').slice(0, 50)) + ')';
-  const toggle = document.querySelector('[data-toggle="wy-nav-top"]');
-  const box = toggle && toggle.getBoundingClientRect();
-  return {
-    width: width,
-    scrollWidth: document.documentElement.scrollWidth,
-    overflowing: Array.from(document.querySelectorAll('body *')).filter(culprit)
-      .slice(0, 5).map(name),
-    toggle: box && {x: box.x + box.width / 2, y: box.y + box.height / 2,
-                    width: box.width, height: box.height},
-  };
-})()""" % PHONE_TOLERANCE_PX
-MENU_OPEN_JS = """(() => { const nav = document.querySelector('.wy-nav-side');
-  return !!nav && nav.classList.contains('shift') && nav.getBoundingClientRect().width > 0;
-})()"""
+# What a phone shows: its layout width, how wide the page is, and the elements that stick out
+# (the outermost ones, leaving out what scrolls inside its own box, such as code blocks).
+PHONE_JS = """
+const width = document.documentElement.clientWidth, tolerance = arguments[0];
+const beyond = e => e.getBoundingClientRect().right > width + tolerance;
+const culprit = e => {
+  if (!beyond(e) || getComputedStyle(e).position === 'fixed') return false;
+  for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+    if (beyond(a) || getComputedStyle(a).overflowX !== 'visible') return false;
+  }
+  return true;
+};
+const name = e => e.tagName.toLowerCase() + (typeof e.className === 'string' && e.className
+  ? '.' + e.className.trim().split(/\\s+/).join('.') : '')
+  + ' (' + Math.round(e.getBoundingClientRect().width) + ' px wide: '
+  + JSON.stringify((e.textContent || '').trim().replace(/\\s+/g, ' ').slice(0, 50)) + ')';
+return {
+  width: width,
+  scrollWidth: document.documentElement.scrollWidth,
+  overflowing: Array.from(document.querySelectorAll('body *')).filter(culprit)
+    .slice(0, 5).map(name),
+};
+"""
+MENU_OPEN_JS = """const nav = document.querySelector('.wy-nav-side');
+  return !!nav && nav.classList.contains('shift') && nav.getBoundingClientRect().width > 0;"""
 
 
 @pytest.mark.parametrize("stem", LESSONS)
-def test_lesson_is_usable_at_phone_width(stem: str, server: str, phone: Tab) -> None:
+def test_lesson_is_usable_at_phone_width(stem: str, server: str, phone: Browser) -> None:
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
     page = f"lessons/{stem}.html"
     visit = phone.visit(server + page, snapshot=False)
     assert not visit.error and visit.status == 200, (
         f"{page} at {PHONE['width']} px did not load: {visit.error or f'HTTP {visit.status}'}")
-    shown = phone.evaluate(PHONE_JS)
+    shown = phone.driver.execute_script(PHONE_JS, TOLERANCE_PX)
     assert shown["width"] == PHONE["width"], (
         f"{page}: the phone's layout is {shown['width']} px wide, not {PHONE['width']} "
         "(no <meta name=viewport content=width=device-width>?)")
-    assert shown["scrollWidth"] <= PHONE["width"] + PHONE_TOLERANCE_PX, (
+    assert shown["scrollWidth"] <= PHONE["width"] + TOLERANCE_PX, (
         f"{page} scrolls sideways on a {PHONE['width']} px phone: the page is "
         f"{shown['scrollWidth']} px wide; too wide: {shown['overflowing']}")
-    toggle = shown["toggle"]
-    assert toggle and toggle["width"] > 0 and toggle["height"] > 0, (
+    toggles = [element for element in phone.driver.find_elements(
+        By.CSS_SELECTOR, '[data-toggle="wy-nav-top"]') if element.is_displayed()]
+    assert toggles, (
         f"{page}: no visible menu button (data-toggle=wy-nav-top) at {PHONE['width']} px")
-    for kind in ("mousePressed", "mouseReleased"):  # a real click where the button shows
-        phone.call("Input.dispatchMouseEvent", type=kind, x=toggle["x"], y=toggle["y"],
-                   button="left", clickCount=1)
-    deadline = time.monotonic() + 5
-    while not phone.evaluate(MENU_OPEN_JS) and time.monotonic() < deadline:
-        phone.devtools.pump(time.monotonic() + 0.1)
-    assert phone.evaluate(MENU_OPEN_JS), (
-        f"{page}: tapping the menu button at {PHONE['width']} px does not open the menu")
+    try:  # a real click where the button shows (WebDriver refuses one on a covered button)
+        toggles[0].click()
+    except WebDriverException as error:
+        pytest.fail(f"{page}: the menu button at {PHONE['width']} px cannot be tapped: "
+                    f"{first_line(error.msg)}")
+    try:
+        WebDriverWait(phone.driver, 5, poll_frequency=0.1).until(
+            lambda driver: driver.execute_script(MENU_OPEN_JS))
+    except WebDriverException:
+        pytest.fail(
+            f"{page}: tapping the menu button at {PHONE['width']} px does not open the menu")
 
 
 @pytest.mark.parametrize("stem", NOTEBOOKS)
@@ -588,33 +735,36 @@ def test_notebook_can_be_downloaded(stem: str, crawl: dict[str, Visit], server: 
         f"{pages[0]}: the download link {links[0]} does not give a notebook")
 
 
-def test_nothing_is_requested_from_another_host(crawl: dict[str, Visit], server: str,
-                                                devtools: DevTools) -> None:
-    """Every request of every tab so far (all pages, and the searches and phone views when
-    they ran first) went to the local server, or was data: or blob:."""
+def test_nothing_is_requested_from_another_host(crawl: dict[str, Visit],
+                                                phone_crawl: dict[str, Visit], server: str,
+                                                desktop: Browser, phone: Browser) -> None:
+    """Every request of both browsers so far (every page on the desktop and on the phone, and
+    the searches and lesson views that ran before) went to the local server, or never left
+    the browser (NOT_NETWORK)."""
     host = urlsplit(server).netloc
     remote = set()
-    for event in devtools.events:
-        if event["method"] != "Network.requestWillBeSent":
-            continue
-        url = event["params"]["request"]["url"]
-        parts = urlsplit(url)
-        if parts.scheme in ("data", "blob", "about") or (
-                parts.scheme == "http" and parts.netloc == host):
-            continue
-        page = page_of(event["params"].get("documentURL", ""), server)
-        remote.add(f"{page or event['params'].get('documentURL')}: {url}")
+    for browser in (desktop, phone):
+        browser.drain()
+        for event in browser.events:
+            if event["method"] != "Network.requestWillBeSent":
+                continue
+            url = event["params"]["request"]["url"]
+            parts = urlsplit(url)
+            if parts.scheme in NOT_NETWORK or (parts.scheme == "http" and parts.netloc == host):
+                continue
+            page = page_of(event["params"].get("documentURL", ""), server)
+            remote.add(f"{page or event['params'].get('documentURL')}: {url}")
     assert not remote, "the site must work offline, but these requests left 127.0.0.1:\n" + (
         "\n".join(sorted(remote)))
 
 
-def test_glossary_synonyms_share_one_line(server: str, devtools: DevTools) -> None:
+def test_glossary_synonyms_share_one_line(server: str, desktop: Browser) -> None:
     """A term with synonyms (several <dt> above one <dd>) shows them on one line, so none of
     them looks like a term without a definition (_static/lab.css)."""
-    tab = Tab(devtools)
-    visit = tab.visit(f"{server}reference/glossary.html", snapshot=False)
-    assert not visit.error and visit.status == 200, visit.error
-    entries = tab.evaluate("""Array.from(document.querySelectorAll('dl.glossary dt'))
+    visit = desktop.visit(f"{server}reference/glossary.html", snapshot=False)
+    assert not visit.error and visit.status == 200, visit.error or f"HTTP {visit.status}"
+    entries = desktop.driver.execute_script("""return Array.from(
+        document.querySelectorAll('dl.glossary dt'))
         .filter(dt => dt.nextElementSibling && dt.nextElementSibling.tagName === 'DT')
         .map(dt => ({term: dt.id,
                      same_line: Math.abs(dt.getBoundingClientRect().top
