@@ -15,6 +15,7 @@ from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
 from iolab.core.workspace import LOCATION_MARKER
 from iolab.measure.context import mount_for
+from iolab.storage import locations as locations_module
 from iolab.storage.locations import discover_locations, locations_frame, remove_user_dir, user_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,6 +127,24 @@ def test_probing_an_existing_user_dir_leaves_only_its_marker(places):
     user_dir(tmp)
     discover_locations()
     assert listing(tmp.path) == [LOCATION_MARKER]
+
+
+def test_discovery_never_removes_a_user_dir_another_process_made_meanwhile(places, monkeypatch):
+    """A notebook may make and fill the per-user directory while `iolab locations` probes:
+    the probe works in a folder of its own, so the notebook's files stay."""
+    real_probe = locations_module.probe_o_direct
+
+    def probe_while_a_notebook_starts(directory: Path):
+        if directory.parent == places["tmp"]:  # the probe of /tmp: the notebook starts now
+            tmp = by_name(discover_locations(probe=False))["tmp"]
+            (user_dir(tmp) / "notebook-data.bin").write_bytes(b"1" * 10)
+        return real_probe(directory)
+
+    monkeypatch.setattr(locations_module, "probe_o_direct", probe_while_a_notebook_starts)
+    tmp = by_name(discover_locations())["tmp"]
+    assert tmp.o_direct is not None
+    assert (tmp.path / "notebook-data.bin").read_bytes() == b"1" * 10
+    assert [p.name for p in places["tmp"].iterdir()] == [tmp.path.name]  # no probe folder left
 
 
 def test_no_probe_writes_nothing(places, tmp_path, monkeypatch):

@@ -50,7 +50,7 @@ from iolab.core.workspace import (WorkspaceEntry, ensure_writable_dir, public_te
                                   workdir)
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.storage.advice_rules import advise
-from iolab.storage.locations import Location, discover_locations, remove_user_dir, user_dir
+from iolab.storage.locations import Location, discover_locations, private_scratch
 
 MIB = 1024**2
 DEFAULT_BUDGET_S = 180.0
@@ -464,22 +464,17 @@ def _deadline(started: float, plan: Plan, index: int) -> float:
 
 def _measure_location(location: Location, plan: Plan, deadline: float,
                       compute_node: bool | None, skipped: list[dict]) -> dict:
-    """One discovered place, in its per-user directory, removed again if this run made it."""
+    """One discovered place, in a private scratch folder of its own (removed afterwards)."""
     place = _empty_place(location.name, public_text(location.base), location.fs_type,
                          location.kind, location.networked)
-    created = not location.path.exists()
     try:
-        directory = user_dir(location)
-    except LabError as err:
+        with private_scratch(location, "advise") as directory:
+            return measure_directory(place, directory, plan, deadline, compute_node)
+    except LabError as err:  # the place cannot be written (measure_directory notes the rest)
         place["notes"].append(f"not measured ({public_text(str(err))})")
         skipped.append({"name": location.name, "reason": public_text(str(err))})
         place.update(_space(location.base))
         return place
-    try:
-        return measure_directory(place, directory, plan, deadline, compute_node)
-    finally:
-        if created:
-            remove_user_dir(location)
 
 
 def _measure_sshfs(plan: Plan, deadline: float, compute_node: bool | None,

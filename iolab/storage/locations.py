@@ -21,16 +21,18 @@ a typo.
 Nothing outside the lab's own directories is touched. Each location gets a per-user working
 directory, ``<base>/iolab-<user>`` (for the workspace ``<workspace>/loc``), holding a marker
 file; only a directory with that marker, owned by the user, is ever deleted. Discovery
-probes O_DIRECT inside that directory and leaves every base as it found it: a directory it
-had to create is removed again, and the probe file always.
+probes O_DIRECT inside that directory (or, where the lab has not made it, in a private
+temporary folder of the base) and leaves every base as it found it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -38,7 +40,7 @@ import pandas as pd
 
 from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
-from iolab.core.owned import has_marker, opened_parent, remove_marked
+from iolab.core.owned import discard_owned, has_marker, opened_parent, remove_marked
 from iolab.core.workspace import (LOCATION_MARKER, WorkspaceEntry, ensure_writable_dir,
                                   location_dir, make_location_dir, public_text, user_name,
                                   workdir)
@@ -240,22 +242,40 @@ def probe_o_direct(directory: Path) -> DirectIO:
         probe.unlink(missing_ok=True)
 
 
-def _probed(location: Location) -> Location:
-    """`location` with its O_DIRECT result, probed in its per-user directory.
+@contextlib.contextmanager
+def private_scratch(location: Location, name: str) -> Iterator[Path]:
+    """A fresh private folder on `location` for one short job, removed afterwards: inside the
+    per-user directory if the lab has made it, else straight in the base.
 
-    The per-user directory is created for the probe only if it is missing, and then removed
-    again, so discovery leaves no trace.
+    The per-user directory itself is never made and removed again for such a job: another
+    process of the same user (a notebook, a second terminal) may make and fill it meanwhile,
+    and removing it afterwards would take that process's files along. Raises LabError (one
+    sentence) when the place cannot be written.
     """
-    created = not has_marker(location.path, LOCATION_MARKER)
+    if location.name == "workspace":
+        ensure_writable_dir(workdir())
+    inside = user_dir(location) if has_marker(location.path, LOCATION_MARKER) else location.base
     try:
-        directory = user_dir(location)
+        folder = Path(tempfile.mkdtemp(prefix=f".{location.path.name}-{name}-", dir=inside))
+    except OSError as err:
+        raise LabError(f"cannot write in {inside}: {_error_note(err)}") from None
+    try:
+        yield folder
+    finally:
+        discard_owned(folder)
+
+
+def _probed(location: Location) -> Location:
+    """`location` with its O_DIRECT result, probed in a private scratch folder of its own."""
+    try:
+        with private_scratch(location, "probe") as folder:
+            return _with_probe(location, probe_o_direct(folder))
     except LabError as err:
         return replace(location, writable=False, o_direct_note=f"not probed: {err}")
-    try:
-        result = probe_o_direct(directory)
-    finally:
-        if created:
-            remove_user_dir(location)
+
+
+def _with_probe(location: Location, result: DirectIO) -> Location:
+    """`location`, writable, with what its O_DIRECT probe found."""
     return replace(
         location,
         writable=True,
