@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import subprocess
 import sys
 from pathlib import Path
@@ -342,6 +343,33 @@ def test_make_lab_runs_notebooks_quietly_over_private_sockets(tmp_path: Path,
     assert "FAILED: ZeroDivisionError: division by zero" in proc.stdout
     assert "42" in nbformat.read(tmp_path / "out" / "ok.ipynb", 4).cells[0].outputs[0]["text"]
     assert [p.name for p in (workspace / "tmp").iterdir()] == [".iolab-made"]
+
+
+def test_kernel_sockets_leave_a_workspace_whose_path_is_too_long(monkeypatch) -> None:
+    """A Unix socket's path must fit in 107 bytes; a cluster workspace path easily does not
+    (the kernel then never answers and `make lab` waits for it until its timeout)."""
+    from iolab.core.owned import discard_owned
+    from iolab.core.workspace import SOCKET_PATH_MAX_BYTES, socket_dir
+
+    base = Path(tempfile.mkdtemp(prefix="iolab-test-", dir="/tmp"))  # pytest's tmp_path is long
+    try:
+        (base / "t").mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir caches its first answer
+        monkeypatch.setenv("TMPDIR", str(base / "t"))
+        for workspace, expected_parent in ((base / "w", base / "w" / "tmp"),
+                                           (base / ("w" * 90), base / "t")):
+            monkeypatch.setenv("IOLAB_WORKDIR", str(workspace))
+            folder = socket_dir("kernel", "kernel-65535")
+            try:
+                assert folder.parent == expected_parent
+                assert len(os.fsencode(folder / "kernel-65535")) <= SOCKET_PATH_MAX_BYTES
+                assert oct(folder.stat().st_mode & 0o777) == "0o700" and not any(folder.iterdir())
+            finally:
+                assert discard_owned(folder)
+        # the scratch folder first made in the long workspace is gone again
+        assert [p.name for p in (base / ("w" * 90) / "tmp").iterdir()] == [".iolab-made"]
+    finally:
+        discard_owned(base)
 
 
 def test_make_labs_summary_names_every_missing_piece(monkeypatch) -> None:

@@ -22,7 +22,7 @@ import pandas as pd
 from iolab.core.builder import build_dataset
 from iolab.core.owned import discard_owned
 from iolab.core.workspace import (atomic_output, default_dataset_dir, repo_root, results_dir,
-                                  scratch_dir, workdir)
+                                  socket_dir, workdir)
 from iolab.core.writer_lock import writer_lock
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
@@ -92,7 +92,7 @@ def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
     from nbclient import NotebookClient
 
     notebook = nbformat.read(source, as_version=4)
-    sockets = scratch_dir("kernel")
+    sockets = socket_dir("kernel", "kernel-65535")  # jupyter_client names them <ip>-<port>
     manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "kernel"))
     try:
         NotebookClient(notebook, km=manager, timeout=timeout_s,

@@ -35,6 +35,8 @@ from iolab.core.owned import (fd_has_marker, has_marker, make_private_dir, open_
 #: Headroom kept free beyond what a write needs (bytes, inodes).
 SPACE_MARGIN_BYTES = 256 * 1024**2
 INODE_MARGIN = 10_000
+#: sockaddr_un.sun_path holds 108 bytes on Linux, the final NUL included (unix(7)).
+SOCKET_PATH_MAX_BYTES = 107
 #: Written into every directory the lab creates, and only into those: the proof `clean` needs.
 MADE_MARKER = ".iolab-made"
 MADE_MARKER_TEXT = ("made by the storage I/O lab; `python -m iolab clean` deletes this "
@@ -398,6 +400,31 @@ def scratch_dir(name: str) -> Path:
     """A fresh, uniquely named directory under <workspace>/tmp for one run's scratch files."""
     base = ensure_writable_dir(WorkspaceEntry.TMP.path())
     return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))
+
+
+def socket_dir(name: str, longest_socket: str) -> Path:
+    """A fresh private folder for Unix sockets named up to `longest_socket`: scratch_dir(name)
+    when its path is short enough, else a private folder in $TMPDIR or /tmp.
+
+    A socket's whole path must fit in sun_path (unix(7)); on a cluster a workspace such as
+    /scratch/project_2001234/<user>/... easily makes it too long, and the bind then fails
+    where nobody sees it (a notebook kernel that never answers). The caller removes the
+    folder (iolab.core.owned.discard_owned).
+    """
+    def fits(folder: Path) -> bool:
+        return len(os.fsencode(folder / longest_socket)) <= SOCKET_PATH_MAX_BYTES
+
+    folder = scratch_dir(name)
+    if fits(folder):
+        return folder
+    os.rmdir(folder)  # just made, still empty
+    for base in dict.fromkeys([tempfile.gettempdir(), "/tmp"]):
+        if fits(Path(base) / f"iolab-{name}-XXXXXXXX"):
+            with contextlib.suppress(OSError):
+                return Path(tempfile.mkdtemp(prefix=f"iolab-{name}-", dir=base))  # 0700
+    raise LabError(f"no folder has a path short enough for Unix sockets (at most "
+                   f"{SOCKET_PATH_MAX_BYTES} bytes): set TMPDIR to a short writable folder, "
+                   "e.g. `export TMPDIR=/tmp`")
 
 
 def mounts_under(root: Path) -> list[Path]:
