@@ -22,6 +22,10 @@ PY := $(VENV)/bin/python
 LOCK := requirements-lock.txt
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS='-m needs tests'
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): two, gentle on a shared login node; TEST_WORKERS=0 runs
+# everything in one process. tests/conftest.py keeps in one worker what must share one.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadscope
 # The lock holds what the public index offered on this day (uv's --exclude-newer), so
 # re-running `make lock` gives the same file until the day is moved on purpose.
 LOCK_DATE := 2026-11-25
@@ -51,10 +55,10 @@ lab: $(STAMP)
 	$(PY) -m iolab lab
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow" tests
+	$(PY) -m pytest $(XDIST) -m "not slow" tests
 
 jupyter: $(STAMP)
 	$(PY) -m iolab jupyter

@@ -33,7 +33,14 @@ PY = sys.executable
 CHECKOUT_WORKSPACE = ROOT / "workspace"
 #: IOLAB_WORKDIR as the user set it (None if unset), before pytest_sessionstart replaces it:
 #: where `make lab` wrote its results (tests/test_site_browser.py checks its site).
-USER_WORKDIR = os.environ.get("IOLAB_WORKDIR")
+#: Passed on to pytest-xdist's workers, which start after pytest_sessionstart replaced it.
+_USER_WORKDIR_VARIABLE = "IOLAB_TEST_USER_WORKDIR"
+os.environ.setdefault(_USER_WORKDIR_VARIABLE, os.environ.get("IOLAB_WORKDIR", ""))
+USER_WORKDIR = os.environ[_USER_WORKDIR_VARIABLE] or None
+#: Tests of these modules share one site build (the session's `build` fixture).
+SITE_MODULES = {"test_site.py", "test_site_render.py", "test_site_browser.py"}
+#: The site's strict build must end within this, or the tests that read it fail.
+BUILD_TIMEOUT_S = 900
 _WORKSPACE_BEFORE = pytest.StashKey[dict]()
 _WORKSPACE_CHANGED = pytest.StashKey[list]()
 
@@ -173,6 +180,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for name in {name for mark in item.iter_markers("needs") for name in mark.args}:
             item.add_marker(f"needs_{name}")
+
+
+def worker_group(nodeid: str) -> str:
+    """What must run in one pytest-xdist worker, in order, for a test's node id.
+
+    A notebook's cells share one kernel, and every notebook uses the user's own folders in
+    /dev/shm and /tmp (the lab's per-user places, one per user, not per run), so all the
+    notebooks run in one worker, one after another, as `make lab` runs them. The site's
+    modules share one build. Any other module runs whole in one worker, so its module
+    fixtures are made once.
+    """
+    head, _, rest = nodeid.partition("::")
+    path = Path(head)
+    # nbval's cells under pytest 9.2 have ids like "notebooks/01-file-access::ipynb::Cell 0"
+    if path.suffix == ".ipynb" or rest.partition("::")[0] == "ipynb":
+        return "notebooks"
+    if path.name in SITE_MODULES:
+        return "site"
+    return path.as_posix()
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which may be absent
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """With `--dist loadscope` (as `make test` runs), a scope is a worker_group.
+
+    Not xdist_group marks with --dist loadgroup: pytest 9.2 ignores the node-id suffix that
+    xdist 3.8 writes for them, so the groups silently fall apart (pytest-dev/pytest-xdist
+    issue 1386). Grouping by node id needs neither.
+    """
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkerGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return WorkerGroupScheduling(config, log)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -319,3 +364,19 @@ def default_dataset(tmp_path_factory) -> Path:
 def small_dataset(tmp_path_factory) -> Path:
     """A 37-file dataset (not a multiple of the shuffle buffer) with another seed."""
     return build_dataset(tmp_path_factory.mktemp("small") / "dataset", files=37, seed=7)
+
+
+@pytest.fixture(scope="session")
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The site, built once per run from the repository root exactly as strictly as `make
+    html` (-W -n); test_site, test_site_render and test_site_browser all read this build."""
+    out = tmp_path_factory.mktemp("site")
+    html = out / "html"
+    command = [
+        sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going",
+        "-d", str(out / "doctrees"), "-b", "html", str(ROOT), str(html),
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT
+    )
+    return result, html

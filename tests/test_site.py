@@ -1,7 +1,8 @@
 """The published site: it builds strictly, every local link resolves, and it works offline.
 
-The site is built once per module with the same strictness as `make html` (`-W -n`), from
-the repository root, into a temporary directory. The built pages are then parsed with the
+The site is built once per test run (conftest.py's `build`, shared with test_site_render and
+test_site_browser) with the same strictness as `make html` (`-W -n`), from the repository
+root, into a temporary directory. The built pages are then parsed with the
 standard library's HTML parser: a learner reading the site on a cluster without internet
 access must not meet a broken link, a missing image, or a page that waits for a CDN.
 """
@@ -26,7 +27,6 @@ LESSONS = [
     "10-checkpoints", "11-storage-hygiene", "12-profiling",
 ]
 NOTEBOOKS = LESSONS  # each lesson pairs with the notebook of the same stem
-BUILD_TIMEOUT_S = 900
 LESSON_ADMONITIONS = ["objectives", "instructor-note", "exercise", "solution", "keypoints"]
 REFERENCE_PAGES = ["quick-reference", "glossary"]
 # Glossary terms by the id Sphinx gives them: "term-" + the term, spaces as hyphens, case kept.
@@ -81,21 +81,6 @@ def local_target(page: Path, url: str) -> Path | None:
     if parts.scheme or parts.netloc or not parts.path:  # other schemes, or "#anchor" only
         return None
     return (page.parent / unquote(parts.path)).resolve()
-
-
-@pytest.fixture(scope="module")
-def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
-    """Build the site from the repository root exactly as strictly as `make html` does."""
-    out = tmp_path_factory.mktemp("site")
-    html = out / "html"
-    command = [
-        sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going",
-        "-d", str(out / "doctrees"), "-b", "html", str(REPO), str(html),
-    ]
-    result = subprocess.run(
-        command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=REPO
-    )
-    return result, html
 
 
 @pytest.fixture(scope="module")

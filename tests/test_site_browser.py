@@ -3,7 +3,7 @@
 test_site.py reads the built HTML; this module looks at what a learner's browser makes of it.
 Each of two sites is checked in turn (the `site` fixture's two parameters):
 
-- "published": the committed site, built once for the module (test_site.py's `build`
+- "published": the committed site, built once per run (conftest.py's `build`
   fixture, as strictly as `make html`);
 - "lab": the site `make lab` built from this machine's notebooks, in the lab's workspace
   (`<workspace>/lab/site`, where `<workspace>` is IOLAB_WORKDIR as the user set it before the
@@ -54,7 +54,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from conftest import BROWSERS, CHROMEDRIVERS, USER_WORKDIR
-from test_site import LESSONS, NOTEBOOKS, build  # noqa: F401  (build: the fixture, reused)
+from test_site import LESSONS, NOTEBOOKS
 from test_site_render import IGNORABLE, css_string
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("browser")]

@@ -10,7 +10,7 @@ sees of them, offline, as the browser's cascade decides it:
   a font the site ships: no empty box where a reader's machine lacks an emoji font;
 - no page, and no style sheet, loads anything from another host.
 
-The site is built by test_site.py's `build` fixture (as strictly as `make html`, into a
+The site is built once per run by conftest.py's `build` fixture (as strictly as `make html`, into a
 temporary directory). The style sheets a page links (and its <style> blocks) are parsed
 here, and a small selector matcher applies them to the page's elements in cascade order
 (importance, specificity, then order), for the few properties checked.
@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from test_site import REPO, build  # noqa: F401  (build: the fixture, reused)
+from test_site import REPO
 
 LAB_CSS = "_static/lab.css"  # the lab's own style sheet (conf.py: html_css_files)
 # Characters that never need a glyph: variation selectors, joiners.
