@@ -21,8 +21,8 @@ a typo.
 Nothing outside the lab's own directories is touched. Each location gets a per-user working
 directory, ``<base>/iolab-<user>`` (for the workspace ``<workspace>/loc``), holding a marker
 file; only a directory with that marker, owned by the user, is ever deleted. Discovery
-probes O_DIRECT inside that directory (or, where the lab has not made it, in a private
-temporary folder of the base) and leaves every base as it found it.
+probes O_DIRECT in a private temporary folder (inside that directory where the lab has made
+it, else in the base) and leaves every base as it found it.
 """
 
 from __future__ import annotations
