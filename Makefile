@@ -7,6 +7,7 @@
 #   make jupyter    JupyterLab on your own copies of the notebooks (in the workspace)
 #   make html       the site from the committed notebooks, into _build/html
 #   make bench      this machine's timings: generation, each reader, and the raw-read floor
+#   make bench-diagnosis  the lab's diagnosis against Drishti on 15 real Darshan logs
 #   make torch      optional: PyTorch for the DataLoader and checkpoint lessons
 #   make darshan    optional: PyDarshan, to read Darshan logs in lesson 12
 #   make lock       maintainers: re-resolve requirements-lock.txt against the public index
@@ -34,7 +35,7 @@ LOCK_DATE := 2026-11-25
 CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
   sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-.PHONY: lab test test-fast jupyter html bench torch darshan lock record clean distclean
+.PHONY: lab test test-fast jupyter html bench bench-diagnosis torch darshan lock record clean distclean
 
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -70,6 +71,15 @@ html: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m iolab bench
 
+# Drishti (PyPI drishti-io) gets an environment of its own: it is compared with, never a
+# dependency of, the lab. Building it needs the package index once.
+DRISHTI_VENV := .venv-drishti
+bench-diagnosis: darshan
+	@[ -x $(DRISHTI_VENV)/bin/drishti ] || { $(PYTHON) -m venv $(DRISHTI_VENV) && \
+	  $(DRISHTI_VENV)/bin/pip install --quiet drishti-io==0.8; } || { rm -rf $(DRISHTI_VENV); \
+	  echo "error: drishti-io could not be installed into $(DRISHTI_VENV): it needs the package index"; exit 1; }
+	$(PY) -m iolab bench-diagnosis --drishti $(DRISHTI_VENV)/bin/drishti
+
 # PyTorch is optional (the lessons fall back to webdataset and numpy). PyPI serves a CUDA
 # build of several GB for Linux; for the CPU build give pip a place that has it, e.g.
 # PIP_FIND_LINKS=/path/to/wheels make torch, or PIP_INDEX_URL of your site's mirror.
@@ -99,4 +109,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) iolab.egg-info
+	rm -rf $(VENV) $(DRISHTI_VENV) iolab.egg-info

@@ -80,7 +80,7 @@ def _slurm_problem() -> str | None:
 
 
 def _darshan_problem() -> str | None:
-    from iolab.measure.darshan_log import darshan_problem
+    from iolab.diagnosis.darshan import darshan_problem
 
     return darshan_problem()
 

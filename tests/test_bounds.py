@@ -123,6 +123,10 @@ BAD: list[Case] = [
     Case((*IOLAB, "darshan", ""), "LOG"),
     *refused((*IOLAB, "darshan"), "--example", ("",)),
     *refused((*IOLAB, "profile"), "--top", ("0", "1001"), TRUE),
+    *refused((*IOLAB, "diagnose"), "--top", ("0", "1001"), (f"{PLACE}/x.darshan",)),
+    *refused((*IOLAB, "diagnose", f"{PLACE}/x.darshan"), "--top", ("1001",)),  # after INPUT
+    *refused((*IOLAB, "diagnose", f"{PLACE}/x.darshan"), "--html", ("",)),
+    Case((*IOLAB, "diagnose", ""), "INPUT"),
     # time, perception, bench: repeats
     *refused((*IOLAB, "time"), "--repeats", ("0", "101"), TRUE),
     *refused((*IOLAB, "time"), "--warmup", ("-1", "11"), TRUE),
@@ -326,6 +330,7 @@ def test_every_default_is_within_its_own_bounds(name: str, parser: argparse.Argu
     (["hygiene", "du", "--top", "1", "--depth", "1"], "top", 1),
     (["darshan", "x.darshan", "--top", "1000"], "top", 1000),
     (["profile", "--top", "1", "--", "true"], "top", 1),
+    (["diagnose", "--top", "1000", "x.darshan"], "top", 1000),
     (["time", "--repeats", "100", "--warmup", "10", "--", "true"], "warmup", 10),
     (["time", "--repeats", "1", "--warmup", "0", "--", "true"], "repeats", 1),
     (["perception", "--directory", "D", "--repeats", "10"], "repeats", 10),

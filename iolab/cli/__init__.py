@@ -26,9 +26,9 @@ from iolab.core.errors import run_cli
 #: Command modules under iolab.cli, in the order `--help` lists them. `clean` comes first
 #: and alone needs no third-party package.
 COMMAND_MODULES = (
-    "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "time", "over_sshfs",
-    "perception", "fio", "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio",
-    "accelerator", "advise", "lab", "jupyter", "bench",
+    "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "diagnose", "time",
+    "over_sshfs", "perception", "fio", "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio",
+    "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis",
 )
 
 
@@ -44,7 +44,7 @@ BY_LESSON = (
     ("09 feeding a DataLoader", ("accelerator",)),
     ("10 checkpoints", ("checkpoint",)),
     ("11 keeping storage tidy, and where to put what", ("hygiene", "advise")),
-    ("12 profiling your own program", ("profile", "darshan")),
+    ("12 profiling your own program", ("diagnose", "profile", "darshan", "bench-diagnosis")),
 )
 HELP_WIDTH = 88
 DESCRIPTION = (
@@ -69,14 +69,16 @@ def lesson_guide(helps: dict[str, str]) -> str:
     return "\n".join(lines).rstrip()
 
 
-def build_parser(full: bool = True) -> argparse.ArgumentParser:
-    """All subcommands; with full=False only those that need no third-party package."""
+def build_parser(full: bool = True, only: str | None = None) -> argparse.ArgumentParser:
+    """All subcommands; with full=False only those that need no third-party package; with
+    `only`, that one command's module (a command starts without importing every other)."""
     parser = argparse.ArgumentParser(prog="python -m iolab",
                                      description=textwrap.fill(DESCRIPTION, HELP_WIDTH),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      help="one of the commands below, listed by lesson")
-    for name in COMMAND_MODULES if full else COMMAND_MODULES[:1]:
+    names = COMMAND_MODULES if full else COMMAND_MODULES[:1]
+    for name in [only] if only in names else names:
         importlib.import_module(f"iolab.cli.{name}").setup_parser(commands)
     # argparse lists subcommands in one flat group; the lessons' groups replace that list.
     helps = {action.dest: action.help or "" for action in commands._choices_actions}
@@ -87,7 +89,8 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(full=argv[:1] != ["clean"]).parse_args(argv)
+    named = argv[0].replace("-", "_") if argv and not argv[0].startswith("-") else None
+    args = build_parser(full=argv[:1] != ["clean"], only=named).parse_args(argv)
     return args.func(args)
 
 

@@ -1,5 +1,5 @@
 """`python -m iolab profile [--json] [--top N] [--method M] -- CMD...`: any program's file
-I/O, file by file (iolab.measure.profile)."""
+I/O, file by file (iolab.diagnosis.trace)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import sys
 
 from iolab.cli.options import add_top_option
-from iolab.measure.profile import METHODS, format_profile, profile_command
+from iolab.diagnosis.trace import METHODS, format_profile, profile_command
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -17,10 +17,12 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         help="trace any command and report its file I/O per file",
         description=(
             "Run your own command once under strace and report, per file: opens, metadata "
-            "lookups, reads and writes with their sizes, seeks, sequential versus random "
-            "access and the time in those calls, with your data apart from the interpreter's "
-            "and the system's files. Without strace: whole-process counters from "
-            "/proc/<pid>/io. The command's own output goes to stderr; exits with its exit code."
+            "lookups, reads and writes with their sizes (copies inside the kernel and "
+            "mmap included), syncs, seeks, sequential versus random access and the time in "
+            "those calls, with your data apart from your software environment's and the "
+            "system's files, and the diagnosis of what costs time. Without strace: "
+            "whole-process counters from /proc/<pid>/io. The command's own output goes to "
+            "stderr; exits with its exit code."
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")

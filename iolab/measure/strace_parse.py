@@ -25,6 +25,24 @@ import pandas as pd
 TRACE_OPTIONS = ("-f", "-y", "-qq", "-s", "1", "-e", "trace=%file,%desc", "-e", "signal=none")
 SUMMARY_OPTIONS = ("-c", "-f")
 
+#: Calls that move data without read or write, sync it, or map a file. %desc holds them in
+#: strace 6.1 but classes change between versions, so they are named as well.
+COPIES = frozenset({"copy_file_range", "sendfile", "sendfile64", "splice"})
+SYNCS = frozenset({"fsync", "fdatasync", "sync_file_range", "sync_file_range2", "syncfs"})
+MMAPS = frozenset({"mmap", "mmap2"})
+DUPS = frozenset({"dup", "dup2", "dup3"})
+#: New processes and threads: their parent's descriptors are inherited (or shared).
+FORKS = frozenset({"clone", "clone3", "fork", "vfork"})
+#: The per-file profile's trace: every call on a file, plus the calls that create processes
+#: (not in %desc) so inherited descriptors keep their file positions. `?name` lets strace
+#: skip a call this architecture lacks (fork and vfork on arm64) instead of failing.
+PROFILE_OPTIONS = (
+    "-f", "-y", "-T", "-qq", "-s", "1", "-e",
+    "trace=%file,%desc," + ",".join(f"?{name}" for name in sorted(
+        COPIES | SYNCS | MMAPS | DUPS | FORKS | {"fcntl", "fcntl64", "close_range", "lseek",
+                                                 "_llseek", "ftruncate"})),
+    "-e", "signal=none")
+
 #: Families of system calls, by the names strace prints on x86-64 and other architectures.
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
 READS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
@@ -47,6 +65,8 @@ _TOKEN = re.compile(
     r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<comma>,)"
     r'|(?P<other>/\*.*?\*/|[^"<,()\[\]{}/]+|.)'
 )
+_FD_NUMBER = re.compile(r"(-?\d+)(?:<|$)")
+_OFFSET = re.compile(r"\[?(-?\d+|0x[0-9a-fA-F]+)\]?(?:\s|$)")
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|[0-7]{1,3}|.)", re.S)
 _SIMPLE_ESCAPES = {"n": 10, "t": 9, "r": 13, "v": 11, "f": 12, "a": 7, "b": 8}
 
@@ -240,6 +260,19 @@ def annotation_path(raw: str) -> str | None:
     """A file-system path from an annotation; pipes, sockets and anon inodes have none."""
     path = unescape_strace(raw)
     return path if path.startswith("/") else None
+
+
+def fd_number(arg: str) -> int | None:
+    """The descriptor in an argument as strace prints it (`3</a/b>`, `3`), else None."""
+    match = _FD_NUMBER.match(arg)
+    return int(match.group(1)) if match else None
+
+
+def offset_arg(arg: str) -> int | None:
+    """An offset passed by value (`4096`) or by pointer (`[4096]`, `[0] => [6]`); None for
+    NULL, where the call uses and moves the descriptor's file position instead."""
+    match = _OFFSET.match(arg)
+    return int(match.group(1), 0) if match else None
 
 
 def string_arg(arg: str) -> str:

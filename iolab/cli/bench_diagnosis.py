@@ -1,0 +1,76 @@
+"""`python -m iolab bench-diagnosis [--drishti PATH]` (`make bench-diagnosis`): the lab's
+diagnosis and Drishti's on the 15 real logs of tests/fixtures/darshan, against the ground
+truth written from their counters: hits, misses, false alarms, seconds and peak memory of
+each tool per log (iolab.diagnosis.benchmark)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+
+from iolab.core.errors import LabError
+from iolab.core.options import path_option
+from iolab.core.workspace import atomic_output, repo_root, results_dir
+
+RESULT = "diagnosis-vs-drishti.json"
+
+
+def setup_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench-diagnosis",
+        help="the lab's diagnosis against Drishti on 15 real Darshan logs",
+        description=(
+            "Run `iolab diagnose` and, with --drishti, Drishti on each log of "
+            "tests/fixtures/darshan, each in a fresh process, and score both against the "
+            "logs' ground truth: findings, misses, false alarms, wall seconds, peak memory. "
+            f"Saves workspace/lab/{RESULT}. `make bench-diagnosis` builds Drishti's own "
+            "environment (.venv-drishti) first."
+        ),
+    )
+    parser.add_argument("--drishti", type=path_option("--drishti"),
+                        help="the drishti executable (e.g. .venv-drishti/bin/drishti)")
+    parser.add_argument("--logs", type=path_option("--logs"),
+                        default=repo_root() / "tests" / "fixtures" / "darshan",
+                        help="a folder of logs with their ground_truth.json")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from iolab.core.tables import to_markdown
+    from iolab.diagnosis.benchmark import compare
+    from iolab.diagnosis.darshan import darshan_problem
+    from iolab.measure.context import machine_context, machine_label
+
+    problem = darshan_problem()
+    if problem:
+        raise LabError(problem)
+    if not (args.logs / "ground_truth.json").is_file():
+        raise LabError(f"{args.logs} has no ground_truth.json; pass --logs with the folder "
+                       "of tests/fixtures/darshan")
+    if args.drishti and not args.drishti.is_file():
+        raise LabError(f"{args.drishti} is not a file; build it with `make bench-diagnosis` "
+                       "or pass the path of an installed drishti")
+    import pandas as pd
+
+    rows = compare(args.logs, args.drishti)
+    frame = pd.DataFrame(rows)
+    context = machine_context(args.logs)
+    shown = frame.drop(columns=[c for c in frame if c.endswith("_error") and not frame[c].any()])
+    print(to_markdown(shown))
+    for tool in ("lab", "drishti"):
+        if f"{tool}_hits" in frame:
+            print(f"{tool}: {frame[f'{tool}_hits'].sum()} of {frame.must.sum()} findings, "
+                  f"{frame[f'{tool}_misses'].map(len).sum()} missed, "
+                  f"{frame[f'{tool}_false_alarms'].map(len).sum()} false alarms; slowest log "
+                  f"{frame[f'{tool}_seconds'].max():.2f} s, largest peak "
+                  f"{frame[f'{tool}_peak_MiB'].max():.0f} MiB")
+    target = results_dir() / RESULT
+    with atomic_output(target) as partial:
+        partial.write_text(json.dumps({"machine": machine_label(context), "context": context,
+                                       "date": datetime.date.today().isoformat(),
+                                       "drishti": str(args.drishti or ""), "rows": rows},
+                                      indent=1, default=str))
+    print(f"saved {target}")
+    return 0

@@ -1,0 +1,112 @@
+"""The lab's diagnosis against Drishti on the same real logs: findings, misses, false alarms,
+time and peak memory, each tool run in a fresh process.
+
+Drishti (`drishti-io` on PyPI, the HPC I/O group at LBNL) is never a dependency of the lab:
+it runs from its own environment (`make bench-diagnosis` builds `.venv-drishti`). Its
+`--csv` report flags insight codes; CODES maps those that name a problem to the lab's rule
+ids (informational codes, such as "mostly sequential writes", map to nothing). Drishti's CSV
+names no files, so its findings are judged by rule only, and a ground-truth item that is
+about one file counts for Drishti whenever the rule fired at all.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Drishti's insight codes (drishti/includes/config.py) that name a problem, as lab rules.
+CODES = {"S01": "stdio", "P05": "small-reads", "P15": "small-reads", "P06": "small-writes",
+         "P16": "small-writes", "P08": "misaligned", "P09": "reread", "P11": "random-reads",
+         "P13": "random-writes", "P17": "metadata", "P18": "rank-imbalance-bytes",
+         "P21": "rank-imbalance-bytes", "P22": "rank-imbalance-bytes",
+         "P19": "rank-imbalance-time", "M02": "no-collective-mpiio",
+         "M03": "no-collective-mpiio"}
+
+
+@dataclass
+class Measured:
+    """One tool's run on one log."""
+
+    rules: set[str]  # rules raised (the lab: major and minor)
+    named: dict[str, str]  # per rule, all its findings name (files, OSTs, evidence)
+    seconds: float
+    peak_mib: float
+    error: str = ""
+
+
+def run_measured(cmd: list[str], cwd: Path | None = None) -> tuple[str, float, float, int]:
+    """(stdout, wall seconds, peak resident MiB, exit code) of one fresh process."""
+    start = time.perf_counter()
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
+                             text=True)
+    out = child.stdout.read() if child.stdout else ""
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return out, time.perf_counter() - start, usage.ru_maxrss / 1024, child.returncode
+
+
+def run_lab(log: Path) -> Measured:
+    out, seconds, peak, code = run_measured([sys.executable, "-m", "iolab", "diagnose", str(log),
+                                             "--json", "--top", "1"])
+    if code:
+        return Measured(set(), {}, seconds, peak, f"exit {code}")
+    named: dict[str, str] = {}
+    for f in json.loads(out)["findings"]:
+        named[f["rule"]] = " ".join([named.get(f["rule"], ""), *f["files"], f["evidence"],
+                                     *(f"OST {o}" for o in f["osts"]),
+                                     *(f"rank {r}" for r in f["ranks"])])
+    return Measured(set(named), named, seconds, peak)
+
+
+def run_drishti(drishti: Path, log: Path) -> Measured:
+    with tempfile.TemporaryDirectory(prefix="iolab-drishti-") as folder:
+        _, seconds, peak, code = run_measured([os.path.abspath(drishti), "--csv", "--export_dir", folder,
+                                               str(log)], cwd=Path(folder))
+        tables = list(Path(folder).glob("*.csv"))
+        if code or not tables:
+            return Measured(set(), {}, seconds, peak, f"exit {code}, no CSV")
+        with open(tables[0], newline="") as handle:
+            row = next(csv.DictReader(handle))
+    return Measured({CODES[c] for c, flag in row.items() if flag == "True" and c in CODES},
+                    {}, seconds, peak)
+
+
+def score(truth: dict, measured: Measured, by_rule_only: bool) -> dict:
+    """Hits, misses and false alarms of one tool against one log's ground truth."""
+    def raised(item: dict) -> bool:
+        about = item.get("about")
+        return item["rule"] in measured.rules and (
+            by_rule_only or about is None or about in measured.named.get(item["rule"], ""))
+
+    hits = [i["rule"] for i in truth["must"] if raised(i)]
+    misses = [i["rule"] for i in truth["must"] if not raised(i)]
+    # A false alarm about one file counts for a tool that names no files only when the
+    # rule is wrong for the whole log.
+    checkable = [i for i in truth["must_not"] if not (by_rule_only and i.get("about"))]
+    alarms = sorted({i["rule"] for i in checkable if raised(i)})
+    return {"hits": len(hits), "misses": misses, "false_alarms": alarms,
+            "seconds": round(measured.seconds, 3), "peak_MiB": round(measured.peak_mib, 1),
+            "error": measured.error}
+
+
+def compare(logs: Path, drishti: Path | None) -> list[dict]:
+    """One row per log: each tool's score, time and memory (Drishti's only if given)."""
+    truth = json.loads((logs / "ground_truth.json").read_text())
+    rows = []
+    for name, expected in truth.items():
+        row = {"log": name.split("/")[-1][:40], "must": len(expected["must"]),
+               "must_not": len(expected["must_not"])}
+        for tool, measured, by_rule in (
+                ("lab", run_lab(logs / name), False),
+                *((("drishti", run_drishti(drishti, logs / name), True),) if drishti else ())):
+            row.update({f"{tool}_{key}": value
+                        for key, value in score(expected, measured, by_rule).items()})
+        rows.append(row)
+    return rows

@@ -1,0 +1,89 @@
+"""The neutral facts a diagnosis reads, whichever tool measured them.
+
+A Darshan log and the lab's strace profile are both reduced to one table of records: one row
+per I/O layer, file and rank (or process), with the counts, bytes and seconds the rules need.
+Darshan reduces a file every rank opened to one *shared* record (rank -1) and keeps only the
+extremes (fastest and slowest rank, their bytes and seconds); those columns are filled for
+shared records and left empty for per-rank ones. Rules are written on these columns only, as
+whole-column operations, so a log of 100,000 records costs the same per record as one of ten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+#: Every column of Run.records, in order: what it counts, per (layer, path, rank).
+RECORD_COLUMNS = {
+    "layer": "POSIX, MPI-IO, STDIO, H5F, H5D, PNETCDF_FILE, PNETCDF_VAR (Darshan) or TRACE",
+    "path": "the file",
+    "rank": "MPI rank or traced process index; -1 for a record shared by all ranks",
+    "origin": "'data' (the application's), 'environment' (interpreter, libraries, "
+              "site-packages, conda) or 'system' (/proc, /etc, /dev, ...)",
+    "opens": "opens (and creates)",
+    "stats": "metadata lookups without an open: stat, access, readlink",
+    "reads": "read requests",
+    "writes": "write requests",
+    "syncs": "fsync, fdatasync, sync_file_range (and STDIO flushes)",
+    "sync_opens": "opens with O_SYNC or O_DSYNC (nan where unknown)",
+    "direct_opens": "opens with O_DIRECT (nan where unknown)",
+    "mmaps": "memory mappings of the file: its reads then happen as page faults, unseen",
+    "collective": "MPI-IO collective reads and writes (0 in other layers)",
+    "bytes_read": "bytes read",
+    "bytes_written": "bytes written",
+    "small_reads": "reads of less than 1 MiB (nan where the layer keeps no size histogram)",
+    "small_writes": "writes of less than 1 MiB (nan where unknown)",
+    "seq_reads": "reads starting at or after the end of the previous one (nan if unknown)",
+    "seq_writes": "writes starting at or after the end of the previous one (nan if unknown)",
+    "unaligned": "requests whose offset is not a multiple of `alignment` (nan if unknown)",
+    "alignment": "the alignment unit the unaligned count was checked against, bytes",
+    "max_byte_read": "highest byte read + 1 (0 if nothing was read)",
+    "max_byte_written": "highest byte written + 1",
+    "read_time_s": "seconds in reads",
+    "write_time_s": "seconds in writes",
+    "meta_time_s": "seconds in opens, lookups, seeks and closes",
+    "sync_time_s": "seconds in syncs (nan for Darshan, which counts them in write_time_s)",
+    "fastest_rank": "shared records: the rank with the least I/O time on the file",
+    "fastest_rank_s": "its seconds on the file",
+    "fastest_rank_bytes": "its bytes",
+    "slowest_rank": "shared records: the rank with the most I/O time on the file",
+    "slowest_rank_s": "its seconds on the file",
+    "slowest_rank_bytes": "its bytes",
+}
+
+#: Every column of Run.osts: one row per file and OST that holds a stripe of it.
+OST_COLUMNS = ("path", "ost", "stripe_size", "stripe_count")
+
+
+@dataclass
+class Run:
+    """One job or traced command, as the diagnosis sees it."""
+
+    source: str  # "darshan" or "strace"
+    name: str  # the log's file name, or the traced command
+    processes: int  # MPI ranks, or the processes the trace saw
+    run_time_s: float  # the job's wall time
+    records: pd.DataFrame  # RECORD_COLUMNS
+    osts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=OST_COLUMNS))
+    modules: tuple[str, ...] = ()  # what the source measured (Darshan's module names)
+    facts: dict = field(default_factory=dict)  # job facts for the report (exe, start, ...)
+
+    def data(self, layer: str | None = None) -> pd.DataFrame:
+        """The application's own records, of one layer or all."""
+        frame = self.records[self.records.origin == "data"]
+        return frame if layer is None else frame[frame.layer == layer]
+
+
+def empty_records() -> pd.DataFrame:
+    """A records frame with every column and no row."""
+    return pd.DataFrame({name: pd.Series(dtype="object" if name in ("layer", "path", "origin")
+                                         else "float64") for name in RECORD_COLUMNS})
+
+
+def complete(records: pd.DataFrame) -> pd.DataFrame:
+    """Add any missing column (empty) and put the columns in RECORD_COLUMNS order."""
+    for name in RECORD_COLUMNS:
+        if name not in records:
+            records[name] = float("nan")
+    return records[list(RECORD_COLUMNS)].reset_index(drop=True)

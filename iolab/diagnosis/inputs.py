@@ -1,0 +1,84 @@
+"""One entry for the three things a user can bring: a Darshan log, a saved strace trace, or a
+command to run under strace. Each becomes a Diagnosis: the facts, the ranked findings, the
+tables and the figures of the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from iolab.diagnosis.facts import Run
+from iolab.diagnosis.rules import Finding, diagnose
+
+DARSHAN_SUFFIX = ".darshan"
+
+
+@dataclass
+class Diagnosis:
+    """A run, its findings, and the tables and figures that show them."""
+
+    run: Run
+    findings: list[Finding]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: dict[str, object] = field(default_factory=dict)
+    exit_code: int = 0  # the traced command's, for `-- CMD`
+    output: str = ""  # the traced command's stdout and stderr
+
+
+def _figures(run: Run, sizes: pd.DataFrame, osts: pd.DataFrame | None = None,
+             dxt: pd.DataFrame | None = None) -> dict[str, object]:
+    from iolab.diagnosis import plots  # matplotlib only for a report with figures
+
+    drawn = {"Request sizes (the application's files)": plots.size_bars(sizes),
+             "Time per rank": plots.rank_time_bars(plots.rank_seconds(run)),
+             "Bytes and time per OST": plots.ost_bars(osts if osts is not None else pd.DataFrame()),
+             "DXT timeline": plots.dxt_timeline(dxt if dxt is not None else pd.DataFrame())}
+    return {title: figure for title, figure in drawn.items() if figure is not None}
+
+
+def from_darshan(path: Path | str, *, figures: bool = True) -> Diagnosis:
+    """Diagnose a Darshan log."""
+    from iolab.diagnosis.darshan import read_log
+
+    log = read_log(path)
+    run = log.run()
+    osts = log.ost_frame()
+    tables = {"I/O per layer": log.modules_frame(), "Files by bytes moved": log.files_frame(),
+              "POSIX request sizes": log.size_histogram("POSIX"), "Bytes and time per OST": osts}
+    drawn = _figures(run, tables["POSIX request sizes"], osts, log.dxt_frame()) if figures else {}
+    return Diagnosis(run, diagnose(run), tables, drawn)
+
+
+def from_trace(path: Path | str, cwd: Path | str = ".", *, figures: bool = True) -> Diagnosis:
+    """Diagnose a saved `strace -f -y -T` trace (relative paths resolved against `cwd`)."""
+    from iolab.diagnosis.trace import profile_saved_trace
+
+    return _from_profile(profile_saved_trace(path, cwd), figures)
+
+
+def from_command(command: Sequence[str], *, figures: bool = True) -> Diagnosis:
+    """Run `command` under strace and diagnose what it did."""
+    from iolab.diagnosis.trace import profile_command
+
+    return _from_profile(profile_command(command, method="strace"), figures)
+
+
+def _from_profile(profile, figures: bool) -> Diagnosis:
+    run = profile.run()
+    tables = {"Totals by origin": profile.by_origin(), "Busiest files": profile.frame().head(20),
+              "Request sizes (data files)": profile.size_histogram()}
+    drawn = _figures(run, tables["Request sizes (data files)"]) if figures else {}
+    return Diagnosis(run, diagnose(run), tables, drawn, profile.exit_code,
+                     profile.stdout + profile.stderr)
+
+
+def looks_like_darshan(path: Path) -> bool:
+    """A Darshan log by name, or by not being text (a trace is text)."""
+    if path.suffix == DARSHAN_SUFFIX:
+        return True
+    with open(path, "rb") as handle:
+        head = handle.read(512)
+    return b"\0" in head

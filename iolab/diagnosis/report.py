@@ -1,0 +1,140 @@
+"""The diagnosis as a user sends it to their support team: text, JSON, or one HTML page.
+
+The HTML page is self-contained (plots embedded as PNG data, no script, no style sheet or
+font from another host), so it can be mailed, attached to a ticket or opened offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import asdict
+
+import pandas as pd
+
+from iolab.diagnosis.facts import Run
+from iolab.diagnosis.rules import MINOR_S, MINOR_SHARE, Finding
+
+
+def findings_records(findings: list[Finding]) -> list[dict]:
+    """The findings as JSON-ready dicts, in their ranked order."""
+    return [{**asdict(f), "cost_s": round(f.cost_s, 6)} for f in findings]
+
+
+def findings_frame(findings: list[Finding]) -> pd.DataFrame:
+    """One row per finding: rule, cost, minor, evidence, advice."""
+    return pd.DataFrame([{"rule": f.rule, "cost_s": round(f.cost_s, 3), "minor": f.minor,
+                          "evidence": f.evidence, "advice": f.advice} for f in findings],
+                        columns=["rule", "cost_s", "minor", "evidence", "advice"])
+
+
+def job_line(run: Run) -> str:
+    """One line on what was measured: source, name, processes, run time, layers."""
+    layers = ", ".join(run.modules) if run.modules else "POSIX calls"
+    return (f"{run.source}: {run.name}: {run.processes:,} process(es), "
+            f"{run.run_time_s:,.1f} s run time, layers: {layers}")
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
+
+
+def _where(finding: Finding) -> str:
+    parts = []
+    if finding.files:
+        parts.append("files: " + ", ".join(finding.files))
+    if finding.ranks:
+        parts.append("ranks: " + ", ".join(map(str, finding.ranks)))
+    if finding.osts:
+        parts.append("OSTs: " + ", ".join(map(str, finding.osts)))
+    return "; ".join(parts)
+
+
+def _share(finding: Finding, run: Run | None) -> str:
+    if run is None or not run.run_time_s:
+        return f"{finding.cost_s:,.2f} s"
+    return f"{finding.cost_s:,.2f} s, {finding.cost_s / run.run_time_s:.0%} of the run"
+
+
+def format_findings(findings: list[Finding], run: Run | None = None) -> str:
+    """The ranked diagnosis as a user reads it: cost, evidence, where, proof, what to do."""
+    lines = ["Diagnosis, costliest first (seconds in the calls concerned, on the busiest rank)"]
+    major = [f for f in findings if not f.minor]
+    minor = [f for f in findings if f.minor]
+    for number, f in enumerate(major, 1):
+        lines.append(f"{number}. {f.title} [{f.rule}] ({_share(f, run)}): {f.evidence}.")
+        if _where(f):
+            lines.append(f"   where: {_where(f)}")
+        lines.append("   proof: " + ", ".join(f"{k} = {_number(v)}" for k, v in f.counters.items()))
+        lines.append(f"   what to do: {f.advice}.")
+    if not major:
+        lines.append("- nothing costs enough to be worth changing: the file I/O is not what "
+                     "makes this run slow")
+    if minor:
+        lines.append(f"Minor (under {MINOR_SHARE:.0%} of the run time or {MINOR_S:g} s):")
+        lines += [f"- {f.title} [{f.rule}] ({_share(f, run)}): {f.evidence}" for f in minor]
+    return "\n".join(lines)
+
+
+def report_dict(run: Run, findings: list[Finding], tables: dict[str, pd.DataFrame]) -> dict:
+    """The whole report as one JSON-ready object."""
+    return {"source": run.source, "name": run.name, "processes": run.processes,
+            "run_time_s": run.run_time_s, "modules": list(run.modules),
+            "job": {k: v for k, v in run.facts.items() if isinstance(v, (str, int, float))},
+            "findings": findings_records(findings),
+            **{name: frame.to_dict(orient="records") for name, frame in tables.items()}}
+
+
+#: Job facts the page's table already shows under its own names.
+_SHOWN = {"processes", "run_time_s", "modules"}
+
+
+def _png(figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def html_report(run: Run, findings: list[Finding], tables: dict[str, pd.DataFrame],
+                figures: dict[str, object]) -> str:
+    """One self-contained page: job facts, ranked findings with evidence, tables, plots."""
+    def esc(text: object) -> str:
+        return html.escape(str(text))
+
+    items = []
+    for f in findings:
+        proof = "".join(f"<li><code>{esc(k)}</code> = {_number(v)}</li>" for k, v in f.counters.items())
+        items.append(
+            f"<li class='{'minor' if f.minor else 'major'}'><h3>{esc(f.title)} "
+            f"<small>[{esc(f.rule)}]</small> — {esc(_share(f, run))}"
+            f"{' (minor)' if f.minor else ''}</h3><p>{esc(f.evidence)}.</p>"
+            + (f"<p><b>Where:</b> {esc(_where(f))}</p>" if _where(f) else "")
+            + f"<p><b>Proof:</b></p><ul>{proof}</ul><p><b>What to do:</b> {esc(f.advice)}.</p></li>")
+    body = "".join(items) or "<li>No rule fired: the file I/O is not what makes this run slow.</li>"
+    plots = "".join(f"<figure><img alt='{esc(title)}' src='data:image/png;base64,{_png(fig)}'>"
+                    f"<figcaption>{esc(title)}</figcaption></figure>"
+                    for title, fig in figures.items())
+    frames = "".join(f"<h2>{esc(title)}</h2>{frame.to_html(index=False, border=0)}"
+                     for title, frame in tables.items() if len(frame))
+    facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>"
+                    for k, v in (("source", run.source), ("name", run.name),
+                                 ("processes", f"{run.processes:,}"),
+                                 ("run time", f"{run.run_time_s:,.2f} s"),
+                                 ("layers", ", ".join(run.modules)),
+                                 *((k, v) for k, v in run.facts.items()
+                                   if isinstance(v, (str, int, float)) and v != ""
+                                   and k not in _SHOWN)))
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
+             "li.major{border-left:4px solid #d95f02;padding-left:.6em;margin:.8em 0;list-style:none}"
+             "li.minor{border-left:4px solid #999;padding-left:.6em;color:#555;list-style:none}"
+             "table{border-collapse:collapse}td,th{padding:.2em .6em;text-align:left}"
+             "img{max-width:100%}")
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>I/O diagnosis: {esc(run.name)}</title><style>{style}</style></head><body>"
+            f"<h1>Why is this job slow on the file system?</h1><table>{facts}</table>"
+            f"<h2>Findings, costliest first</h2><p>Cost: seconds in the calls each finding "
+            f"concerns, on the busiest rank. Minor: under {MINOR_SHARE:.0%} of the run time "
+            f"or {MINOR_S:g} s.</p><ol>{body}</ol>{plots}{frames}"
+            "<p><small>Made by iolab (the lab's diagnosis rules, iolab.diagnosis).</small></p>"
+            "</body></html>")

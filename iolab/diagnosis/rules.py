@@ -1,0 +1,535 @@
+"""The diagnosis rules: what is slow, where, proven by which counters, worth how many seconds.
+
+Every rule reads Run.records (iolab.diagnosis.facts) with whole-column operations and returns
+Findings. A finding's cost is the time in the calls it concerns, seen from the busiest rank
+(`busiest_rank_seconds`): the job waits for that rank, so its seconds are what the run could
+at most save. A finding under MINOR_SHARE of the run time or under MINOR_S is kept but
+listed as minor: a ten-line test and a sub-second run do not get lectures.
+
+Count thresholds follow Drishti, the Darshan-based advisor of the HPC I/O group at LBNL
+(hpc-io/drishti-io, drishti/includes/config.py): small is below 1 MiB, 10 % of a direction's
+requests small or unaligned, 20 % random, 50 % independent MPI-IO, at least 1000 requests.
+Where the lab differs it says why beside the constant; reads and writes are always judged
+apart (a write-heavy checkpoint must not hide random reads).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from iolab.diagnosis.facts import Run
+
+SMALL_BYTES = 1024**2  # Drishti: small_bytes
+SMALL_SHARE = 0.10  # Drishti: small_requests
+MISALIGNED_SHARE = 0.10  # Drishti: misaligned_requests
+RANDOM_SHARE = 0.20  # Drishti: random_operations
+INDEPENDENT_SHARE = 0.50  # Drishti: collective_operations
+MIN_COUNT = 1000  # Drishti's absolute floor for small, random and independent requests
+#: Ranks differing by more than this share of the larger (Drishti: imbalance_size 30 %,
+#: imbalance_stragglers 15 %); the lab asks both of a file's bytes and of its time.
+BYTES_IMBALANCE = 0.30
+TIME_IMBALANCE = 0.15
+#: The lab's own: below this a file's imbalance is noise whatever its share (544 bytes per
+#: rank differ by 100 % and cost nothing).
+IMBALANCE_MIN_BYTES = 1024**2
+#: The lab's own: opens and lookups per MiB moved above which a program is metadata-bound.
+LOOKUPS_PER_MIB = 100
+#: The lab's own: a file read more than this many times its used range counts as re-read
+#: (Drishti flags any byte read twice; a format that reads its header again is no problem).
+REREAD_FACTOR = 2.0
+#: The lab's own (Drishti has no per-OST rule): an OST whose files ran at less than this share
+#: of the typical OST's median rate is a slow server, not a slow program.
+SLOW_OST_SHARE = 0.5
+#: The lab's own: a file shared by ranks that moved at least this much on a single OST.
+FEW_STRIPES_MIN_BYTES = 1024**3
+#: The lab's own: a sync for every this many writes or fewer is a sync per transaction.
+WRITES_PER_SYNC = 10
+MIN_SYNCS = 100
+#: The lab's own: requests through stdio this small on average are not being buffered well.
+STDIO_SMALL_BYTES = 4096
+#: The environment's opens and lookups from which an import cost is reported.
+ENVIRONMENT_MIN_CALLS = 100
+#: A finding worth less than this share of the run, or less than MINOR_S, is minor.
+MINOR_SHARE = 0.01
+MINOR_S = 1.0
+#: The lab's own: a file's imbalance costing under this share of the minor line is noise.
+NOISE_SHARE = 0.1
+TOP_FILES = 8  # the files a finding names, the most concerned first
+
+
+@dataclass
+class Finding:
+    """One diagnosis: what is wrong, what it costs, where, the proof, and what to do."""
+
+    rule: str  # a stable id: small-reads, rank-imbalance-bytes, slow-ost, ...
+    title: str
+    cost_s: float  # seconds in the calls concerned, on the busiest rank
+    evidence: str
+    advice: str
+    files: list[str] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    osts: list[int] = field(default_factory=list)
+    counters: dict[str, float] = field(default_factory=dict)  # the numbers that prove it
+    minor: bool = False
+
+
+def busiest_rank_seconds(records: pd.DataFrame, seconds: pd.Series) -> float:
+    """The seconds of the busiest rank in the calls concerned (`seconds`, one value per record).
+
+    Per-rank records are summed by rank and the largest sum taken. A shared record (rank -1)
+    sums its seconds over all ranks; Darshan keeps the slowest rank's total on the file, so
+    the record adds that rank's part: `seconds` scaled by slowest_rank_s over the record's
+    own total (or, without it, an even share over the ranks)."""
+    if records.empty:
+        return 0.0
+    per_rank = records["rank"] >= 0
+    own = seconds[per_rank].groupby(records.loc[per_rank, "rank"]).sum()
+    shared = records[~per_rank]
+    total = shared.read_time_s + shared.write_time_s + shared.meta_time_s
+    ranks = max(int(records.attrs.get("processes", 1)), 1)
+    slowest_share = (shared.slowest_rank_s / total.where(total > 0)).clip(upper=1.0)
+    share = slowest_share.fillna(1.0 / ranks)
+    return float((own.max() if len(own) else 0.0) + (seconds[~per_rank] * share).sum())
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole else 0.0
+
+
+def _top(records: pd.DataFrame, weight: pd.Series, n: int = TOP_FILES) -> list[str]:
+    """The paths carrying most of `weight`, largest first."""
+    per_path = weight.groupby(records["path"]).sum()
+    return list(per_path[per_path > 0].sort_values(ascending=False, kind="stable").index[:n])
+
+
+def _own_share(records: pd.DataFrame, part: pd.Series, whole: pd.Series) -> pd.Series:
+    """Each record's file's share: part over whole, summed per file (the files a finding
+    names are those where the pattern is the rule there, not a few requests among many)."""
+    per_file = pd.DataFrame({"part": part, "whole": whole}).groupby(records["path"]).sum()
+    share = per_file.part / per_file.whole.where(per_file.whole > 0)
+    return share.reindex(records["path"]).fillna(0).set_axis(records.index)
+
+
+def _names(run: Run, names: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Each proof's name: Darshan's counters for a log, the system calls for a trace."""
+    return {key: pair[0] if run.source == "darshan" else pair[1] for key, pair in names.items()}
+
+
+def _data(run: Run, layer: str) -> pd.DataFrame:
+    frame = run.data(layer)
+    frame.attrs["processes"] = run.processes
+    return frame
+
+
+def direction_rules(run: Run) -> list[Finding]:
+    """small-reads/writes and random-reads/writes: each direction judged on its own."""
+    posix = _data(run, "POSIX")
+    if posix.empty:
+        return []
+    found = []
+    for op, time in (("read", "read_time_s"), ("write", "write_time_s")):
+        requests = posix[f"{op}s"]
+        total = float(requests.sum())
+        small = posix[f"small_{op}s"].fillna(0)
+        if small.sum() >= MIN_COUNT and _share(small.sum(), total) > SMALL_SHARE:
+            part = posix[time] * (small / requests.where(requests > 0)).fillna(0)
+            names = _names(run, {"small": (f"POSIX_SIZE_{op.upper()}_0_100..100K_1M",
+                                           f"{op} calls under 1 MiB"),
+                                 "all": (f"POSIX_{op.upper()}S", f"{op} calls")})
+            found.append(Finding(
+                f"small-{op}s", f"small {op}s", busiest_rank_seconds(posix, part),
+                f"{small.sum():,.0f} of {total:,.0f} {op}s ({_share(small.sum(), total):.0%}) "
+                "move less than 1 MiB",
+                f"{op} in larger blocks: buffer in memory, larger chunks, a packed format; "
+                "with MPI-IO, collective buffering gathers the ranks' pieces",
+                files=_top(posix, small.where(_own_share(posix, small, requests) > SMALL_SHARE, 0)),
+                counters={names["small"]: float(small.sum()),
+                                                    names["all"]: total}))
+        known = posix[posix[f"seq_{op}s"].notna()]
+        backwards = (known[f"{op}s"] - known[f"seq_{op}s"]).clip(lower=0)
+        judged = float(known[f"{op}s"].sum())
+        if backwards.sum() >= MIN_COUNT and _share(backwards.sum(), judged) > RANDOM_SHARE:
+            part = known[time] * (backwards / known[f"{op}s"].where(known[f"{op}s"] > 0)).fillna(0)
+            names = _names(run, {"seq": (f"POSIX_SEQ_{op.upper()}S", f"sequential {op} calls"),
+                                 "all": (f"POSIX_{op.upper()}S", f"{op} calls")})
+            found.append(Finding(
+                f"random-{op}s", f"random {op}s", busiest_rank_seconds(known, part),
+                f"{backwards.sum():,.0f} of {judged:,.0f} {op}s "
+                f"({_share(backwards.sum(), judged):.0%}) go back to an earlier offset",
+                f"{op} in file order where the algorithm allows, or gather the pieces into "
+                "larger sequential requests (sort them, read whole chunks)",
+                files=_top(known, backwards),
+                counters={names["all"]: judged, names["seq"]: float(known[f"seq_{op}s"].sum())}))
+    return found
+
+
+def misaligned(run: Run) -> list[Finding]:
+    posix = _data(run, "POSIX")
+    if posix.empty:
+        return []
+    known = posix[posix.unaligned.notna()]
+    requests = known.reads + known.writes
+    bad = known.unaligned
+    if bad.sum() < MIN_COUNT or _share(bad.sum(), requests.sum()) <= MISALIGNED_SHARE:
+        return []
+    unit = int(known.alignment.mode().iloc[0]) if known.alignment.notna().any() else 4096
+    part = (known.read_time_s + known.write_time_s) * (bad / requests.where(requests > 0)).fillna(0)
+    names = _names(run, {"bad": ("POSIX_FILE_NOT_ALIGNED", "calls at an unaligned offset"),
+                         "unit": ("POSIX_FILE_ALIGNMENT", "alignment checked (page size)")})
+    return [Finding(
+        "misaligned", "misaligned requests", busiest_rank_seconds(known, part),
+        f"{bad.sum():,.0f} of {requests.sum():,.0f} requests ({_share(bad.sum(), requests.sum()):.0%}) "
+        f"start off a {_size(unit)} boundary, the file system's alignment unit in this "
+        f"{'log' if run.source == 'darshan' else 'trace'}",
+        f"align offsets and sizes to {_size(unit)} (pad records, or the library's alignment "
+        "setting, e.g. H5Pset_alignment or the Lustre stripe size)",
+        files=_top(known, bad), counters={names["bad"]: float(bad.sum()), names["unit"]: unit})]
+
+
+def _size(nbytes: float) -> str:
+    for unit, name in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
+        if nbytes >= unit and nbytes % unit == 0:
+            return f"{nbytes // unit:.0f} {name}"
+    return f"{nbytes:,.0f} bytes"
+
+
+def metadata(run: Run) -> list[Finding]:
+    """Opens and lookups on the application's files (POSIX and STDIO)."""
+    frame = run.data()
+    frame = frame[frame.layer.isin(["POSIX", "STDIO"])]
+    frame.attrs["processes"] = run.processes
+    calls = frame.opens + frame.stats
+    moved_mib = float((frame.bytes_read + frame.bytes_written).sum()) / 1024**2
+    per_mib = calls.sum() / moved_mib if moved_mib else float(calls.sum())
+    cost = busiest_rank_seconds(frame, frame.meta_time_s)
+    heavy_share = _share(cost, run.run_time_s) > 0.10
+    if not ((calls.sum() >= MIN_COUNT and per_mib > LOOKUPS_PER_MIB) or heavy_share):
+        return []
+    in_git = frame.path.str.contains("/.git/", regex=False)
+    is_git = run.source == "strace" and (os.path.basename(run.name.split()[0]) == "git"
+                                         if run.name else False) or calls[in_git].sum() > calls.sum() / 2
+    advice = ("let git remember what it already checked: `git config core.untrackedCache true` "
+              "and `core.fsmonitor true`, or keep the work tree on node-local disk" if is_git else
+              "pack many small files into an archive or shards, keep a file open instead of "
+              "reopening it, and cache what stat returned: each is a round trip to the "
+              "metadata server")
+    slowest = frame.meta_time_s.groupby(frame.path).sum()
+    if len(slowest) and slowest.max() > MINOR_S:
+        advice += (f"; {slowest.idxmax()} alone spent {slowest.max():,.1f} s in opens: an open "
+                   "that waits that long is a named pipe, a lock or a hung server")
+    names = _names(run, {"opens": ("POSIX_OPENS + STDIO_OPENS", "open calls"),
+                         "stats": ("POSIX_STATS", "stat, access and readlink calls"),
+                         "time": ("POSIX_F_META_TIME + STDIO_F_META_TIME",
+                                  "seconds in those calls")})
+    return [Finding(
+        "metadata", "many opens and lookups", cost,
+        f"{calls.sum():,.0f} opens and stat-like calls for {moved_mib:,.1f} MiB moved "
+        f"({per_mib:,.0f} per MiB), {frame.meta_time_s.sum():,.2f} s in metadata over all ranks",
+        advice, files=_top(frame, calls),
+        counters={names["opens"]: float(frame.opens.sum()), names["stats"]: float(frame.stats.sum()),
+                  names["time"]: float(frame.meta_time_s.sum())})]
+
+
+def independent_mpiio(run: Run) -> list[Finding]:
+    if run.processes < 2:  # one process: nothing to combine
+        return []
+    mpiio = _data(run, "MPI-IO")
+    if mpiio.empty:
+        return []
+    requests = mpiio.reads + mpiio.writes
+    indep = requests - mpiio.collective
+    if indep.sum() < MIN_COUNT or _share(indep.sum(), requests.sum()) <= INDEPENDENT_SHARE:
+        return []
+    part = (mpiio.read_time_s + mpiio.write_time_s) * (indep / requests.where(requests > 0)).fillna(0)
+    return [Finding(
+        "no-collective-mpiio", "independent MPI-IO", busiest_rank_seconds(mpiio, part),
+        f"{indep.sum():,.0f} of {requests.sum():,.0f} MPI-IO operations "
+        f"({_share(indep.sum(), requests.sum()):.0%}) are independent",
+        "use the collective calls (MPI_File_write_all, read_all) so ROMIO's aggregators "
+        "combine the ranks' pieces into large requests",
+        files=_top(mpiio, indep), counters={"MPIIO_INDEP_*": float(indep.sum()),
+                                            "MPIIO_COLL_*": float(mpiio.collective.sum())})]
+
+
+def rank_imbalance(run: Run) -> list[Finding]:
+    """Per file: ranks that moved different bytes (the application's split) or equal bytes
+    in different time (the file system or the striping)."""
+    posix = _data(run, "POSIX")
+    if posix.empty:
+        return []
+    moved = posix.bytes_read + posix.bytes_written
+    seconds = posix.read_time_s + posix.write_time_s + posix.meta_time_s
+    # Files several ranks wrote with per-rank records: extremes by rank.
+    own = posix[posix["rank"] >= 0].assign(moved=moved, seconds=seconds)
+    per_file = own.groupby("path").agg(ranks=("rank", "nunique"), most_bytes=("moved", "max"),
+                                       least_bytes=("moved", "min"), slowest_s=("seconds", "max"),
+                                       mean_s=("seconds", "mean"))
+    by_path = own.groupby("path")
+    per_file["heavy_rank"] = own.loc[by_path.moved.idxmax()].set_index("path")["rank"]
+    per_file["slow_rank"] = own.loc[by_path.seconds.idxmax()].set_index("path")["rank"]
+    per_file["fast_bytes"] = own.loc[by_path.seconds.idxmin()].set_index("path")["moved"]
+    per_file["slow_bytes"] = own.loc[by_path.seconds.idxmax()].set_index("path")["moved"]
+    per_file = per_file[per_file.ranks > 1]
+    # Shared records: Darshan keeps the fastest and slowest rank, their bytes and seconds.
+    shared = posix[posix["rank"] < 0]
+    extremes = shared[["fastest_rank_bytes", "slowest_rank_bytes"]]
+    shared_file = pd.DataFrame({
+        "ranks": run.processes, "most_bytes": extremes.max(axis=1).to_numpy(),
+        "least_bytes": extremes.min(axis=1).to_numpy(),
+        "slowest_s": shared.slowest_rank_s.to_numpy(),
+        "mean_s": (seconds[shared.index] / max(run.processes, 1)).to_numpy(),
+        "heavy_rank": np.where(shared.slowest_rank_bytes >= shared.fastest_rank_bytes,
+                               shared.slowest_rank, shared.fastest_rank),
+        "slow_rank": shared.slowest_rank.to_numpy(),
+        "fast_bytes": shared.fastest_rank_bytes.to_numpy(),
+        "slow_bytes": shared.slowest_rank_bytes.to_numpy()}, index=shared.path.to_numpy())
+    files = [frame for frame in (per_file, shared_file) if len(frame)]
+    if not files:
+        return []
+    files = pd.concat(files)
+    files = files.dropna(subset=["most_bytes", "slowest_s"])
+    files["cost_s"] = (files.slowest_s - files.mean_s).clip(lower=0)
+    # Below a tenth of the minor line a file's spread is noise, not even worth listing.
+    files = files[files.cost_s >= NOISE_SHARE * minor_line(run)]
+    byte_spread = ((files.most_bytes - files.least_bytes) / files.most_bytes.where(files.most_bytes > 0)).fillna(0)
+    by_bytes = files[(byte_spread > BYTES_IMBALANCE) & (files.most_bytes >= IMBALANCE_MIN_BYTES)]
+    time_spread = ((files.slowest_s - files.mean_s) / files.slowest_s.where(files.slowest_s > 0)).fillna(0)
+    # Equal work: the slowest and fastest ranks moved about the same, or so little that the
+    # bytes cannot explain the seconds.
+    equal = (((files.slow_bytes - files.fast_bytes).abs()
+              <= BYTES_IMBALANCE * files[["slow_bytes", "fast_bytes"]].max(axis=1))
+             | (files.most_bytes < IMBALANCE_MIN_BYTES))
+    by_time = files[(time_spread > TIME_IMBALANCE) & equal & ~files.index.isin(by_bytes.index)]
+    found = []
+    if len(by_bytes):
+        worst = by_bytes.sort_values("cost_s", ascending=False).iloc[0]
+        evidence = (f"on {worst.name} ({int(worst.ranks):,} ranks) one rank moved "
+                    f"{worst.most_bytes:,.0f} bytes and another {worst.least_bytes:,.0f}; the "
+                    f"slowest rank spent {worst.slowest_s:,.1f} s on it against "
+                    f"{worst.mean_s:,.1f} s on average"
+                    + (f" ({len(by_bytes)} files like this)" if len(by_bytes) > 1 else ""))
+        advice = ("split the data evenly (equal blocks per rank) or let collective MPI-IO "
+                  "spread it over aggregators: the job waits for the rank with the most")
+        mpiio = _data(run, "MPI-IO")
+        above = mpiio[(mpiio.path == worst.name) & (mpiio["rank"] < 0)]
+        if len(above):
+            low, high = sorted(above[["fastest_rank_bytes", "slowest_rank_bytes"]].iloc[0])
+            if high and (high - low) <= BYTES_IMBALANCE * high:
+                evidence += (f"; at the MPI-IO layer the ranks' shares are even ({low:,.0f} to "
+                             f"{high:,.0f} bytes), so the split below is collective I/O's")
+                advice = ("the application splits evenly; ROMIO gave the POSIX work to few "
+                          "aggregators (one per stripe by default on Lustre): stripe the file "
+                          "over more OSTs or raise the cb_nodes hint")
+        found.append(Finding(
+            "rank-imbalance-bytes", "ranks given unequal shares of a file",
+            float(by_bytes.cost_s.max()), evidence, advice,
+            files=list(by_bytes.sort_values("cost_s", ascending=False).index[:TOP_FILES]),
+            ranks=[int(worst.heavy_rank)],
+            counters={"bytes of the heaviest rank": float(worst.most_bytes),
+                      "bytes of the lightest rank": float(worst.least_bytes),
+                      "seconds of the slowest rank": float(worst.slowest_s)}))
+    if len(by_time):
+        worst = by_time.sort_values("cost_s", ascending=False).iloc[0]
+        found.append(Finding(
+            "rank-imbalance-time", "ranks slow on equal work", float(by_time.cost_s.max()),
+            f"on {worst.name} ({int(worst.ranks):,} ranks) ranks moved about the same bytes "
+            f"but the slowest spent {worst.slowest_s:,.1f} s against {worst.mean_s:,.1f} s "
+            "on average",
+            "equal work taking unequal time points at the file system: check the file's "
+            "striping (lfs getstripe) and whether some OSTs or nodes are slower",
+            files=list(by_time.sort_values("cost_s", ascending=False).index[:TOP_FILES]),
+            ranks=[int(worst.slow_rank)],
+            counters={"POSIX_F_SLOWEST_RANK_TIME": float(worst.slowest_s),
+                      "mean seconds per rank": float(worst.mean_s)}))
+    return found
+
+
+def lustre(run: Run) -> list[Finding]:
+    """slow-ost (one server slower than its peers) and few-stripes (a big shared file on too
+    few OSTs), from the LUSTRE module's layouts."""
+    if run.osts.empty:
+        return []
+    posix = _data(run, "POSIX")
+    found = []
+    per_file = posix.groupby("path").agg(bytes_read=("bytes_read", "sum"),
+                                         bytes_written=("bytes_written", "sum"),
+                                         read_s=("read_time_s", "sum"), write_s=("write_time_s", "sum"),
+                                         ranks=("rank", "nunique"))
+    per_file["bytes"] = per_file.bytes_read + per_file.bytes_written
+    per_file["seconds"] = per_file.read_s + per_file.write_s
+    # MPI-IO's view of the same file: where POSIX moved less than MPI-IO, Darshan ran out of
+    # POSIX records (a partial log) and the file's POSIX rate means nothing.
+    mpiio = _data(run, "MPI-IO")
+    mpiio_bytes = (mpiio.bytes_read + mpiio.bytes_written).groupby(mpiio.path).sum()
+    per_file["mpiio_bytes"] = mpiio_bytes.reindex(per_file.index).fillna(0)
+    per_file["complete"] = per_file.bytes >= per_file.mpiio_bytes
+    per_file["shared"] = (pd.concat([posix, mpiio])["rank"] < 0).groupby(
+        pd.concat([posix, mpiio]).path).any().reindex(per_file.index).fillna(False)
+    per_file["moved"] = per_file[["bytes", "mpiio_bytes"]].max(axis=1)
+    placed = run.osts.merge(per_file, left_on="path", right_index=True)
+    moving = placed[(placed.bytes > 0) & (placed.seconds > 0) & placed.complete].copy()
+    moving["rate"] = moving.bytes / moving.seconds
+    per_ost = moving.groupby("ost").rate.median()
+    if len(per_ost) >= 4:
+        typical = float(per_ost.median())
+        slowest = int(per_ost.idxmin())
+        if typical and per_ost[slowest] < SLOW_OST_SHARE * typical:
+            on_it = moving[moving.ost == slowest]
+            lost = (on_it.seconds - on_it.bytes / typical).clip(lower=0)
+            records = posix[posix.path.isin(on_it.path)]
+            expected = (records.bytes_read + records.bytes_written) / typical
+            record_lost = (records.read_time_s + records.write_time_s - expected).clip(lower=0)
+            found.append(Finding(
+                "slow-ost", "a slow OST", busiest_rank_seconds(records, record_lost),
+                f"the {len(on_it)} files on OST {slowest} moved data at a median "
+                f"{per_ost[slowest] / 1024**2:,.1f} MiB/s, against {typical / 1024**2:,.1f} MiB/s "
+                f"typical of the {len(per_ost)} OSTs; {lost.sum():,.1f} s lost over all ranks",
+                "report it to your centre's support with the job id and OST; meanwhile stripe "
+                "over more OSTs so no file depends on one server alone",
+                files=list(on_it.sort_values("seconds", ascending=False).path[:TOP_FILES]),
+                osts=[slowest], counters={"median MiB/s on the OST": per_ost[slowest] / 1024**2,
+                                          "typical MiB/s": typical / 1024**2}))
+    width = placed.groupby("path").ost.size()
+    big = per_file[(per_file.shared | (per_file.ranks > 1)) & (per_file.moved >= FEW_STRIPES_MIN_BYTES)]
+    narrow = big[width.reindex(big.index).fillna(0) == 1]
+    if len(narrow):
+        records = pd.concat([posix[posix.path.isin(narrow.index)], mpiio[mpiio.path.isin(narrow.index)]])
+        records.attrs["processes"] = run.processes
+        layer_cost = {layer: busiest_rank_seconds(part, part.read_time_s + part.write_time_s)
+                      for layer, part in records.groupby("layer")}
+        path = narrow.moved.idxmax()
+        ost = int(placed.loc[placed.path == path, "ost"].iloc[0])
+        ranks = run.processes if narrow.loc[path, "shared"] else int(narrow.loc[path, "ranks"])
+        found.append(Finding(
+            "few-stripes", "a shared file on one OST", max(layer_cost.values()),
+            f"{path} ({narrow.loc[path, 'moved'] / 1e9:,.1f} GB, shared by {ranks:,} ranks) "
+            f"lies on OST {ost} alone: every request queues on one server, and collective "
+            "MPI-IO uses one aggregator per stripe"
+            + (f" ({len(narrow)} files like this)" if len(narrow) > 1 else ""),
+            "stripe it over many OSTs before writing (lfs setstripe -c -1, or -c 8..32, on "
+            "its folder), and align each rank's block to the stripe size",
+            files=list(narrow.sort_values("moved", ascending=False).index[:TOP_FILES]),
+            osts=[ost], counters={"LUSTRE_STRIPE_WIDTH": 1.0,
+                                  "bytes (POSIX or MPI-IO)": float(narrow.loc[path, "moved"])}))
+    return found
+
+
+def stdio(run: Run) -> list[Finding]:
+    """Files moved in tiny fread/fwrite/fprintf calls: stdio's buffer is too small or flushed.
+    Judged per file (one log file of 13-byte lines hides behind a big output file's mean);
+    the stdio opens' time belongs to the metadata rule."""
+    frame = _data(run, "STDIO")
+    if frame.empty:
+        return []
+    requests = frame.reads + frame.writes
+    moved = frame.bytes_read + frame.bytes_written
+    per_file = pd.DataFrame({"requests": requests, "moved": moved}).groupby(frame.path).sum()
+    tiny = per_file[(per_file.requests > 0)
+                    & (per_file.moved < STDIO_SMALL_BYTES * per_file.requests)]
+    if tiny.requests.sum() < MIN_COUNT:
+        return []
+    records = frame[frame.path.isin(tiny.index)]
+    tiny["seconds"] = (records.read_time_s + records.write_time_s).groupby(records.path).sum()
+    top = tiny.seconds.idxmax()
+    return [Finding(
+        "stdio", "tiny requests through stdio",
+        busiest_rank_seconds(records, records.read_time_s + records.write_time_s),
+        f"{tiny.requests.sum():,.0f} stdio reads and writes of {tiny.moved.sum() / tiny.requests.sum():,.0f} "
+        f"bytes on average on {len(tiny)} file(s); {top}: {tiny.loc[top, 'requests']:,.0f} "
+        f"requests of {tiny.loc[top, 'moved'] / tiny.loc[top, 'requests']:,.0f} bytes",
+        "give each stream a large buffer (setvbuf, or open(..., buffering=1 << 20)), write "
+        "whole records or blocks, and do not flush or reopen per line",
+        files=list(tiny.sort_values("seconds", ascending=False).index[:TOP_FILES]),
+        counters={"STDIO_WRITES + STDIO_READS": float(tiny.requests.sum()),
+                  "STDIO_BYTES_WRITTEN + STDIO_BYTES_READ": float(tiny.moved.sum())})]
+
+
+def rereads(run: Run) -> list[Finding]:
+    posix = _data(run, "POSIX")
+    if posix.empty:
+        return []
+    per_file = posix.groupby("path").agg(bytes_read=("bytes_read", "sum"),
+                                         used=("max_byte_read", "max"),
+                                         reads=("reads", "sum"))
+    again = per_file[(per_file.used > 0) & (per_file.bytes_read > REREAD_FACTOR * per_file.used)
+                     & ((per_file.bytes_read - per_file.used >= SMALL_BYTES)
+                        | (per_file.reads >= MIN_COUNT))]
+    if again.empty:
+        return []
+    records = posix[posix.path.isin(again.index)]
+    spare = (1 - again.used / again.bytes_read).reindex(records.path).to_numpy()
+    cost = busiest_rank_seconds(records, records.read_time_s * spare)
+    top = again.bytes_read.idxmax()
+    return [Finding(
+        "reread", "the same data read again", cost,
+        f"{len(again)} file(s) read at least {REREAD_FACTOR:.0f} times over; {top}: "
+        f"{again.loc[top, 'bytes_read']:,.0f} bytes read of a {again.loc[top, 'used']:,.0f}-byte range",
+        "read once and keep it in memory (or read on one rank and broadcast), or convert "
+        "once to a format cheap to load",
+        files=list(again.sort_values("bytes_read", ascending=False).index[:TOP_FILES]),
+        counters={"POSIX_BYTES_READ": float(again.bytes_read.sum()),
+                  "POSIX_MAX_BYTE_READ + 1": float(again.used.sum())})]
+
+
+def syncs(run: Run) -> list[Finding]:
+    posix = _data(run, "POSIX")
+    if posix.empty:
+        return []
+    count, writes = posix.syncs.sum(), posix.writes.sum()
+    if count < MIN_SYNCS or writes > WRITES_PER_SYNC * count:
+        return []
+    seconds = posix.sync_time_s.fillna(0) if posix.sync_time_s.notna().any() else posix.write_time_s
+    return [Finding(
+        "syncs", "a sync every few writes", busiest_rank_seconds(posix, seconds),
+        f"{count:,.0f} fsync/fdatasync calls for {writes:,.0f} writes "
+        f"(one per {_share(writes, count):,.1f} writes)",
+        "sync once per batch, not per record: one transaction around many inserts "
+        "(BEGIN ... COMMIT in SQLite), a checkpoint's fsync at its end only",
+        files=_top(posix, posix.syncs),
+        counters={_names(run, {"s": ("POSIX_FSYNCS + POSIX_FDSYNCS",
+                                      "fsync, fdatasync and sync_file_range calls")})["s"]:
+                  float(count),
+                  "writes": float(writes)})]
+
+
+def environment(run: Run) -> list[Finding]:
+    """The software environment's files: imports and libraries, read by every rank."""
+    frame = run.records[(run.records.origin == "environment") & (run.records.layer == "POSIX")]
+    frame.attrs["processes"] = run.processes
+    calls = frame.opens + frame.stats
+    if calls.sum() < ENVIRONMENT_MIN_CALLS:
+        return []
+    seconds = frame.meta_time_s + frame.read_time_s
+    return [Finding(
+        "environment", "your environment's import cost", busiest_rank_seconds(frame, seconds),
+        f"{calls.sum():,.0f} opens and lookups on {frame.path.nunique():,} files of the "
+        f"software environment (interpreter, libraries, site-packages), "
+        f"{seconds.sum():,.2f} s over all ranks",
+        "start from a container image or squashfs, or copy the environment to node-local "
+        "disk: every rank's imports are metadata round trips on a shared file system",
+        files=_top(frame, calls), counters={"opens": float(frame.opens.sum()),
+                                            "lookups": float(frame.stats.sum())})]
+
+
+RULES = (direction_rules, misaligned, metadata, independent_mpiio, rank_imbalance, lustre,
+         stdio, rereads, syncs, environment)
+
+
+def minor_line(run: Run) -> float:
+    """The cost under which a finding is minor: 1 % of the run, and at least a second."""
+    return max(MINOR_SHARE * run.run_time_s, MINOR_S)
+
+
+def diagnose(run: Run) -> list[Finding]:
+    """Every rule's findings, the costliest first; minor ones after, marked."""
+    found = [finding for rule in RULES for finding in rule(run)]
+    floor = minor_line(run)
+    for finding in found:
+        if run.run_time_s > 0:  # more than the run means threads overlapped: count it once
+            finding.cost_s = min(finding.cost_s, run.run_time_s)
+        finding.minor = finding.cost_s < floor
+    return sorted(found, key=lambda f: (f.minor, -f.cost_s))

@@ -1,0 +1,137 @@
+"""Darshan logs through PyDarshan (iolab.diagnosis.darshan): the bundled logs of its wheel and
+the public collection copied into tests/fixtures/darshan (see SOURCE.md there); deterministic
+facts compared exactly, and the commands' output (issue 20)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from iolab.core.errors import LabError
+from iolab.diagnosis import darshan
+from iolab.diagnosis.rules import diagnose
+
+needs_darshan = pytest.mark.needs("darshan")
+LOGS = Path(__file__).parent / "fixtures" / "darshan"
+IMBALANCED = LOGS / "imbalanced_io" / "imbalanced-io.darshan"
+
+
+def test_without_pydarshan_one_sentence_says_how_to_get_it(monkeypatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "darshan" else real(name, *a))
+    problem = darshan.darshan_problem()
+    assert problem.startswith("PyDarshan is not installed") and "make darshan" in problem
+    with pytest.raises(LabError, match="make darshan"):
+        darshan.read_log("any.darshan")
+
+
+@needs_darshan
+def test_the_wheel_brings_the_logs_the_lesson_reads() -> None:
+    assert {"sample-badost", "dxt", "ior_hdf5_example", "example"} <= set(darshan.example_logs())
+
+
+@needs_darshan
+def test_bad_input_is_one_sentence(tmp_path) -> None:
+    with pytest.raises(LabError, match="is not a file"):
+        darshan.read_log(tmp_path / "missing.darshan")
+    text = tmp_path / "notes.darshan"
+    text.write_text("not a log\n")
+    with pytest.raises(LabError, match="could not be read as a Darshan log"):
+        darshan.read_log(text)
+
+
+@needs_darshan
+def test_bytes_per_ost_are_counted_once() -> None:
+    """The LUSTRE module repeats a file's layout per rank: OST 27 holds one file of 78,480
+    bytes, written by 294 ranks (joined on the id alone it read 38,847,600)."""
+    log = darshan.read_log(IMBALANCED)
+    osts = log.ost_frame().set_index("ost")
+    assert (osts.loc[27, "files"], osts.loc[27, "bytes"]) == (1, 78_480)
+    files = log.files_frame().set_index("path")
+    on_lustre = files.loc[files.index.intersection(log.run().osts.path.unique())]
+    assert osts.bytes.sum() == (on_lustre.bytes_read + on_lustre.bytes_written).sum()
+    assert len(log.run().osts) == log.run().osts.path.nunique() == 13  # one stripe each
+
+
+@needs_darshan
+def test_every_layer_is_read() -> None:
+    layers = darshan.read_log(IMBALANCED).modules_frame().set_index("module")
+    assert list(layers.index) == ["POSIX", "MPI-IO", "STDIO"]
+    assert tuple(layers.loc["POSIX", ["records", "reads", "writes"]]) == (2014, 67_861, 50_832)
+    assert tuple(layers.loc["STDIO", ["records", "writes", "bytes_written"]]) == (12, 37_074, 1_142_414)
+    hdf5 = darshan.read_log(LOGS / "hdf5_diagonal_write_only" / "hdf5_diagonal_write_1_byte_dxt.darshan")
+    assert {"H5F", "H5D"} <= set(hdf5.modules_frame().module)
+
+
+@needs_darshan
+def test_the_bad_ost_log_points_at_ost_14() -> None:
+    log = darshan.read_log(darshan.example_logs()["sample-badost"])
+    assert log.run().processes == 2048
+    posix = log.modules_frame().set_index("module").loc["POSIX"]
+    assert (posix.records, posix.writes, posix.bytes_written) == (2048, 131072, 549755813888)
+    osts = log.ost_frame()
+    assert len(osts) == 24 and osts.files.sum() == 2048
+    assert osts.loc[osts.median_MiBps.idxmin(), "ost"] == 14
+    found = diagnose(log.run())
+    assert found[0].rule == "slow-ost" and found[0].osts == [14] and not found[0].minor
+    assert [f.rule for f in found if not f.minor] == ["slow-ost"]
+
+
+@needs_darshan
+def test_histogram_and_dxt_agree_with_the_counters() -> None:
+    logs = darshan.example_logs()
+    log = darshan.read_log(logs["ior_hdf5_example"])
+    histogram = log.size_histogram("POSIX")
+    posix = log.modules_frame().set_index("module").loc["POSIX"]
+    assert (histogram.reads.sum(), histogram.writes.sum()) == (posix.reads, posix.writes)
+    dxt_log = darshan.read_log(logs["dxt"])
+    dxt = dxt_log.dxt_frame()
+    records = dxt_log.report.records["DXT_POSIX"].to_df()
+    assert len(dxt) == sum(r["read_count"] + r["write_count"] for r in records)
+    assert (dxt.end_s >= dxt.start_s).all() and set(dxt.operation) <= {"read", "write"}
+
+
+def command(name: str, *argv: str) -> int:
+    from iolab.cli import darshan as darshan_command, diagnose as diagnose_command
+
+    parser = argparse.ArgumentParser()
+    subparsers = parser.add_subparsers()
+    darshan_command.setup_parser(subparsers)
+    diagnose_command.setup_parser(subparsers)
+    args = parser.parse_args([name, *argv])
+    return args.func(args)
+
+
+@needs_darshan
+def test_the_commands_print_the_ranked_diagnosis_as_json(capsys) -> None:
+    assert command("darshan", "--example", "sample-badost", "--json", "--top", "2") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["processes"] == 2048 and len(report["Files by bytes moved"]) == 2
+    assert report["findings"][0]["rule"] == "slow-ost" and report["findings"][0]["osts"] == [14]
+    assert command("diagnose", str(IMBALANCED), "--json") == 0
+    found = json.loads(capsys.readouterr().out)["findings"]
+    costs = [f["cost_s"] for f in found if not f["minor"]]
+    assert costs == sorted(costs, reverse=True) and found[0]["rule"] == "few-stripes"
+    imbalance = next(f for f in found if f["rule"] == "rank-imbalance-bytes")
+    assert imbalance["ranks"] == [0] and "collective I/O's" in imbalance["evidence"]
+    with pytest.raises(LabError, match="no bundled log is called 'nope'"):
+        command("darshan", "--example", "nope")
+    with pytest.raises(LabError, match="exactly one of"):
+        command("diagnose", str(IMBALANCED), "--example", "dxt")
+
+
+@needs_darshan
+def test_the_html_report_is_one_self_contained_page(tmp_path, capsys) -> None:
+    page = tmp_path / "report.html"
+    assert command("diagnose", str(IMBALANCED), "--html", str(page)) == 0
+    assert f"report written to {page}" in capsys.readouterr().out
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "rank-imbalance-bytes" in text
+    assert text.index("few-stripes") < text.index("rank-imbalance-bytes")  # costliest first
+    assert text.count("data:image/png;base64,") >= 3  # sizes, time per rank, OSTs
+    assert "http://" not in text and "https://" not in text and "<script" not in text

@@ -1,0 +1,90 @@
+"""The diagnosis of programs traced by strace (iolab.diagnosis.trace into
+iolab.diagnosis.rules): each pattern sets off the rule it names, with the same rule ids a
+Darshan log gets, the interpreter's imports apart as "environment", and short runs marked
+minor rather than lectured (issue 20)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from iolab.diagnosis.rules import diagnose
+from iolab.diagnosis.trace import profile_command
+
+pytestmark = [pytest.mark.needs("strace"), pytest.mark.usefixtures("workspace")]
+
+
+def traced(tmp_path: Path, body: str) -> list:
+    script = tmp_path / "program.py"
+    script.write_text("import os\n" + textwrap.dedent(body))
+    profile = profile_command([sys.executable, "-S", str(script)], cwd=tmp_path, method="strace")
+    assert profile.exit_code == 0, profile.stderr
+    return diagnose(profile.run())
+
+
+def data_rules(found: list) -> list[str]:
+    """The rules about the program's data, costliest first (the environment's apart)."""
+    return [f.rule for f in found if f.rule != "environment"]
+
+
+def test_small_reads(tmp_path: Path) -> None:
+    (tmp_path / "data.bin").write_bytes(b"x" * 150_000)
+    found = traced(tmp_path, """
+        fd = os.open("data.bin", os.O_RDONLY)
+        while os.read(fd, 100):
+            pass
+    """)
+    assert sorted(data_rules(found)) == ["misaligned", "small-reads"]  # 100-byte steps
+    small = next(f for f in found if f.rule == "small-reads")
+    assert small.files == [str(tmp_path / "data.bin")] and small.minor  # a second is not spent
+    # 1500 reads of 100 bytes and the empty one at the end
+    assert small.counters == {"read calls under 1 MiB": 1501.0, "read calls": 1501.0}
+
+
+def test_a_stat_storm(tmp_path: Path) -> None:
+    (tmp_path / "flag").write_text("")
+    found = traced(tmp_path, """
+        for _ in range(3000):
+            os.stat("flag")
+    """)
+    assert data_rules(found) == ["metadata"]
+    metadata = next(f for f in found if f.rule == "metadata")
+    assert metadata.counters["stat, access and readlink calls"] >= 3000
+
+
+def test_a_reread_loop(tmp_path: Path) -> None:
+    (tmp_path / "table.csv").write_bytes(b"1,2,3\n" * 200_000)
+    found = traced(tmp_path, """
+        for _ in range(5):
+            with open("table.csv", "rb", buffering=0) as f:
+                f.read()
+    """)
+    assert data_rules(found) == ["reread"]
+    reread = next(f for f in found if f.rule == "reread")
+    assert "6,000,000 bytes read of a 1,200,000-byte range" in reread.evidence
+
+
+def test_scattered_unaligned_reads(tmp_path: Path) -> None:
+    (tmp_path / "data.bin").write_bytes(b"x" * 4_000_000)
+    found = traced(tmp_path, """
+        import random
+        fd = os.open("data.bin", os.O_RDONLY)
+        rng = random.Random(1)
+        for _ in range(4000):  # about half go back: well over the floor of 1000
+            os.pread(fd, 100, rng.randrange(3_999_000))
+    """)
+    assert sorted(data_rules(found)) == ["misaligned", "random-reads", "small-reads"]
+
+
+def test_a_sync_per_write(tmp_path: Path) -> None:
+    found = traced(tmp_path, """
+        fd = os.open("log.bin", os.O_WRONLY | os.O_CREAT, 0o600)
+        for _ in range(200):
+            os.write(fd, b"x" * 4096)
+            os.fsync(fd)
+    """)
+    assert data_rules(found) == ["syncs"]
+    assert "200 fsync/fdatasync calls for 200 writes" in next(f for f in found if f.rule == "syncs").evidence
