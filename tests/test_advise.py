@@ -34,9 +34,10 @@ EXPECTED = {
     "ceph_weka_nerc": [("dataset", "weka"), ("packing", "weka"), ("checkpoints", "weka"),
                        ("TMPDIR", "emptydir")],
     "laptop_nvme": [("checkpoints", "home")],
-    # 2-core VM: workspace, home and /tmp on one ext4 disk, /dev/shm, a loopback sshfs mount
-    "this_machine": [("environment", "home"), ("dataset", "home"), ("packing", "home"),
-                     ("checkpoints", "home"), ("TMPDIR", "tmp")],
+    # 2-core VM: workspace, home and /tmp on one ext4 disk (measured once, as workspace),
+    # /dev/shm, a loopback sshfs mount
+    "this_machine": [("environment", "workspace"), ("dataset", "workspace"),
+                     ("packing", "workspace"), ("checkpoints", "workspace"), ("TMPDIR", "tmp")],
 }
 
 
@@ -290,3 +291,37 @@ def test_text_report_of_a_recorded_set() -> None:
     assert "quota: n/a" in report
     for topic, place_name in EXPECTED["ceph_weka_nerc"]:
         assert f"- {topic}: " in report and place_name in report
+
+
+def test_one_file_system_is_one_place_and_is_never_ranked_against_itself() -> None:
+    """home, the workspace and /tmp on one disk: the run measures it once (`same_as`)."""
+    disk = {"stream_write_MiB_per_s": 400.0, "import_cold_s": 0.12,
+            "small_read_cold_files_per_s": 9000.0, "device": "254:0"}
+    sets = {"places": [place("workspace", **disk),
+                       place("home", **{**disk, "same_as": "workspace"}),
+                       place("tmp", "temporary", free_bytes=50e9, **{**disk, "same_as": "workspace"})]}
+    topics_places = [(a.topic, a.place) for a in advise(sets)]
+    assert topics_places == [("environment", "workspace"), ("dataset", "workspace"),
+                             ("checkpoints", "workspace"), ("TMPDIR", "tmp")]
+    checkpoints = advice_rules.checkpoint_rule(sets)
+    assert "(one file system with home, tmp)" in checkpoints.recommendation
+    assert "home" not in checkpoints.reason  # never compared with its own file system
+
+
+def test_a_difference_within_the_noise_gives_the_same_advice_either_way() -> None:
+    """Two runs on a quiet machine differ by a few per cent: the advice must not flip."""
+    for home_rate in (380.0, 420.0):  # home a little slower, then a little faster
+        sets = {"places": [place("workspace", stream_write_MiB_per_s=400.0),
+                           place("home", stream_write_MiB_per_s=home_rate)]}
+        advice = advice_rules.checkpoint_rule(sets)
+        assert advice.place == "workspace"
+        assert "no measured difference from home" in advice.reason
+    sets["places"][1]["stream_write_MiB_per_s"] = 600.0  # 50 % faster: a real difference
+    assert advice_rules.checkpoint_rule(sets).place == "home"
+
+
+def test_the_report_points_to_the_diagnosis_for_a_slow_job() -> None:
+    from iolab.storage.advise import text_report
+
+    report = text_report({"places": [], "advice": []})
+    assert "python -m iolab diagnose -- CMD" in report

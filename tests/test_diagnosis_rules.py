@@ -172,3 +172,14 @@ def test_a_slow_ost_and_a_shared_file_on_one_ost() -> None:
     one = pd.DataFrame({"path": ["/lus/big"], "ost": [29], "stripe_size": MiB, "stripe_count": 1})
     found = diagnose(run_of(big, processes=32, run_time_s=100.0, osts=one))
     assert [f.rule for f in found] == ["few-stripes"] and found[0].osts == [29]
+
+
+def test_the_rules_take_any_size_of_job_whole_column() -> None:
+    """The benchmark's synthetic job: every rule runs on it, findings come costliest first."""
+    from iolab.diagnosis.benchmark import synthetic_run
+
+    run = synthetic_run(5_000, ranks=50)
+    assert len(run.records) == 5_000 and run.records.path.nunique() == 100
+    found = diagnose(run)
+    major = [f.cost_s for f in found if not f.minor]
+    assert major == sorted(major, reverse=True) and all(f.cost_s <= run.run_time_s for f in found)

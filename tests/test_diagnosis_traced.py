@@ -5,6 +5,8 @@ minor rather than lectured (issue 20)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -88,3 +90,20 @@ def test_a_sync_per_write(tmp_path: Path) -> None:
     """)
     assert data_rules(found) == ["syncs"]
     assert "200 fsync/fdatasync calls for 200 writes" in next(f for f in found if f.rule == "syncs").evidence
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_status_gets_advice_for_a_repository(tmp_path: Path) -> None:
+    """A work tree of 1500 files: git status looks each up; packing it would be wrong advice."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for i in range(1500):
+        (repo / f"f{i:04d}.txt").write_text(f"{i}\n")
+    git = ["git", "-c", "user.name=lab", "-c", "user.email=lab@example.org"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "files"]):
+        subprocess.run(git + args, cwd=repo, check=True, capture_output=True)
+    profile = profile_command(["git", "status", "--porcelain"], cwd=repo, method="strace")
+    assert profile.exit_code == 0, profile.stderr
+    metadata = next(f for f in diagnose(profile.run()) if f.rule == "metadata")
+    assert metadata.counters["stat, access and readlink calls"] >= 1500
+    assert "core.untrackedCache" in metadata.advice and "archive" not in metadata.advice

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from iolab.diagnosis.facts import RECORD_COLUMNS
+from iolab.diagnosis.rules import diagnose
 from iolab.diagnosis.trace import Profile, per_file, profile_command, read_trace
 
 needs_strace = pytest.mark.needs("strace")
@@ -168,6 +169,8 @@ def test_sqlite_commits_one_transaction_per_row(tmp_path: Path) -> None:
     assert journal.opens == 1001 and db.writes >= 2000
     data = profile.run().data()
     assert data.syncs.sum() >= 3003 and data.sync_time_s.sum() > 0
+    syncs = next(f for f in diagnose(profile.run()) if f.rule == "syncs")
+    assert str(tmp_path / "db/rows.db-journal") in syncs.files and "one transaction" in syncs.advice
 
 
 @needs_strace
@@ -271,3 +274,7 @@ def test_python_imports_count_as_the_environment(tmp_path: Path) -> None:
     stdlib = [p for p in origins if p.startswith(os.path.realpath(sys.base_prefix) + "/lib/")]
     assert stdlib and {origins[p] for p in stdlib} == {"environment"}
     assert run.run_time_s == profile.wall_time_s and run.processes == 1
+    # the imports are one finding of their own, "environment", never a data finding
+    found = diagnose(run)
+    assert [f.rule for f in found] == ["environment"]
+    assert "container image" in found[0].advice

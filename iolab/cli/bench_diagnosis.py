@@ -66,11 +66,17 @@ def main(args: argparse.Namespace) -> int:
                   f"{frame[f'{tool}_false_alarms'].map(len).sum()} false alarms; slowest log "
                   f"{frame[f'{tool}_seconds'].max():.2f} s, largest peak "
                   f"{frame[f'{tool}_peak_MiB'].max():.0f} MiB")
+    from iolab.diagnosis.benchmark import scaling
+
+    grows = scaling()
+    print("\nThe rules alone on synthetic jobs (median of 3):")
+    print(to_markdown(pd.DataFrame(grows)))
     target = results_dir() / RESULT
     with atomic_output(target) as partial:
         partial.write_text(json.dumps({"machine": machine_label(context), "context": context,
                                        "date": datetime.date.today().isoformat(),
-                                       "drishti": str(args.drishti or ""), "rows": rows},
+                                       "drishti": str(args.drishti or ""), "rows": rows,
+                                       "scaling": grows},
                                       indent=1, default=str))
     print(f"saved {target}")
     return 0

@@ -21,6 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 #: Drishti's insight codes (drishti/includes/config.py) that name a problem, as lab rules.
 CODES = {"S01": "stdio", "P05": "small-reads", "P15": "small-reads", "P06": "small-writes",
          "P16": "small-writes", "P08": "misaligned", "P09": "reread", "P11": "random-reads",
@@ -109,4 +112,47 @@ def compare(logs: Path, drishti: Path | None) -> list[dict]:
             row.update({f"{tool}_{key}": value
                         for key, value in score(expected, measured, by_rule).items()})
         rows.append(row)
+    return rows
+
+
+def synthetic_run(records: int, ranks: int = 100, seed: int = 1):
+    """A job of `records` POSIX records (files x ranks) with random counts: for timing the
+    rules alone at sizes the corpus does not reach."""
+    from iolab.diagnosis.facts import Run, complete
+
+    rng = np.random.default_rng(seed)
+    reads = rng.integers(0, 5000, records).astype(float)
+    frame = pd.DataFrame({
+        "layer": "POSIX", "path": [f"/lus/f{i // ranks}" for i in range(records)],
+        "rank": np.arange(records) % ranks, "origin": "data",
+        "opens": rng.integers(1, 5, records).astype(float), "reads": reads,
+        "writes": rng.integers(0, 5000, records).astype(float),
+        "bytes_read": reads * rng.integers(1, 4 << 20, records),
+        "small_reads": reads * rng.random(records), "seq_reads": reads * rng.random(records),
+        "read_time_s": rng.random(records) * 10, "write_time_s": rng.random(records) * 10,
+        "meta_time_s": rng.random(records), "max_byte_read": rng.integers(1, 1 << 30, records)})
+    for column in ("stats", "syncs", "collective", "bytes_written", "small_writes", "seq_writes",
+                   "unaligned", "max_byte_written"):
+        frame[column] = 0.0
+    frame["alignment"] = 1048576.0
+    osts = pd.DataFrame({"path": frame.path.unique()}).assign(
+        ost=lambda f: np.arange(len(f)) % 64, stripe_size=1 << 20, stripe_count=1)
+    return Run("darshan", f"synthetic-{records}", ranks, 3600.0, complete(frame), osts)
+
+
+def scaling(sizes: tuple[int, ...] = (1_000, 10_000, 100_000), repeats: int = 3) -> list[dict]:
+    """Seconds the rules take on synthetic jobs of growing size (median of `repeats`)."""
+    from iolab.diagnosis.rules import diagnose
+
+    rows = []
+    for records in sizes:
+        run = synthetic_run(records)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            diagnose(run)
+            times.append(time.perf_counter() - start)
+        median = float(np.median(times))
+        rows.append({"records": records, "rules_s": round(median, 4),
+                     "us_per_record": round(1e6 * median / records, 2)})
     return rows

@@ -56,7 +56,19 @@ class Advice(NamedTuple):
 
 
 def _places(measurements: dict) -> list[dict]:
-    return list(measurements.get("places") or [])
+    """The places to compare: one per file system and role (a place measured as the same file
+    system as another of its role, `same_as`, stands behind it and is named with it)."""
+    places = list(measurements.get("places") or [])
+    roles = {p["name"]: p.get("role") for p in places}
+    # a twin in another role (/tmp beside home) still stands for that role
+    return [p for p in places if roles.get(p.get("same_as"), "") != p.get("role")]
+
+
+def _also(place: dict, measurements: dict) -> str:
+    """' (one file system with a, b)' for the places measured as the same as `place`."""
+    twins = [p["name"] for p in measurements.get("places") or []
+             if p.get("same_as") == place["name"]]
+    return f" (one file system with {', '.join(twins)})" if twins else ""
 
 
 def _value(place: dict, key: str) -> float | None:
@@ -78,12 +90,27 @@ def _local_temporary(place: dict) -> bool:
     return _role(place, "temporary") and place.get("kind") in ("local", "host-shared")
 
 
-def _similar(best: dict, others: list[dict], key: str) -> str:
-    """' (about as good: a, b)' for the places within SIMILAR_PCT of `best` in `key`."""
+def _close(best: dict, others: list[dict], key: str) -> list[dict]:
+    """The places within SIMILAR_PCT of `best` in `key`, `best` first: no measured difference."""
     target = _value(best, key)
-    close = [p["name"] for p in others if p is not best and target
-             and abs(_value(p, key) - target) / target * 100 <= SIMILAR_PCT]
-    return f"; {', '.join(close)} within {SIMILAR_PCT:.0f} %, as good" if close else ""
+    return [best] + [p for p in others if p is not best and target
+                     and abs(_value(p, key) - target) / target * 100 <= SIMILAR_PCT]
+
+
+def _pick(places: list[dict], key: str, lowest: bool = False) -> dict:
+    """The best place in `key`; among those within SIMILAR_PCT of it (no difference beyond a
+    short run's noise), the first in the order the places were listed, so that two runs on a
+    quiet machine give the same advice."""
+    best = (min if lowest else max)(places, key=lambda p: _value(p, key))
+    tied = {id(p) for p in _close(best, places, key)}
+    return next(p for p in places if id(p) in tied)
+
+
+def _similar(best: dict, others: list[dict], key: str) -> str:
+    """'; no measured difference from a, b' for the places within SIMILAR_PCT of `best`."""
+    close = [p["name"] for p in _close(best, others, key)[1:]]
+    return (f"; no measured difference from {', '.join(close)} (within {SIMILAR_PCT:.0f} %, "
+            "a short run's noise): either will do" if close else "")
 
 
 def _rate(value: float, unit: str) -> str:
@@ -102,8 +129,8 @@ def environment_rule(measurements: dict) -> Advice | None:
     measured = _with([p for p in _places(measurements) if _role(p, "persistent")], "import_cold_s")
     if not measured:
         return None
-    measured.sort(key=lambda p: _value(p, "import_cold_s"))
-    best, worst = measured[0], measured[-1]
+    best = _pick(measured, "import_cold_s", lowest=True)
+    worst = max(measured, key=lambda p: _value(p, "import_cold_s"))
     modules = best.get("import_modules")
     what = f"a package of {modules} modules" if modules else "a package of many small modules"
     times = ", ".join(f"{p['name']} {_value(p, 'import_cold_s'):.2f} s" for p in measured)
@@ -113,14 +140,14 @@ def environment_rule(measurements: dict) -> Advice | None:
         reason += f" ({ratio:.1f}x faster than in {worst['name']})"
     reason += _similar(best, measured, "import_cold_s")
     return Advice("environment", f"Create Python/conda environments in {best['name']}"
-                  f" ({best.get('path')}).", reason, best["name"])
+                  f" ({best.get('path')}){_also(best, measurements)}.", reason, best["name"])
 
 
 def _dataset_place(measurements: dict) -> dict | None:
     """The persistent place that reads small files fastest, cold; None if none was measured."""
     measured = _with([p for p in _places(measurements) if _role(p, "persistent")],
                      "small_read_cold_files_per_s")
-    return max(measured, key=lambda p: _value(p, "small_read_cold_files_per_s"), default=None)
+    return _pick(measured, "small_read_cold_files_per_s") if measured else None
 
 
 def dataset_rule(measurements: dict) -> Advice | None:
@@ -139,7 +166,8 @@ def dataset_rule(measurements: dict) -> Advice | None:
     rates = ", ".join(f"{p['name']} {_rate(_value(p, key), 'files/s')}" for p in
                       sorted(measured, key=lambda p: -_value(p, key)))
     size = best.get("small_file_bytes")
-    recommendation = f"Keep many-file datasets in {best['name']} ({best.get('path')})."
+    recommendation = (f"Keep many-file datasets in {best['name']} ({best.get('path')})"
+                      f"{_also(best, measurements)}.")
     reason = f"reading {size or 'small'}-byte files cold: {rates}"
     reason += _similar(best, _with([p for p in measured if _role(p, "persistent")], key), key)
     local = [p for p in measured if _local_temporary(p)
@@ -195,14 +223,15 @@ def checkpoint_rule(measurements: dict) -> Advice | None:
     persistent = _with([p for p in _places(measurements) if _role(p, "persistent")], key)
     if not persistent:
         return None
-    best = max(persistent, key=lambda p: _value(p, key))
+    best = _pick(persistent, key)
     rates = ", ".join(f"{p['name']} {_rate(_value(p, key), 'MiB/s')}" for p in
                       sorted(_with(_places(measurements), key), key=lambda p: -_value(p, key)))
     reason = f"streaming write: {rates}"
     if len(persistent) == 1:
         reason += " (the only persistent place with this figure)"
     reason += _similar(best, persistent, key)
-    recommendation = f"Save checkpoints to {best['name']} ({best.get('path')})."
+    recommendation = (f"Save checkpoints to {best['name']} ({best.get('path')})"
+                      f"{_also(best, measurements)}.")
     local = [p for p in _with(_places(measurements), key) if _local_temporary(p)]
     fast = max(local, key=lambda p: _value(p, key), default=None)
     if (fast is not None and best.get("kind") == "network"

@@ -79,8 +79,11 @@ PLACE_FIELDS = (
     "small_read_warm_files_per_s", "small_read_cold_resident_pct", "create_ops_per_s",
     "stat_ops_per_s", "stream_MiB", "stream_write_MiB_per_s", "stream_read_MiB_per_s",
     "stream_read_resident_pct", "import_modules", "import_cold_s", "import_warm_s",
-    "elapsed_s", "notes",
+    "elapsed_s", "notes", "device", "same_as",
 )
+#: What a place on the same file system as an earlier one takes from it (measured once).
+MEASURED_FIELDS = tuple(f for f in PLACE_FIELDS if f not in (
+    "name", "path", "kind", "networked", "role", "notes", "device", "same_as", "elapsed_s"))
 #: Columns of the table, units in their names.
 TABLE_COLUMNS = {
     "name": "place", "fs_type": "fs_type", "kind": "kind", "role": "role",
@@ -328,6 +331,8 @@ def measure_directory(place: dict, directory: Path, plan: Plan, deadline: float,
 
 def progress_line(place: dict) -> str:
     """One line per measured place for stderr."""
+    if place.get("same_as"):
+        return f"advise: {place['name']}: {place['notes'][-1]}"
     if place.get("elapsed_s") is None:
         return f"advise: {place['name']}: {'; '.join(place['notes']) or 'not measured'}"
 
@@ -425,8 +430,13 @@ def _measure_all(names: Sequence[str] | None, started: float, budget_s: float, m
         announce(plan.text())
     places = []
     for index, location in enumerate(locations):
-        deadline = _deadline(started, plan, index)
-        places.append(_measure_location(location, plan, deadline, compute_node, skipped))
+        twin = same_file_system(location.base, places)
+        if twin is not None:  # one file system is one place: measured once, never ranked
+            places.append(_same_as(location, twin))
+        else:
+            deadline = _deadline(started, plan, index)
+            places.append(_measure_location(location, plan, deadline, compute_node, skipped))
+            places[-1]["device"] = device_of(location.base)
         if progress is not None:
             progress(progress_line(places[-1]))
     # mounting takes seconds: not worth it with less than half a share left
@@ -455,6 +465,33 @@ def _measure_all(names: Sequence[str] | None, started: float, budget_s: float, m
     }
     result["advice"] = [advice._asdict() for advice in advise(result)]
     return result
+
+
+def device_of(path: Path) -> str | None:
+    """The device a path lives on ("major:minor"), the identity of its file system here."""
+    try:
+        device = os.stat(path).st_dev
+    except OSError:
+        return None
+    return f"{os.major(device)}:{os.minor(device)}"
+
+
+def same_file_system(path: Path, places: Sequence[dict]) -> dict | None:
+    """The measured place already on the device of `path`, if any."""
+    device = device_of(path)
+    return next((p for p in places if device and p.get("device") == device
+                 and not p.get("same_as")), None)
+
+
+def _same_as(location: Location, twin: dict) -> dict:
+    """A place on the file system of `twin`: its own name, path and role, twin's numbers."""
+    place = _empty_place(location.name, public_text(location.base), location.fs_type,
+                         location.kind, location.networked)
+    place.update({field: twin.get(field) for field in MEASURED_FIELDS},
+                 device=twin["device"], same_as=twin["name"], elapsed_s=0.0)
+    place["notes"].append(f"the same file system as {twin['name']} (device {twin['device']}): "
+                          "measured once, so the two are never ranked against each other")
+    return place
 
 
 def _deadline(started: float, plan: Plan, index: int) -> float:
@@ -533,6 +570,9 @@ def text_report(result: dict) -> str:
         lines.append(f"    because {advice['reason']}")
     if not result.get("advice"):
         lines.append("- none: too little was measured to compare places")
+    lines += ["", "This is about places, not programs. Why is a job of yours slow on the file "
+              "system? `python -m iolab diagnose -- CMD` (or a Darshan log of the job) ranks "
+              "what its I/O costs."]
     return "\n".join(lines)
 
 
