@@ -128,7 +128,8 @@ def html_report(run: Run, findings: list[Finding], tables: dict[str, pd.DataFram
     style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
              "li.major{border-left:4px solid #d95f02;padding-left:.6em;margin:.8em 0;list-style:none}"
              "li.minor{border-left:4px solid #999;padding-left:.6em;color:#555;list-style:none}"
-             "table{border-collapse:collapse}td,th{padding:.2em .6em;text-align:left}"
+             "table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}"
+             "td,th{padding:.2em .6em;text-align:left}"
              "img{max-width:100%}")
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>I/O diagnosis: {esc(run.name)}</title><style>{style}</style></head><body>"
