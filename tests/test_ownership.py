@@ -394,3 +394,26 @@ def test_a_folder_whose_marker_cannot_be_written_is_not_left(tmp_path: Path,
         ensure_writable_dir(tmp_path / "ws")
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_marker_write_cut_short_leaves_the_old_marker_or_none(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C while the marker is written (the CI flake of make_images): no empty marker, which
+    the next run would refuse as not the lab's, and no partial file stays behind."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    real_write = os.write
+
+    def interrupted(fd: int, data: bytes) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "write", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        owned.write_marker(folder, ".iolab-images", "made by the lab")
+    assert sorted(os.listdir(folder)) == []
+    monkeypatch.setattr(os, "write", real_write)
+    owned.write_marker(folder, ".iolab-images", "made by the lab")
+    monkeypatch.setattr(os, "write", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        owned.write_marker(folder, ".iolab-images", "made by the lab, again")
+    monkeypatch.setattr(os, "write", real_write)
+    assert sorted(os.listdir(folder)) == [".iolab-images"] and has_marker(folder, ".iolab-images")

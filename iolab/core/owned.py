@@ -131,25 +131,30 @@ def has_marker(directory: Path | str, name: str) -> bool:
 def write_marker_at(fd: int, name: str, text: str) -> None:
     """Write marker `name` into the open folder `fd`, bound to its identity, mode 0600.
 
-    An old marker is replaced, never written through: the new file is created exclusively,
-    so a link planted under the marker's name cannot send the write elsewhere.
+    An old marker is replaced, never written through: the new one is written under a name of
+    its own, created exclusively (a link planted there cannot send the write elsewhere), and
+    renamed over the marker's name, so a run cut short at any moment leaves the old marker or
+    the new one, never an empty marker that the next run would not recognise as the lab's.
     """
     if not is_own_dir(fd):
         raise LabError("refusing to mark a folder that is not yours as the lab's; choose a "
                        "folder of your own (--data, or IOLAB_WORKDIR)")
+    partial = f"{name}.{os.getpid()}.partial"
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(name, dir_fd=fd)
-    marker = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        os.unlink(partial, dir_fd=fd)
+    marker = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      PRIVATE_FILE_MODE, dir_fd=fd)
     try:
-        os.fchmod(marker, PRIVATE_FILE_MODE)
-        os.write(marker, (text.rstrip("\n") + "\n" + _identity_line(fd)).encode())
-    except OSError:
-        os.close(marker)
+        try:
+            os.fchmod(marker, PRIVATE_FILE_MODE)
+            os.write(marker, (text.rstrip("\n") + "\n" + _identity_line(fd)).encode())
+        finally:
+            os.close(marker)
+        os.rename(partial, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:  # an error or an interrupt: no partial marker stays behind
         with contextlib.suppress(OSError):
-            os.unlink(name, dir_fd=fd)
+            os.unlink(partial, dir_fd=fd)
         raise
-    os.close(marker)
 
 
 def write_marker(directory: Path | str, name: str, text: str) -> None:
