@@ -135,7 +135,7 @@ def test_discovery_never_removes_a_user_dir_another_process_made_meanwhile(place
     real_probe = locations_module.probe_o_direct
 
     def probe_while_a_notebook_starts(directory: Path):
-        if directory.parent == places["tmp"]:  # the probe of /tmp: the notebook starts now
+        if directory.parent.parent == places["tmp"]:  # the probe of /tmp: the notebook starts now
             tmp = by_name(discover_locations(probe=False))["tmp"]
             (user_dir(tmp) / "notebook-data.bin").write_bytes(b"1" * 10)
         return real_probe(directory)

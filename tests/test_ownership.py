@@ -417,3 +417,37 @@ def test_a_marker_write_cut_short_leaves_the_old_marker_or_none(tmp_path: Path, 
         owned.write_marker(folder, ".iolab-images", "made by the lab, again")
     monkeypatch.setattr(os, "write", real_write)
     assert sorted(os.listdir(folder)) == [".iolab-images"] and has_marker(folder, ".iolab-images")
+
+
+def test_clean_finds_the_scratch_folder_of_a_killed_job(tmp_path: Path, monkeypatch) -> None:
+    """A short job (advise, the O_DIRECT probe) killed by SIGKILL never reaches its own
+    cleanup; its hidden scratch folder is marked, so `clean` removes it, and only it."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    child = subprocess.Popen(
+        [PY, "-c", "import sys, time\n"
+                   "from pathlib import Path\n"
+                   "from iolab.storage.locations import _inspect, private_scratch\n"
+                   "with private_scratch(_inspect('tmp', Path(sys.argv[1])), 'advise') as d:\n"
+                   "    (d / 'test.bin').write_bytes(b'x' * 4096)\n"
+                   "    print(d, flush=True)\n"
+                   "    time.sleep(120)\n", str(base)],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")})
+    work = Path(child.stdout.readline().strip())
+    child.kill()
+    child.wait()
+    child.stdout.close()
+    left = work.parent
+    assert left.parent == base and left.name.startswith(f".iolab-{getpass.getuser()}-advise-")
+    assert (work / "test.bin").exists() and has_marker(left, MADE_MARKER)
+    lookalike = base / f".iolab-{getpass.getuser()}-advise-mine"  # the user's own, unmarked
+    lookalike.mkdir()
+    monkeypatch.setenv("TMPDIR", str(base))
+    monkeypatch.setattr(cleanup, "SYSTEM_BASES", ())
+    for name in cleanup.LOCATION_BASES:
+        if name != "TMPDIR":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
+    assert cleanup.clean() == 0
+    assert sorted(p.name for p in base.iterdir()) == [lookalike.name]

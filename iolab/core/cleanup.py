@@ -7,7 +7,9 @@ workspace itself only when the lab created it and nothing else is left in it. Ev
 else -- unmarked, copied from a lab folder, made by an older version of the lab, another
 user's -- is listed and left alone. Per-user places elsewhere (/tmp, /dev/shm, $SCRATCH, ...;
 workspace.location_dir) are removed only when they carry the lab's location marker written
-for this user; another user's folder of that name is never entered. Every check and delete
+for this user; another user's folder of that name is never entered. The hidden scratch folders of
+short jobs (.iolab-<user>-<job>-XXXXXXXX, left by a job killed before its own cleanup) are
+removed when they carry the lab's creation marker. Every check and delete
 goes through one open handle, so a name swapped for a link meanwhile leads nowhere. Names come from the workspace's
 WorkspaceEntry and markers, so `clean` looks where the writers write.
 
@@ -28,8 +30,9 @@ from pathlib import Path
 from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
 from iolab.core.owned import open_dir, opened_parent, remove_marked
-from iolab.core.workspace import (CREATION_MARKERS, LOCATION_MARKER, WorkspaceEntry, is_lab_made,
-                                  location_names, mounts_under, remove_if_only_marked, workdir)
+from iolab.core.workspace import (CREATION_MARKERS, LOCATION_MARKER, MADE_MARKER, WorkspaceEntry,
+                                  is_lab_made, location_names, mounts_under,
+                                  remove_if_only_marked, scratch_names, workdir)
 
 #: Where per-user location directories may have been made (see iolab.storage.locations).
 LOCATION_BASES = ("HOME", "TMPDIR", *STORAGE_VARIABLES)
@@ -59,10 +62,11 @@ def unmount_lab_mounts(root: Path) -> None:
                        "or `umount`) and run `make clean` again")
 
 
-def location_dirs() -> list[Path]:
-    """Names of per-user places the lab may have made outside its workspace, in every base
-    (the usual iolab-<user> and private fallbacks); whether each is the lab's is proved when
-    it is opened for the delete, not here."""
+def location_dirs() -> list[tuple[Path, str]]:
+    """Names of per-user places the lab may have made outside its workspace, in every base,
+    each with the marker that proves it: the usual iolab-<user> and private fallbacks
+    (LOCATION_MARKER), and the scratch folders of short jobs killed before their cleanup
+    (MADE_MARKER). Whether each is the lab's is proved when it is opened for the delete."""
     bases = [os.environ.get(name) for name in LOCATION_BASES] + list(SYSTEM_BASES)
     found = []
     for base in dict.fromkeys(Path(b).resolve() for b in bases if b):  # $SCRATCH may be a link
@@ -71,7 +75,8 @@ def location_dirs() -> list[Path]:
         except OSError:
             continue
         try:
-            found += [base / name for name in location_names(fd)]
+            found += [(base / name, LOCATION_MARKER) for name in location_names(fd)]
+            found += [(base / name, MADE_MARKER) for name in scratch_names(fd)]
         finally:
             os.close(fd)
     return found
@@ -138,9 +143,9 @@ def clean() -> int:
         raise LabError(f"the workspace {root} is a file, not a folder; fix IOLAB_WORKDIR")
     problems: list[str] = []
     left = _clean_workspace(root, problems) if root.is_dir() else []
-    for target in location_dirs():
+    for target, marker in location_dirs():
         with contextlib.suppress(OSError), opened_parent(target) as parent:
-            _remove(parent, target, (LOCATION_MARKER,), problems)
+            _remove(parent, target, (marker,), problems)
     if root.is_dir():
         if not mounts_under(root) and remove_if_only_marked(root):
             print(f"removed {root}")

@@ -140,6 +140,14 @@ def location_names(base_fd: int) -> list[str]:
                   if name == prefix or name.startswith(prefix + "-"))
 
 
+def scratch_names(base_fd: int) -> list[str]:
+    """Names in the open folder `base_fd` that may be this user's short-job scratch folders,
+    `.iolab-<user>-<job>-XXXXXXXX` (iolab.storage.locations.private_scratch), left behind by a
+    job killed before its own cleanup; each is deleted only if it carries MADE_MARKER."""
+    prefix = "." + _location_prefix() + "-"
+    return sorted(name for name in os.listdir(base_fd) if name.startswith(prefix))
+
+
 def location_dir(base: Path) -> Path:
     """The per-user folder the lab works in at a location's `base` (outside the workspace).
 

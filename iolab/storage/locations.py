@@ -40,10 +40,11 @@ import pandas as pd
 
 from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
-from iolab.core.owned import discard_owned, has_marker, opened_parent, remove_marked
-from iolab.core.workspace import (LOCATION_MARKER, WorkspaceEntry, ensure_writable_dir,
-                                  location_dir, make_location_dir, public_text, user_name,
-                                  workdir)
+from iolab.core.owned import (discard_owned, has_marker, opened_parent, remove_marked,
+                              write_marker)
+from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, MADE_MARKER_TEXT, WorkspaceEntry,
+                                  ensure_writable_dir, location_dir, make_location_dir,
+                                  public_text, user_name, workdir)
 from iolab.measure.context import fs_kind, is_network_fs, mount_for, public_mount_options
 
 # TMPDIR is the ``tmp`` candidate itself; the cluster's own areas are STORAGE_VARIABLES.
@@ -51,6 +52,8 @@ from iolab.measure.context import fs_kind, is_network_fs, mount_for, public_moun
 #: Buffer sizes tried for O_DIRECT, smallest first: the logical block of most disks, then
 #: the 4 KiB that newer disks and many file systems require.
 ALIGNMENTS_BYTES = (512, 4096)
+#: The folder a private_scratch job works in, one level below the marked scratch folder.
+SCRATCH_WORK = "work"
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,15 @@ def private_scratch(location: Location, name: str) -> Iterator[Path]:
     except OSError as err:
         raise LabError(f"cannot write in {inside}: {_error_note(err)}") from None
     try:
-        yield folder
+        # Marked, so that `clean` finds it should this process be killed before its
+        # `finally`; the job works one level down, where the marker is not in its listings.
+        write_marker(folder, MADE_MARKER, MADE_MARKER_TEXT)
+        (folder / SCRATCH_WORK).mkdir()
+    except OSError as err:
+        discard_owned(folder)
+        raise LabError(f"cannot write in {inside}: {_error_note(err)}") from None
+    try:
+        yield folder / SCRATCH_WORK
     finally:
         discard_owned(folder)
 
