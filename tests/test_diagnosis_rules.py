@@ -183,3 +183,46 @@ def test_the_rules_take_any_size_of_job_whole_column() -> None:
     found = diagnose(run)
     major = [f.cost_s for f in found if not f.minor]
     assert major == sorted(major, reverse=True) and all(f.cost_s <= run.run_time_s for f in found)
+
+
+def test_a_small_request_that_took_seconds_is_a_stall_and_a_large_one_is_not() -> None:
+    """A 32-byte write of 21.6 s waited (a lock, a server); a 16 MiB read of 0.9 s and a
+    1 GiB write of 30 s are bandwidth. The cost is the busiest rank's stalled seconds."""
+    rows = [record("/lus/shared", rank=53, writes=1, bytes_written=32, write_time_s=21.6,
+                   slowest_write_s=21.6, slowest_write_bytes=32),
+            record("/lus/shared", rank=57, writes=1, bytes_written=64, write_time_s=3.0,
+                   slowest_write_s=3.0, slowest_write_bytes=64),
+            record("/lus/shared", rank=57, layer="POSIX", writes=1, bytes_written=64,
+                   write_time_s=2.0, slowest_write_s=2.0, slowest_write_bytes=1 * MiB),
+            record("/nfs/big", rank=1, reads=1, bytes_read=16 * MiB, read_time_s=0.9,
+                   slowest_read_s=0.9, slowest_read_bytes=16 * MiB),
+            record("/nfs/bulk", rank=2, writes=1, bytes_written=1024 * MiB, write_time_s=30,
+                   slowest_write_s=30, slowest_write_bytes=1024 * MiB)]
+    found = [f for f in diagnose(run_of(rows, processes=64, run_time_s=1000))
+             if f.rule.startswith("stalled")]
+    assert [f.rule for f in found] == ["stalled-writes"]
+    stall = found[0]
+    assert stall.cost_s == pytest.approx(21.6)  # rank 53; rank 57 stood 3.0 + 2.0 s
+    assert stall.ranks[:2] == [53, 57] and stall.files == ["/lus/shared"]
+    assert stall.counters["POSIX_F_MAX_WRITE_TIME"] == 21.6
+    assert stall.counters["POSIX_MAX_WRITE_TIME_SIZE"] == 32 and not stall.minor
+    # just under a second, or just over a MiB: no stall
+    edge = [record("/a", writes=1, slowest_write_s=0.999, slowest_write_bytes=32),
+            record("/b", writes=1, slowest_write_s=5.0, slowest_write_bytes=MiB + 1)]
+    assert "stalled-writes" not in rules(run_of(edge))
+
+
+def test_a_trace_keeps_each_files_slowest_request_with_its_size() -> None:
+    from iolab.diagnosis.trace import FileProfile
+
+    first, second = FileProfile("/f"), FileProfile("/f")
+    first.transfer(False, 0, 4096, 0.01)
+    first.transfer(False, 4096, 32, 2.5)
+    first.transfer(False, 4128, 8192, 0.2)
+    second.transfer(False, 0, 100, 3.0)
+    second.transfer(True, 0, 10, 0.5)
+    assert (first.slowest_write_s, first.slowest_write_bytes) == (2.5, 32)
+    first.add(second)
+    assert (first.slowest_write_s, first.slowest_write_bytes) == (3.0, 100)
+    assert (first.slowest_read_s, first.slowest_read_bytes) == (0.5, 10)
+    assert first.writes == 4 and first.write_time_s == pytest.approx(5.71)

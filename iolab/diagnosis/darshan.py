@@ -191,6 +191,11 @@ class DarshanLog:
             "max_byte_read": np.where(bytes_read > 0, _sum(frame, f"{p}_MAX_BYTE_READ") + 1, 0),
             "max_byte_written": np.where(bytes_written > 0,
                                          _sum(frame, f"{p}_MAX_BYTE_WRITTEN") + 1, 0),
+            # Darshan keeps each record's slowest single read and write, and its size
+            "slowest_read_s": _or_nan(frame, f"{p}_F_MAX_READ_TIME"),
+            "slowest_read_bytes": _or_nan(frame, f"{p}_MAX_READ_TIME_SIZE"),
+            "slowest_write_s": _or_nan(frame, f"{p}_F_MAX_WRITE_TIME"),
+            "slowest_write_bytes": _or_nan(frame, f"{p}_MAX_WRITE_TIME_SIZE"),
             "read_time_s": _sum(frame, f"{p}_F_READ_TIME"),
             "write_time_s": _sum(frame, f"{p}_F_WRITE_TIME"),
             "meta_time_s": _sum(frame, f"{p}_F_META_TIME", f"{p}_F_WAIT_TIME"),

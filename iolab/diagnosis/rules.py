@@ -53,6 +53,9 @@ MIN_SYNCS = 100
 STDIO_SMALL_BYTES = 4096
 #: The environment's opens and lookups from which an import cost is reported.
 ENVIRONMENT_MIN_CALLS = 100
+#: The lab's own (Drishti has no such rule): a single request of at most SMALL_BYTES that
+#: took this long waited (a lock, a busy server): no disk needs a second for a MiB.
+STALL_S = 1.0
 #: A finding worth less than this share of the run, or less than MINOR_S, is minor.
 MINOR_SHARE = 0.01
 MINOR_S = 1.0
@@ -515,8 +518,49 @@ def environment(run: Run) -> list[Finding]:
                                             "lookups": float(frame.stats.sum())})]
 
 
+def stalled_requests(run: Run) -> list[Finding]:
+    """Single small requests that took seconds: they waited, for a lock or a server.
+
+    Darshan keeps each record's slowest read and write with its size (a trace, each call's
+    time). The cost is a lower bound: per rank, the sum of its stalled requests' seconds
+    (one per record), and a shared record's stall is one rank's."""
+    posix = _data(run, "POSIX")
+    found = []
+    for side in ("read", "write"):
+        seconds, size = posix[f"slowest_{side}_s"], posix[f"slowest_{side}_bytes"]
+        stalled = posix[(seconds >= STALL_S) & (size <= SMALL_BYTES)]
+        if stalled.empty:
+            continue
+        worst = stalled.loc[stalled[f"slowest_{side}_s"].idxmax()]
+        per_rank = stalled[stalled["rank"] >= 0]
+        own = per_rank[f"slowest_{side}_s"].groupby(per_rank["rank"]).sum()
+        shared = stalled.loc[stalled["rank"] < 0, f"slowest_{side}_s"]
+        cost = max(own.max() if len(own) else 0.0, shared.max() if len(shared) else 0.0)
+        where = f"rank {int(worst['rank'])}" if worst["rank"] >= 0 else "one rank"
+        proof = _names(run, {"s": (f"POSIX_F_MAX_{side.upper()}_TIME",
+                                   f"the slowest {side} call's time (strace -T)"),
+                             "b": (f"POSIX_MAX_{side.upper()}_TIME_SIZE", "its size")})
+        found.append(Finding(
+            f"stalled-{side}s", f"{side}s of a MiB or less that took seconds",
+            cost,
+            f"{len(stalled):,} record(s) whose slowest {side} moved at most 1 MiB yet took at "
+            f"least {STALL_S:.0f} s; the worst: {worst[f'slowest_{side}_bytes']:,.0f} bytes in "
+            f"{worst[f'slowest_{side}_s']:,.2f} s, {where}, on {worst['path']}",
+            "a small request needs milliseconds from any disk, so these waited: for a lock "
+            "(small pieces of a file that other ranks write in bulk: on Lustre, extent locks "
+            "per stripe), for a busy server, or for the client's cache to drain; write the "
+            "small pieces from one rank or to a file of their own, aligned to the stripe, "
+            "and if it recurs on one server, tell your centre",
+            files=_top(stalled, stalled[f"slowest_{side}_s"]),
+            ranks=[int(r) for r in own.sort_values(ascending=False).index[:TOP_FILES]],
+            counters={proof["s"]: float(worst[f"slowest_{side}_s"]),
+                      proof["b"]: float(worst[f"slowest_{side}_bytes"]),
+                      "records": float(len(stalled))}))
+    return found
+
+
 RULES = (direction_rules, misaligned, metadata, independent_mpiio, rank_imbalance, lustre,
-         stdio, rereads, syncs, environment)
+         stdio, rereads, syncs, environment, stalled_requests)
 
 
 def minor_line(run: Run) -> float:

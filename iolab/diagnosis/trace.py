@@ -96,6 +96,10 @@ class FileProfile:
     max_byte_written: int = 0
     read_time_s: float = 0.0
     write_time_s: float = 0.0
+    slowest_read_s: float = 0.0  # the single slowest read, and its size
+    slowest_read_bytes: int = 0
+    slowest_write_s: float = 0.0
+    slowest_write_bytes: int = 0
     sync_time_s: float = 0.0
     meta_time_s: float = 0.0  # opens, lookups, seeks, closes and the other calls
     read_sizes: Counter = field(default_factory=Counter)
@@ -137,6 +141,10 @@ class FileProfile:
             self.writes += 1
             self.bytes_written += nbytes
             self.write_time_s += seconds
+        side = "read" if is_read else "write"
+        if seconds > getattr(self, f"slowest_{side}_s"):
+            setattr(self, f"slowest_{side}_s", seconds)
+            setattr(self, f"slowest_{side}_bytes", nbytes)
         if succeeded:  # an empty read at the end is a request too, as in Darshan
             (self.read_sizes if is_read else self.write_sizes)[size_class(nbytes)] += 1
         if offset is None and not appended:
@@ -169,9 +177,14 @@ class FileProfile:
 
     def add(self, other: FileProfile) -> None:
         """Add another record's counts (of the same file, another process) to this one."""
+        for side in ("read", "write"):  # the slowest request, with its own size
+            if getattr(other, f"slowest_{side}_s") > getattr(self, f"slowest_{side}_s"):
+                for part in ("s", "bytes"):
+                    name = f"slowest_{side}_{part}"
+                    setattr(self, name, getattr(other, name))
         for item in fields(self):
             name = item.name
-            if name == "path" or name.startswith("_"):
+            if name == "path" or name.startswith(("_", "slowest_")):
                 continue
             mine, theirs = getattr(self, name), getattr(other, name)
             setattr(self, name, max(mine, theirs) if name.startswith("max_") else mine + theirs)
@@ -500,6 +513,9 @@ class Profile:
                  "unaligned": r.unaligned,
                  "alignment": ALIGNMENT, "max_byte_read": r.max_byte_read,
                  "max_byte_written": r.max_byte_written, "read_time_s": r.read_time_s,
+                 "slowest_read_s": r.slowest_read_s, "slowest_read_bytes": r.slowest_read_bytes,
+                 "slowest_write_s": r.slowest_write_s,
+                 "slowest_write_bytes": r.slowest_write_bytes,
                  "write_time_s": r.write_time_s, "meta_time_s": r.meta_time_s,
                  "sync_time_s": r.sync_time_s} for (path, pid), r in self.records.items()]
         records = complete(pd.DataFrame(rows))
