@@ -40,6 +40,7 @@ CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 1
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
 STAMP := $(VENV)/.installed-python$(PYTHON_VERSION)
+MAKE_STARTED := $(shell date +%s)
 
 $(STAMP): requirements.txt $(LOCK) pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) was not found: load a Python 3.10 to 3.13 (e.g. \`module load python/3.11\`) or name one (\`PYTHON=python3.12 make lab\`)"; exit 1; }
@@ -50,7 +51,7 @@ $(STAMP): requirements.txt $(LOCK) pyproject.toml
 	$(PY) -m pip install --quiet -c $(LOCK) -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	@rm -f $(VENV)/.installed-*
-	@touch $@
+	@echo $$(( $$(date +%s) - $(MAKE_STARTED) )) > $@  # the build's seconds, for make lab's budget
 
 lab: $(STAMP)
 	$(PY) -m iolab lab

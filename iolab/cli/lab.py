@@ -9,6 +9,7 @@ copies; print a summary table.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ from iolab.core.owned import discard_owned
 from iolab.core.workspace import (atomic_output, default_dataset_dir, repo_root, results_dir,
                                   socket_dir, workdir)
 from iolab.core.writer_lock import writer_lock
+from iolab.measure.lab_budget import BUDGET_ENV, LabBudget
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
 #: What the site is built from; `iolab` and `demos` too, since the lessons quote their code
@@ -35,7 +37,7 @@ SITE_SOURCES = ("conf.py", "index.md", "lessons", "workshop", "reference", "demo
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 #: Pages outside notebooks/ that make lab executes too (into <results>/pages/, same path)
 #: and stages over their committed copies: "Your storage" shows the learner's own run.
-EXECUTED_PAGES = ("reference/your-storage.ipynb",)
+EXECUTED_PAGES = ("reference/your-storage.ipynb", "workshop/lab-budget.ipynb")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -110,11 +112,13 @@ def plain(text: str) -> str:
     return ANSI_CODES.sub("", text)
 
 
-def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> list[str]:
+def execute_notebooks(target_dir: Path, fallback_log: Path | None = None,
+                      budget: LabBudget | None = None) -> list[str]:
     """Execute every notebook into target_dir; returns the names of those that failed.
 
     With fallback_log, each result a notebook showed from its recording (a tool missing
-    here) adds a line to that file (the kernels inherit IOLAB_FALLBACK_LOG).
+    here) adds a line to that file (the kernels inherit IOLAB_FALLBACK_LOG). With budget,
+    each notebook is a phase of it, saved as soon as it ends.
     """
     if fallback_log is not None:
         fallback_log.unlink(missing_ok=True)
@@ -124,6 +128,8 @@ def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> lis
     discard_owned(logs)
     for source in sorted((repo_root() / "notebooks").glob("*.ipynb")):
         start = time.perf_counter()
+        if budget is not None:
+            budget.begin(source.stem)
         try:
             execute_notebook(source, target_dir / source.name)
         except Exception as err:  # a failing cell: report it, keep going with the others
@@ -133,8 +139,12 @@ def execute_notebooks(target_dir: Path, fallback_log: Path | None = None) -> lis
             print(f"  {source.name}: FAILED ({text.splitlines()[-1]}; the whole error: "
                   f"{logs / source.stem}.txt)")
             failed.append(source.name)
+            if budget is not None:
+                budget.finish("failed")
             continue
         print(f"  {source.name}: executed in {time.perf_counter() - start:.0f} s")
+    if budget is not None:
+        budget.finish("done")  # the pages below read the budget as it stands now
     for page in EXECUTED_PAGES:  # beside target_dir, so build_site stages it at its own path
         (target_dir.parent / "pages" / page).unlink(missing_ok=True)  # never a stale run
         try:
@@ -152,11 +162,15 @@ OPTIONAL_PACKAGES = (
 )
 
 
+def missing_names(statuses: list) -> list[str]:
+    """The names of the optional pieces missing here (tools, then Python packages)."""
+    return ([s.name for s in statuses if s.state != "ok"]
+            + [name for name, _, _ in OPTIONAL_PACKAGES if importlib.util.find_spec(name) is None])
+
+
 def missing_pieces(statuses: list) -> list[str]:
     """Every optional piece this machine lacks -- a tool missing or unusable, a Python
     package not installed -- one line each, with the command that adds it."""
-    import importlib.util
-
     lines = [f"{s.name} ({s.purpose}): {s.problem or 'not found'}; how to get it: "
              f"{s.how_to_get}" for s in statuses if s.state != "ok"]
     lines += [f"{name} ({what}): not installed; how to get it: `{command}`"
@@ -270,20 +284,27 @@ def _run_steps(out: Path, repeats: int) -> int:
     print(to_markdown(locations_frame(discover_locations())[
         ["name", "path", "fs_type", "kind", "free_GB", "o_direct"]]))
 
-    step(2, total, "Dataset and archive (workspace: %s)" % workdir())
-    dataset_dir = default_dataset_dir()
-    manifest = build_dataset(dataset_dir, echo=True).manifest
+    budget_file = out / "lab-budget.json"
+    os.environ[BUDGET_ENV] = str(budget_file)
+    with LabBudget(budget_file, missing=missing_names(tools)) as budget:
+        step(2, total, "Dataset and archive (workspace: %s)" % workdir())
+        budget.begin("dataset")
+        dataset_dir = default_dataset_dir()
+        manifest = build_dataset(dataset_dir, echo=True).manifest
 
-    step(3, total, f"The five readers: {repeats} timed repeats warm and cold each, then one traced run each")
-    summary = measure_readers(dataset_dir, manifest, repeats)
-    with atomic_output(out / "readers.csv") as partial:
-        summary.to_csv(partial, index=False)
+        step(3, total, f"The five readers: {repeats} timed repeats warm and cold each, "
+                       "then one traced run each")
+        budget.begin("readers")
+        summary = measure_readers(dataset_dir, manifest, repeats)
+        with atomic_output(out / "readers.csv") as partial:
+            summary.to_csv(partial, index=False)
+        budget.finish("done")
 
-    step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
-    executed = out / "notebooks"
-    discard_owned(executed)
-    fallback_log = out / "not-run-here.txt"
-    failed = execute_notebooks(executed, fallback_log)
+        step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
+        executed = out / "notebooks"
+        discard_owned(executed)
+        fallback_log = out / "not-run-here.txt"
+        failed = execute_notebooks(executed, fallback_log, budget)
 
     step(5, total, "Building the site from this machine's notebooks")
     site_ok, shown_committed = build_site(executed, out / "site")
@@ -293,7 +314,7 @@ def _run_steps(out: Path, repeats: int) -> int:
                "mean_matches_manifest"]
     print("\nSummary (this machine; warm, and cold = dataset evicted before each repeat)")
     print(to_markdown(summary[[c for c in columns if c in summary.columns]]))
-    print(f"\nResults: {out / 'readers.csv'}")
+    print(f"\nResults: {out / 'readers.csv'}; what each step took: {budget_file}")
     print(f"Executed notebooks: {executed}")
     print(f"Site: {out / 'site' / 'index.html'}" if site_ok else "Site: build FAILED (see above)")
     missing = not_run_here(fallback_log)

@@ -148,6 +148,20 @@ def scratch_names(base_fd: int) -> list[str]:
     return sorted(name for name in os.listdir(base_fd) if name.startswith(prefix))
 
 
+def lab_entries(base: Path) -> list[Path]:
+    """This user's lab folders directly in `base` (per-user places and short-job scratch
+    folders), by name; empty if `base` cannot be read. Whether each is the lab's is not
+    proved here: for measuring, not for deleting."""
+    try:
+        fd = open_dir(base)
+    except OSError:
+        return []
+    try:
+        return [Path(base) / name for name in location_names(fd) + scratch_names(fd)]
+    finally:
+        os.close(fd)
+
+
 def location_dir(base: Path) -> Path:
     """The per-user folder the lab works in at a location's `base` (outside the workspace).
 
