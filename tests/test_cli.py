@@ -287,10 +287,12 @@ def test_clean_needs_no_third_party_package() -> None:
 
 def test_help_lists_every_command_once_under_its_lesson(capsys) -> None:
     """A new command that no lesson group names would vanish from --help."""
-    from iolab.cli import BY_LESSON, COMMAND_MODULES
+    from iolab.cli import BY_LESSON, COMMAND_MODULES, MODULE_OF
 
+    command_of = {module: command for command, module in MODULE_OF.items()}
     grouped = [name for _, names in BY_LESSON for name in names]
-    assert sorted(grouped) == sorted(name.replace("_", "-") for name in COMMAND_MODULES)
+    assert sorted(grouped) == sorted(command_of.get(name, name.replace("_", "-"))
+                                     for name in COMMAND_MODULES)
     with pytest.raises(SystemExit) as done:
         cli_main(["--help"])
     assert done.value.code == 0

@@ -28,8 +28,11 @@ from iolab.core.errors import run_cli
 COMMAND_MODULES = (
     "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "diagnose", "time",
     "over_sshfs", "perception", "fio", "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio",
-    "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis",
+    "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis", "classroom",
 )
+
+#: Commands whose module has another name (`class` is a Python keyword).
+MODULE_OF = {"class": "classroom"}
 
 
 #: The commands by the lesson that uses them, in the order a learner meets them (--help).
@@ -45,6 +48,7 @@ BY_LESSON = (
     ("10 checkpoints", ("checkpoint",)),
     ("11 keeping storage tidy, and where to put what", ("hygiene", "advise")),
     ("12 profiling your own program", ("diagnose", "profile", "darshan", "bench-diagnosis")),
+    ("instructors: a workshop on one cluster", ("class",)),
 )
 HELP_WIDTH = 88
 DESCRIPTION = (
@@ -90,6 +94,7 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     named = argv[0].replace("-", "_") if argv and not argv[0].startswith("-") else None
+    named = MODULE_OF.get(named, named)
     args = build_parser(full=argv[:1] != ["clean"], only=named).parse_args(argv)
     return args.func(args)
 

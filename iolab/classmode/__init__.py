@@ -1,0 +1,2 @@
+"""Class mode: one workshop of many learners on one cluster (issue 22). So far the
+instructor's preflight, `iolab class check` (preflight.py, load.py, letter.py)."""

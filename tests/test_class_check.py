@@ -1,0 +1,168 @@
+"""`iolab class check` (iolab.classmode): the instructor's preflight a week before a workshop.
+
+The class's load is the recorded `make lab` run scaled exactly; Slurm's answers are read from
+fake `sbatch` and `scontrol` programs put first on PATH (the lab's real one-node Slurm is
+tested in tests/test_slurm.py); the class folder's permissions are judged as a shared folder
+must be; the command writes the letter and the site profile and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iolab.classmode.letter import letter
+from iolab.classmode.load import class_load
+from iolab.classmode.preflight import check_class_dir, check_places, check_slurm
+from iolab.core.errors import LabError
+from iolab.core.workspace import repo_root
+from iolab.measure.lab_budget import RECORDED
+from iolab.storage.locations import discover_locations
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_load_is_the_recorded_run_times_the_class() -> None:
+    budget = json.loads((repo_root() / RECORDED).read_text())
+    load = class_load(30)
+    peak_files = max(p["peak"]["workspace"]["files"] for p in budget["phases"])
+    each = budget["environment"]["files"] + budget["checkout"]["files"] + peak_files
+    assert load.files_each == each and load.files_all == 30 * each
+    assert load.bytes_all == 30 * (budget["environment"]["bytes"] + budget["checkout"]["bytes"]
+                                   + max(p["peak"]["workspace"]["bytes"] for p in budget["phases"]))
+    assert load.processes_all == 30 * 4 and load.recorded_on == budget["date"]
+    with pytest.raises(LabError, match="not a class size"):
+        class_load(0)
+
+
+def fake_slurm(folder: Path, sbatch_exit: int, reservations: str) -> None:
+    """sbatch that answers --test-only like Slurm does, and scontrol listing `reservations`."""
+    folder.mkdir()
+    (folder / "sbatch").write_text(
+        "#!/bin/sh\n"
+        f"[ {sbatch_exit} = 0 ] && echo 'sbatch: Job 42 to start at 2026-12-01T09:00:00 using 1 "
+        "processors on nodes n1 in partition debug' >&2\n"
+        f"[ {sbatch_exit} = 0 ] || echo 'sbatch: error: Invalid account or account/partition "
+        "combination specified' >&2\n"
+        f"exit {sbatch_exit}\n")
+    (folder / "scontrol").write_text(f"#!/bin/sh\nprintf '%s' '{reservations}'\n")
+    for name in ("sbatch", "scontrol"):
+        (folder / name).chmod(0o755)
+
+
+RESERVATION = ("ReservationName=iolab-day StartTime=2026-12-01T09:00:00 EndTime=2026-12-01T17:00:00 "
+               "Duration=08:00:00 Nodes=n1 NodeCnt=1 Users=alice,bob Accounts=(null)\n")
+
+
+def test_slurm_that_takes_the_job_and_shows_the_reservation(tmp_path: Path, monkeypatch) -> None:
+    fake_slurm(tmp_path / "bin", 0, RESERVATION)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("SBATCH_RESERVATION", "iolab-day")
+    submit, reserved = check_slurm()
+    assert submit.state == "ok" and "Job 42 to start" in submit.found
+    assert (reserved.state, reserved.found) == ("ok", "visible: iolab-day")
+
+
+def test_slurm_that_refuses_the_job_or_lacks_the_reservation(tmp_path: Path, monkeypatch) -> None:
+    fake_slurm(tmp_path / "bin", 1, RESERVATION)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("SBATCH_RESERVATION", "another-day")
+    submit, reserved = check_slurm()
+    assert submit.state == "fail" and "Invalid account" in submit.found
+    assert "SBATCH_ACCOUNT" in submit.todo
+    assert reserved.state == "fail" and "another-day" in reserved.found and "iolab-day" in reserved.found
+    monkeypatch.delenv("SBATCH_RESERVATION")
+    fake_slurm(tmp_path / "bin2", 0, "No reservations in the system\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin2'}:{os.environ['PATH']}")
+    assert check_slurm()[1].state == "warn"
+
+
+def test_no_slurm_is_a_fallback_not_a_failure(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing here
+    submit, reserved = check_slurm()
+    assert (submit.state, reserved.state) == ("warn", "warn")
+    assert "job scripts" in submit.todo
+
+
+@pytest.mark.parametrize("mode, state, says", [
+    (0o2750, "ok", "group-readable"), (0o770, "fail", "chmod go-w"), (0o757, "fail", "chmod go-w"),
+    (0o700, "warn", "chmod g+rx")])
+def test_the_class_folder_is_shared_but_never_writable_by_others(tmp_path: Path, mode: int,
+                                                                 state: str, says: str) -> None:
+    folder = tmp_path / "class"
+    folder.mkdir()
+    folder.chmod(mode)
+    check = check_class_dir(folder)
+    assert check.state == state and says in check.found + check.todo
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    assert check_class_dir(link).state == "fail"  # a link is not the folder itself
+    assert check_class_dir(tmp_path / "missing").todo.startswith("create it")
+
+
+def test_room_is_judged_for_the_whole_class(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("SCRATCH", str(tmp_path))  # one place, two names: the first stays
+    places = discover_locations(probe=False)
+    home = next(p for p in places if p.name == "home")
+    fits = class_load(1)
+    checks, chosen = check_places(fits, places)
+    assert chosen is not None and chosen.base == home.base
+    too_many = class_load(500)
+    crowded = [p if p.name != "home" else
+               type(p)(**{**p.__dict__, "free_inodes": too_many.files_all - 1}) for p in places]
+    checks, chosen = check_places(too_many, crowded)
+    room = next(c for c in checks if c.name == "room in home")
+    assert room.state == "fail" and f"{too_many.files_all:,} inodes needed" in room.found
+    assert chosen is None or chosen.name != "home"
+
+
+def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "iolab", "class", "check", "--learners", "25",
+                           "--class-dir", str(tmp_path), "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # the two reports, in a folder the lab made (marked, so `clean` may remove it)
+    assert sorted(p.name for p in out.iterdir()) == [".iolab-made", "letter.md",
+                                                      "site-profile.json"]
+    profile = json.loads((out / "site-profile.json").read_text())
+    load = class_load(25)
+    assert profile["learners"] == 25 and profile["load"]["files_all"] == load.files_all
+    assert {c["name"] for c in profile["checks"]} >= {"ptrace", "fuse", "slurm", "reservation",
+                                                      "python", "class folder"}
+    text = (out / "letter.md").read_text()
+    assert f"| {load.files_each:,} | {load.files_all:,} |" in text
+    assert "scontrol create reservation" in text and "only root or the Slurm user" in text.replace("\n", " ")
+    assert not (tmp_path / "ws").exists()  # --out given: nothing else written
+
+
+@pytest.mark.parametrize("argv, says", [(["--learners", "0"], "--learners 0 is out of range"),
+                                        (["--learners", "many"], "whole number"),
+                                        (["--learners", "3", "--out", ""], "empty value")])
+def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "iolab", "class", "check", *argv],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")})
+    assert proc.returncode == 2 and says in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_letter_names_what_was_not_found(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no strace, sshfs, sbatch
+    from iolab.classmode.preflight import preflight
+
+    load = class_load(12)
+    report = preflight(load, None)
+    text = letter(report, load, "teacher", "login1", "2026-12-01")
+    assert text.startswith("# A storage I/O workshop for 12 learners on login1")
+    for tool in ("strace", "sshfs", "sbatch"):
+        assert f"without {tool}:" in text
+    assert report["checks"][0]["state"] == "warn" and stat.S_ISDIR(os.stat(tmp_path).st_mode)
