@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -104,6 +106,44 @@ def test_an_interrupt_between_phases_stops_the_workers_and_removes_the_files(
     with pytest.raises(KeyboardInterrupt):
         mdrates.run_mdtest(tmp_path, 20, processes=2, progress=False, between_phases=interrupt)
     assert multiprocessing.active_children() == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_worker_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
+    def kill_one_worker(operation: str, iteration_dir: Path) -> None:
+        if operation == "File stat":
+            victim = next(child for child in multiprocessing.active_children()
+                          if child.name.startswith("iolab-mdrates-"))
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.join()
+
+    with pytest.raises(LabError, match=rf"ended unexpectedly \(exit code -{signal.SIGKILL}\)"):
+        mdrates.run_mdtest(tmp_path, 20, processes=2, progress=False,
+                           between_phases=kill_one_worker)
+    assert multiprocessing.active_children() == []
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3, 1.5])
+def test_an_interrupted_command_says_one_sentence_and_leaks_nothing(tmp_path: Path,
+                                                                    delay: float) -> None:
+    """Ctrl-C at some moment of `iolab mdrates`: the lab's exit skips the interpreter's
+    shutdown, so anything still registered with multiprocessing's resource tracker (a
+    Barrier's or a Queue's semaphores) would be reported as leaked after the sentence."""
+    argv = [sys.executable, "-m", "iolab", "mdrates", "--directory", str(tmp_path),
+            "-n", "5000", "-P", "2", "--iterations", "10"]
+    proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the run has started once its directory exists
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err and "leaked" not in err, err
+    if proc.returncode != 0:  # not done before the interrupt
+        assert proc.returncode == 130 and err.strip().splitlines() == ["interrupted."], err
+    time.sleep(0.5)  # the resource tracker speaks after the command has ended
     assert list(tmp_path.iterdir()) == []
 
 

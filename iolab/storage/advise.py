@@ -29,7 +29,6 @@ The result is a JSON-ready dict; iolab.storage.advice_rules turns it into advice
 from __future__ import annotations
 
 import datetime
-import gc
 import math
 import os
 import shutil
@@ -44,7 +43,7 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.budget import check, lifted
-from iolab.core.errors import Interrupted, LabError
+from iolab.core.errors import LabError
 from iolab.core.workspace import (WorkspaceEntry, ensure_writable_dir, public_text,
                                   remove_if_only_marked, remove_tree, scratch_dir, user_name,
                                   workdir)
@@ -253,18 +252,8 @@ def _metadata(directory: Path, plan: Plan, compute_node: bool | None) -> dict:
     """mdtest-lite, one process, 4 KiB files: create, stat and a warm read of each."""
     from iolab.storage.mdrates import run_mdtest
 
-    interrupted = False
-    try:
-        table = run_mdtest(directory, plan.small_files, 1, False, SMALL_FILE_BYTES, 1,
-                           progress=False, compute_node=compute_node).set_index("Operation")
-    except KeyboardInterrupt:
-        interrupted = True
-    if interrupted:
-        # Outside the except block nothing holds the run's frames any more: collecting them
-        # releases its semaphores, which the multiprocessing resource tracker would otherwise
-        # report as leaked after the one-sentence exit.
-        gc.collect()
-        raise Interrupted()
+    table = run_mdtest(directory, plan.small_files, 1, False, SMALL_FILE_BYTES, 1,
+                       progress=False, compute_node=compute_node).set_index("Operation")
     return {
         "create_ops_per_s": float(table.loc["File creation", "Mean (ops/s)"]),
         "stat_ops_per_s": float(table.loc["File stat", "Mean (ops/s)"]),

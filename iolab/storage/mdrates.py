@@ -13,9 +13,10 @@ processes on one machine:
 
 P processes handle n files each, either in one directory per process (mdtest -u; IO500's
 mdtest-easy, with empty files) or all in one shared directory (IO500's mdtest-hard, which
-writes 3901 bytes per file). Every phase starts on a barrier, so all processes begin
-together, and its rate is all processes' operations divided by the time of the slowest
-process, the way mdtest rates a phase. Repeating the run (iterations, mdtest -i) gives
+writes 3901 bytes per file). Every phase starts on the parent's word, sent to all processes
+at once (a barrier, like mdtest's MPI_Barrier), so all begin together, and its rate is all
+processes' operations divided by the time of the slowest process, the way mdtest rates a
+phase. Repeating the run (iterations, mdtest -i) gives
 mdtest's SUMMARY columns Max, Min, Mean and Std Dev over the iterations (the standard
 deviation divided by N, as mdtest computes it).
 
@@ -24,7 +25,7 @@ in this machine's caches; making metadata cold needs root (drop_caches) or a sec
 
 Processes are started with "spawn": a Jupyter kernel runs threads, and forking a process
 with threads can deadlock the child, while spawn works alike from a shell, a notebook and
-macOS. Starting them is not timed: all are running before the first barrier.
+macOS. Starting them is not timed: all are running before the first phase starts.
 
 Everything happens in a fresh directory inside the target, removed with its contents at
 the end, also on an error or Ctrl-C (the worker processes are stopped first, so none is
@@ -39,14 +40,13 @@ import contextlib
 import itertools
 import multiprocessing
 import os
-import queue
 import signal
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 import pandas as pd
@@ -71,13 +71,8 @@ IO500_HARD_FILE_BYTES = 3901
 DEFAULT_FILES_PER_PROCESS = 1000
 #: mdrates is about metadata; larger files belong to the sweep (iolab.storage.sweep).
 MAX_FILE_BYTES = 1024**2
-#: How often the parent looks for a worker that died, how long it waits for a failed worker's
-#: message (sent before the barrier breaks, so it is already on its way), and for one to stop.
-WATCH_INTERVAL_S = 0.1
-ERROR_TIMEOUT_S = 1.0
+#: How long the parent waits for a worker to stop before it kills it.
 STOP_TIMEOUT_S = 5.0
-#: How long the parent waits for the timings of processes that have passed the last barrier.
-RESULT_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -160,54 +155,30 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {public_text(str(err))}"
 
 
-def _worker(rank: int, layout: _Layout, iterations: int, barrier, results) -> None:
-    """One process: every phase of every iteration on its own files, each between two barriers.
+def _worker(rank: int, layout: _Layout, iterations: int, parent: Connection) -> None:
+    """One process: every phase of every iteration on its own files, each on the parent's word.
 
-    The first barrier starts all processes together; the second lets the parent know that
-    everyone has finished the phase. Timings go to the parent at the end; an error goes at
-    once, and the barrier is broken so that nobody waits for this process any more. Ctrl-C
-    is left to the parent, which stops the workers itself.
+    The parent sends "go" to every process at once to start a phase, and each answers with
+    its timing when done; an error goes back as text instead. Ctrl-C is left to the parent,
+    which stops the run by closing the pipes (a waiting process sees the end and returns).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    timings = []
     phase = "create"
     try:
         payload = os.urandom(layout.file_bytes)
         for iteration in range(iterations):
             paths = layout.files(iteration, rank)
             for phase, run_phase in _PHASES.items():
-                barrier.wait()
+                parent.recv()
                 start = time.perf_counter()
                 wrong = run_phase(paths, payload)
-                timings.append((iteration, phase, time.perf_counter() - start, len(paths), wrong))
-                barrier.wait()
-    except threading.BrokenBarrierError:
-        return  # another process failed, or the parent stopped the run; it reports why
+                parent.send(("done", (iteration, phase, time.perf_counter() - start,
+                                      len(paths), wrong)))
+    except (EOFError, BrokenPipeError):
+        return  # the parent stopped the run; it reports why
     except Exception as err:  # any failure reaches the parent as text, not as a traceback
-        results.put(("error", rank, (phase, _describe(err))))
-        barrier.abort()
-        return
-    results.put(("timings", rank, timings))
-
-
-@contextlib.contextmanager
-def _watchdog(processes: list, barrier) -> Iterator[None]:
-    """Break the barrier if a worker dies (killed, out of memory) so the parent never hangs."""
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.wait(WATCH_INTERVAL_S):
-            if any(process.exitcode not in (None, 0) for process in processes):
-                barrier.abort()
-                return
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+        with contextlib.suppress(OSError):
+            parent.send(("error", (phase, _describe(err))))
 
 
 def _stop(processes: list) -> None:
@@ -222,78 +193,87 @@ def _stop(processes: list) -> None:
             process.join()
 
 
-def _failure(results, processes: list, directory: Path) -> LabError:
-    """Why the barrier broke: the first worker's error, or the exit code of one that died."""
-    deadline = time.monotonic() + ERROR_TIMEOUT_S
-    while (left := deadline - time.monotonic()) > 0:
+def _died(process: multiprocessing.Process) -> LabError:
+    """A worker's pipe closed before it answered: it was killed or ran out of memory."""
+    process.join(STOP_TIMEOUT_S)
+    code = process.exitcode if process.exitcode is not None else "?"
+    return LabError(f"a test process ended unexpectedly (exit code {code}); check the "
+                    "machine's memory and process limits, then try again")
+
+
+def _run_phase(workers: dict[Connection, tuple[int, multiprocessing.Process]],
+               directory: Path) -> list[tuple]:
+    """Start one phase in every worker together and wait until all have finished it.
+
+    Returns (rank, iteration, phase, seconds, ops, wrong) per worker. A worker that fails
+    says why; one that dies closes its pipe, which ends the wait too.
+    """
+    for connection, (_, process) in workers.items():
         try:
-            kind, rank, detail = results.get(timeout=left)
-        except queue.Empty:
-            break
-        if kind == "error":
-            phase, reason = detail
-            return LabError(f"process {rank} failed in the {OPERATIONS[phase].lower()} phase "
-                            f"({reason}); make sure {public_text(directory)} has room and that "
-                            "nothing else changes it during the run, then try again")
-    codes = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
-    return LabError(f"a test process ended unexpectedly (exit code {codes[0] if codes else '?'});"
-                    " check the machine's memory and process limits, then try again")
-
-
-def _collect(results, processes: int) -> list[tuple]:
-    """Every worker's timings as (rank, iteration, phase, seconds, ops, wrong) rows."""
+            connection.send("go")
+        except BrokenPipeError:
+            raise _died(process) from None
     rows = []
-    for _ in range(processes):
-        try:
-            _, rank, timings = results.get(timeout=RESULT_TIMEOUT_S)
-        except queue.Empty:
-            raise LabError("a test process finished without reporting its timings; run the "
-                           "test again") from None
-        rows += [(rank, *timing) for timing in timings]
+    waiting = set(workers)
+    while waiting:
+        for connection in wait(list(waiting)):
+            rank, process = workers[connection]
+            try:
+                kind, detail = connection.recv()
+            except EOFError:
+                raise _died(process) from None
+            if kind == "error":
+                phase, reason = detail
+                raise LabError(f"process {rank} failed in the {OPERATIONS[phase].lower()} "
+                               f"phase ({reason}); make sure {public_text(directory)} has room "
+                               "and that nothing else changes it during the run, then try again")
+            rows.append((rank, *detail))
+            waiting.discard(connection)
     return rows
 
 
 def _run_processes(layout: _Layout, iterations: int, show: bool,
                    between_phases: Callable[[str, Path], None] | None) -> list[tuple]:
-    """Start the workers, lead them through the phases, and return their timings."""
+    """Start the workers, lead them through the phases, and return their timings.
+
+    Plain pipes, one per worker, carry the parent's "go" and the workers' answers: they hold
+    no named semaphores, so an interrupted run leaves nothing for the resource tracker to
+    report (a Barrier and a Queue did, after the lab's one-sentence exit).
+    """
     context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(layout.processes + 1)
-    results = context.Queue()
-    started = []
+    workers: dict[Connection, tuple[int, multiprocessing.Process]] = {}
     try:
         # A "spawn" start writes the worker's arguments down a pipe to the new interpreter; a
         # Ctrl-C in the middle of that write leaves the worker reading half of them, and it
         # prints a traceback (seen in CI). The interrupt waits until every worker has all.
         with interrupts_held():
             for rank in range(layout.processes):
+                mine, theirs = context.Pipe()
                 process = context.Process(target=_worker, name=f"iolab-mdrates-{rank}",
-                                          daemon=True,
-                                          args=(rank, layout, iterations, barrier, results))
+                                          daemon=True, args=(rank, layout, iterations, theirs))
+                workers[mine] = (rank, process)
                 process.start()
-                started.append(process)
-        with _watchdog(started, barrier), tqdm(total=iterations * len(OPERATIONS),
-                                               desc="mdtest-lite", disable=not show,
-                                               leave=False) as bar:
-            try:
-                for iteration in range(iterations):
-                    for directory in layout.directories(iteration):
-                        directory.mkdir(parents=True)
-                    for phase, operation in OPERATIONS.items():
-                        bar.set_postfix_str(f"{operation}, iteration {iteration + 1}")
-                        barrier.wait()  # all processes start the phase
-                        barrier.wait()  # all processes have finished it
-                        if between_phases is not None:
-                            between_phases(operation, layout.iteration_dir(iteration))
-                        bar.update()
-                    for directory in layout.directories(iteration):
-                        directory.rmdir()
-                    layout.iteration_dir(iteration).rmdir()
-            except threading.BrokenBarrierError:
-                raise _failure(results, started, Path(layout.run_dir).parent) from None
-        return _collect(results, layout.processes)
+                theirs.close()  # its end now lives in the worker; a death reads as EOF here
+        rows = []
+        with tqdm(total=iterations * len(OPERATIONS), desc="mdtest-lite", disable=not show,
+                  leave=False) as bar:
+            for iteration in range(iterations):
+                for directory in layout.directories(iteration):
+                    directory.mkdir(parents=True)
+                for operation in OPERATIONS.values():
+                    bar.set_postfix_str(f"{operation}, iteration {iteration + 1}")
+                    rows += _run_phase(workers, Path(layout.run_dir).parent)
+                    if between_phases is not None:
+                        between_phases(operation, layout.iteration_dir(iteration))
+                    bar.update()
+                for directory in layout.directories(iteration):
+                    directory.rmdir()
+                layout.iteration_dir(iteration).rmdir()
+        return rows
     finally:
-        barrier.abort()  # releases any worker still waiting, e.g. after Ctrl-C here
-        _stop(started)
+        for connection in workers:
+            connection.close()  # a worker waiting for "go" sees the end and returns
+        _stop([process for _, process in workers.values()])
 
 
 def _check_request(files_per_process: int, processes: int, file_bytes: int, iterations: int,
