@@ -60,27 +60,31 @@ RESERVATION = ("ReservationName=iolab-day StartTime=2026-12-01T09:00:00 EndTime=
                "Duration=08:00:00 Nodes=n1 NodeCnt=1 Users=alice,bob Accounts=(null)\n")
 
 
+def slurm_answers(folder: Path, monkeypatch, sbatch_exit: int, reservations: str,
+                  wanted: str | None):
+    """check_slurm() against the fake Slurm in `folder`, asking for reservation `wanted`."""
+    fake_slurm(folder, sbatch_exit, reservations)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    if wanted is None:
+        monkeypatch.delenv("SBATCH_RESERVATION", raising=False)
+    else:
+        monkeypatch.setenv("SBATCH_RESERVATION", wanted)
+    return check_slurm()
+
+
 def test_slurm_that_takes_the_job_and_shows_the_reservation(tmp_path: Path, monkeypatch) -> None:
-    fake_slurm(tmp_path / "bin", 0, RESERVATION)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("SBATCH_RESERVATION", "iolab-day")
-    submit, reserved = check_slurm()
+    submit, reserved = slurm_answers(tmp_path / "bin", monkeypatch, 0, RESERVATION, "iolab-day")
     assert submit.state == "ok" and "Job 42 to start" in submit.found
     assert (reserved.state, reserved.found) == ("ok", "visible: iolab-day")
 
 
 def test_slurm_that_refuses_the_job_or_lacks_the_reservation(tmp_path: Path, monkeypatch) -> None:
-    fake_slurm(tmp_path / "bin", 1, RESERVATION)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("SBATCH_RESERVATION", "another-day")
-    submit, reserved = check_slurm()
+    submit, reserved = slurm_answers(tmp_path / "bin", monkeypatch, 1, RESERVATION, "another-day")
     assert submit.state == "fail" and "Invalid account" in submit.found
     assert "SBATCH_ACCOUNT" in submit.todo
     assert reserved.state == "fail" and "another-day" in reserved.found and "iolab-day" in reserved.found
-    monkeypatch.delenv("SBATCH_RESERVATION")
-    fake_slurm(tmp_path / "bin2", 0, "No reservations in the system\n")
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin2'}:{os.environ['PATH']}")
-    assert check_slurm()[1].state == "warn"
+    nothing = "No reservations in the system\n"
+    assert slurm_answers(tmp_path / "bin2", monkeypatch, 0, nothing, None)[1].state == "warn"
 
 
 def test_no_slurm_is_a_fallback_not_a_failure(tmp_path: Path, monkeypatch) -> None:

@@ -140,6 +140,17 @@ def test_the_workspace_and_its_entries_are_marked_when_made(tmp_path: Path,
 # --------------------------------------------------------------------------- per-user places
 
 
+def clean_only_in(base: Path, workspace: Path, monkeypatch) -> None:
+    """`clean` with `base` as the only place outside the workspace (as TMPDIR)."""
+    monkeypatch.setenv("TMPDIR", str(base))
+    monkeypatch.setattr(cleanup, "SYSTEM_BASES", ())
+    for name in cleanup.LOCATION_BASES:
+        if name != "TMPDIR":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("IOLAB_WORKDIR", str(workspace))
+    assert cleanup.clean() == 0
+
+
 def test_a_taken_location_name_gets_a_private_folder_instead(tmp_path: Path, capsys) -> None:
     base = tmp_path / "shm"
     base.mkdir()
@@ -163,13 +174,7 @@ def test_clean_removes_private_fallbacks_and_nothing_else(tmp_path: Path, monkey
     mine = make_location_dir(taken)
     (mine / "result.json").write_text("{}")
     (base / (taken.name + "-not-mine")).mkdir()
-    monkeypatch.setenv("TMPDIR", str(base))
-    monkeypatch.setattr(cleanup, "SYSTEM_BASES", ())
-    for name in cleanup.LOCATION_BASES:
-        if name != "TMPDIR":
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
-    assert cleanup.clean() == 0
+    clean_only_in(base, tmp_path / "ws", monkeypatch)
     assert sorted(p.name for p in base.iterdir()) == [taken.name, taken.name + "-not-mine"]
     assert taken.read_text() == "a file by my name"
 
@@ -443,11 +448,5 @@ def test_clean_finds_the_scratch_folder_of_a_killed_job(tmp_path: Path, monkeypa
     assert (work / "test.bin").exists() and has_marker(left, MADE_MARKER)
     lookalike = base / f".iolab-{getpass.getuser()}-advise-mine"  # the user's own, unmarked
     lookalike.mkdir()
-    monkeypatch.setenv("TMPDIR", str(base))
-    monkeypatch.setattr(cleanup, "SYSTEM_BASES", ())
-    for name in cleanup.LOCATION_BASES:
-        if name != "TMPDIR":
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
-    assert cleanup.clean() == 0
+    clean_only_in(base, tmp_path / "ws", monkeypatch)
     assert sorted(p.name for p in base.iterdir()) == [lookalike.name]

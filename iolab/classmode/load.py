@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from iolab.classmode import MAX_LEARNERS
 from iolab.core.budget import LIMITS
 from iolab.core.errors import LabError
 from iolab.core.workspace import repo_root
 from iolab.measure.lab_budget import RECORDED
-
-#: A class size the preflight accepts: a workshop, not a campus (as `--learners` says).
-MAX_LEARNERS = 500
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,11 @@ import getpass
 import json
 import socket
 import time
-from pathlib import Path
 
+from iolab.classmode import MAX_LEARNERS
 from iolab.core.options import Bounds, int_option, path_option
 
-#: A class size the preflight accepts: a workshop, not a campus (iolab.classmode.load).
-LEARNERS = Bounds(1, 500, "learners", "a workshop's size, not a campus's")
+LEARNERS = Bounds(1, MAX_LEARNERS, "learners", "a workshop's size, not a campus's")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
