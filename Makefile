@@ -2,6 +2,7 @@
 # versions of requirements-lock.txt, and iolab installed editable from this checkout).
 #   make lab        the main job: check tools, generate data, run the readers and every notebook
 #                   on this machine, build the site from those results, print a summary
+#                   (in a class: IOLAB_CLASS=DIR make lab, with the class's shared install)
 #   make test       every test: unit tests, nbval on every notebook, the site with -W -n and its links
 #   make test-fast  the unit tests only (no notebooks, no mounts, no MPI runs, no Slurm): minutes
 #   make jupyter    JupyterLab on your own copies of the notebooks (in the workspace)
@@ -53,8 +54,16 @@ $(STAMP): requirements.txt $(LOCK) pyproject.toml
 	@rm -f $(VENV)/.installed-*
 	@echo $$(( $$(date +%s) - $(MAKE_STARTED) )) > $@  # the build's seconds, for make lab's budget
 
+# In a class (IOLAB_CLASS=DIR, set by `source DIR/activate`) the class's shared environment
+# runs the lab: nothing is installed and no dataset is generated (iolab class setup).
+ifdef IOLAB_CLASS
+lab:
+	@[ -f "$(IOLAB_CLASS)/class.json" ] || { echo "error: IOLAB_CLASS=$(IOLAB_CLASS) is not a finished class folder (no class.json): ask your instructor for its path, or unset IOLAB_CLASS"; exit 1; }
+	"$(IOLAB_CLASS)/env/bin/python" -m iolab lab
+else
 lab: $(STAMP)
 	$(PY) -m iolab lab
+endif
 
 test: $(STAMP)
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)

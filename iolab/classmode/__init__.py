@@ -1,5 +1,11 @@
-"""Class mode: one workshop of many learners on one cluster (issue 22). So far the
-instructor's preflight, `iolab class check` (preflight.py, load.py, letter.py)."""
+"""Class mode: one workshop of many learners on one cluster.
+
+A week before, `iolab class check` (preflight.py, load.py, letter.py); the day before,
+`iolab class setup DIR` (setup.py, layout.py); during, learners `source DIR/activate`, check
+answers with `iolab check NN` (exercises.py) and the instructor projects `iolab class wall`
+(wall.py); after, `iolab class clean DIR` (teardown.py). What a joined learner's lab does
+differently lives in iolab.core.class_folder.
+"""
 
 #: A class size class mode accepts: a workshop, not a campus (`--learners`, class_load).
 MAX_LEARNERS = 500

@@ -28,7 +28,7 @@ from iolab.core.errors import run_cli
 COMMAND_MODULES = (
     "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "diagnose", "time",
     "over_sshfs", "perception", "fio", "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio",
-    "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis", "classroom",
+    "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis", "check", "classroom",
 )
 
 #: Commands whose module has another name (`class` is a Python keyword).
@@ -37,7 +37,7 @@ MODULE_OF = {"class": "classroom"}
 
 #: The commands by the lesson that uses them, in the order a learner meets them (--help).
 BY_LESSON = (
-    ("start here", ("lab", "jupyter", "check-tools", "locations", "bench", "clean")),
+    ("start here", ("lab", "jupyter", "check-tools", "locations", "bench", "clean", "check")),
     ("01-03 how a program reads files", ("syscalls", "time")),
     ("04 the page cache, a network file system", ("over-sshfs",)),
     ("05 benchmarking storage with fio", ("fio",)),

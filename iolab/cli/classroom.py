@@ -1,18 +1,26 @@
-"""`python -m iolab class check --learners N [--class-dir DIR] [--out DIR]`: the instructor's
-preflight a week before a workshop (iolab.classmode): a letter for the centre's admins and a
-site profile, both written to --out."""
+"""`python -m iolab class ACTION`: a workshop on one cluster (iolab.classmode).
+
+check (a week before: the preflight, a letter for the centre's admins and a site profile),
+setup DIR (the day before: one shared, read-only install), clean DIR (after: remove it),
+joined (what the class's `activate` prints: where a learner's things are).
+"""
 
 from __future__ import annotations
 
 import argparse
 import getpass
 import json
+import os
 import socket
+import sys
 import time
 
 from iolab.classmode import MAX_LEARNERS
+from iolab.classmode.layout import DEFAULT_SLOTS, MAX_SLOTS
 from iolab.core.options import Bounds, int_option, path_option
 
+#: Heavy steps at a time: each run gets that share of one login node's budget.
+SLOTS = Bounds(1, MAX_SLOTS, "heavy steps at a time", "the budget of one run is shared by them")
 LEARNERS = Bounds(1, MAX_LEARNERS, "learners", "a workshop's size, not a campus's")
 
 
@@ -36,9 +44,145 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
                             "(default: <workspace>/lab/class-check)")
     check.set_defaults(func=main)
 
+    setup = actions.add_parser(
+        "setup", help="the day before: one shared, read-only install of the lab in DIR",
+        description="Build the class in DIR: a copy of this lab, its environment, the "
+                    "datasets (verified), a Jupyter kernel spec and `activate`. Learners join "
+                    "with `source DIR/activate`. pip needs the package index once (or "
+                    "PIP_FIND_LINKS/PIP_NO_INDEX for a wheel folder).")
+    setup.add_argument("directory", type=path_option("DIR"), metavar="DIR",
+                       help="a new or empty folder the class's group can reach")
+    setup.add_argument("--learners", type=int_option("--learners", LEARNERS), required=True,
+                       help="how many learners will take part")
+    setup.add_argument("--slots", type=int_option("--slots", SLOTS), default=DEFAULT_SLOTS,
+                       help="heavy steps (fio, mdrates, sweeps, checkpoints) running at once; "
+                            f"each gets that share of the login-node budget (default: "
+                            f"{DEFAULT_SLOTS})")
+    setup.add_argument("--group", default=None,
+                       help="the class's Unix group (default: your primary group)")
+    setup.add_argument("--python", default=sys.executable,
+                       help="the interpreter the environment is built from; learners must be "
+                            "able to run it (default: this one)")
+    setup.add_argument("--reservation", default=None,
+                       help="a Slurm reservation learners' jobs go to (SBATCH_RESERVATION)")
+    setup.add_argument("--account", default=None,
+                       help="the Slurm account learners' jobs use (SBATCH_ACCOUNT)")
+    setup.set_defaults(func=main)
+
+    clean = actions.add_parser(
+        "clean", help="after: remove the class's install from DIR, with what was freed",
+        description="Remove what `class setup` made in DIR (only a class you set up).")
+    clean.add_argument("directory", type=path_option("DIR"), metavar="DIR",
+                       help="the class folder")
+    clean.set_defaults(func=main)
+
+    wall = actions.add_parser(
+        "wall", help="during: the class's results on one page (instructor), or where yours "
+                     "sit (learner, --me)",
+        description="Build the class wall from every learner's results file: the spread of "
+                    "the reader times, the outliers, and who has checked which exercise. The "
+                    "instructor's page goes to DIR/wall.html (readable by the class); a "
+                    "learner's to their own workspace.")
+    wall.add_argument("--out", type=path_option("--out"), default=None,
+                      help="the page to write (default: the class folder's wall.html for its "
+                           "instructor, <workspace>/lab/class-wall.html for a learner)")
+    wall.add_argument("--me", action="store_true",
+                      help="also print where your numbers sit in the class")
+    wall.set_defaults(func=main)
+
+    joined = actions.add_parser(
+        "joined", help="learners: the class you joined, your workspace, the queue",
+        description="Say which class IOLAB_CLASS joins, where your private workspace is, and "
+                    "how heavy steps take turns.")
+    joined.set_defaults(func=main)
+
 
 def main(args: argparse.Namespace) -> int:
-    """The action named (so far `check`: the preflight and its two reports)."""
+    """The action named."""
+    return {"check": check_main, "setup": setup_main, "clean": clean_main,
+            "wall": wall_main, "joined": joined_main}[args.action](args)
+
+
+def wall_main(args: argparse.Namespace) -> int:
+    """Build the wall page; with --me, say where this learner's numbers sit."""
+    from iolab.classmode.exercises import EXERCISES
+    from iolab.classmode.wall import figures_frame, read_wall, wall_page, where_i_sit
+    from iolab.core.class_folder import CLASS_ENV, active_class
+    from iolab.core.errors import LabError
+    from iolab.core.workspace import atomic_output, results_dir, user_name
+
+    joined = active_class()
+    if joined is None:
+        raise LabError(f"no class joined: `source DIR/activate` (or set {CLASS_ENV}=DIR) first")
+    records = read_wall(joined)
+    keys = [f"{exercise.lesson}-{exercise.key}" for exercise in EXERCISES]
+    instructor = os.stat(joined.root).st_uid == os.getuid()
+    out = args.out or (joined.root / "wall.html" if instructor
+                       else results_dir() / "class-wall.html")
+    with atomic_output(out) as partial:
+        partial.write_text(wall_page(joined, records, keys))
+    if instructor and args.out is None:
+        os.chmod(out, 0o640)  # the class reads it; only the instructor writes it
+    print(f"class wall: {len(records)} of {joined.learners} learners -> {out}")
+    if args.me:
+        lines = where_i_sit(figures_frame(records), user_name())
+        print("\n".join(lines) if lines else "no results of yours on the wall yet: "
+                                               "`make lab` puts them there")
+    return 0
+
+
+def setup_main(args: argparse.Namespace) -> int:
+    """Build the class and print what it holds and how learners join."""
+    from iolab.classmode.setup import setup_class
+
+    report = setup_class(args.directory, args.learners, slots=args.slots, group=args.group,
+                         python=args.python, reservation=args.reservation,
+                         account=args.account)
+    described = report.description
+    print(f"\nclass {described['name']}: {report.files:,} files, {report.bytes / 1e6:,.0f} MB "
+          f"in {report.root}, for {described['learners']} learners, "
+          f"{described['slots']} heavy steps at a time")
+    print(f"learners' workspaces: in {described['workspaces_in']} (private, 0700)")
+    for folder in described["learners_cannot_enter"]:
+        print(f"warning: learners cannot enter {folder}: make the class folder and the "
+              "interpreter reachable (chmod o+x, or --python a shared one)")
+    print(f"learners join with:  source {report.root}/activate")
+    print(f"Jupyter: JUPYTER_PATH={report.root}/share/jupyter offers the kernel "
+          f"'Storage I/O lab (class {described['name']})'")
+    return 0
+
+
+def clean_main(args: argparse.Namespace) -> int:
+    """Remove the class and report what was freed."""
+    from iolab.classmode.teardown import clean_class
+
+    freed = clean_class(args.directory)
+    where = "the folder is gone" if freed.folder_removed else "the folder itself stays"
+    print(f"removed the class in {args.directory}: {freed.files:,} files and "
+          f"{freed.bytes / 1e6:,.0f} MB freed; {where}. Each learner removes their own "
+          "workspace with `python -m iolab clean`.")
+    return 0
+
+
+def joined_main(args: argparse.Namespace) -> int:
+    """What a learner who just joined needs to know, in three lines."""
+    from iolab.core.class_folder import CLASS_ENV, active_class
+    from iolab.core.workspace import workdir
+
+    joined = active_class()
+    if joined is None:
+        print(f"you are not in a class ({CLASS_ENV} is not set): the lab works on its own")
+        return 0
+    print(f"joined class {joined.name}: shared environment and datasets in {joined.root} "
+          "(read-only)")
+    print(f"your workspace: {workdir()} (private to you)")
+    print(f"heavy steps take turns, {joined.slots} at a time; run the lab with "
+          "`python -m iolab lab`, or open the notebooks with `python -m iolab jupyter`")
+    return 0
+
+
+def check_main(args: argparse.Namespace) -> int:
+    """The preflight and its two reports."""
     from iolab.classmode.letter import letter
     from iolab.classmode.load import class_load
     from iolab.classmode.preflight import preflight

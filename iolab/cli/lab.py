@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.classmode.wall import publish
 from iolab.core.builder import build_dataset
+from iolab.core.class_folder import active_class
 from iolab.core.owned import discard_owned
 from iolab.core.workspace import (atomic_output, default_dataset_dir, repo_root, results_dir,
                                   socket_dir, workdir)
@@ -299,6 +301,9 @@ def _run_steps(out: Path, repeats: int) -> int:
         with atomic_output(out / "readers.csv") as partial:
             summary.to_csv(partial, index=False)
         budget.finish("done")
+        joined = active_class()
+        if joined is not None:
+            print(f"  on the class wall: {publish(joined).name} in {joined.wall}")
 
         step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
         executed = out / "notebooks"

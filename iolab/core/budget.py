@@ -17,11 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iolab.core.class_folder import concurrent_runs
 from iolab.core.cluster import on_compute_node
 from iolab.core.errors import LabError
 
 #: The one flag that lifts the budget, in every command that has a limit.
 FLAG = "--i-am-on-a-compute-node"
+
+
+#: The limits that add up when runs happen at the same time on one node.
+SHARED_AT_ONCE = ("data_mib", "files", "processes")
 
 
 @dataclass(frozen=True)
@@ -56,10 +61,23 @@ def lifted(compute_node: bool | None = None) -> bool:
     return on_compute_node() if compute_node is None else compute_node
 
 
+def most(name: str) -> int:
+    """The limit `name` for one run here: in a class, what adds up across runs (bytes, files,
+    processes) is the node's limit divided by the runs the class's queue lets happen at once."""
+    share = concurrent_runs() if name in SHARED_AT_ONCE else 1
+    return max(1, LIMITS[name].most // share)
+
+
 def excess(**amounts: float) -> list[str]:
     """How `amounts` (named as the keys of LIMITS) exceed the limits, one phrase each."""
-    return [f"{amount:.0f} {LIMITS[name].unit} > {LIMITS[name].most} {LIMITS[name].unit}"
-            for name, amount in amounts.items() if amount > LIMITS[name].most]
+    problems = []
+    for name, amount in amounts.items():
+        limit, unit = most(name), LIMITS[name].unit
+        if amount > limit:
+            shared = (f", this class's share of {LIMITS[name].most} {unit}"
+                      if limit < LIMITS[name].most else "")
+            problems.append(f"{amount:.0f} {unit} > {limit} {unit}{shared}")
+    return problems
 
 
 def refusal(what: str, problems: list[str], fix: str = "") -> LabError:

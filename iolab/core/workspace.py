@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
+from iolab.core.class_folder import active_class
 from iolab.core.errors import LabError
 from iolab.core.owned import (fd_has_marker, has_marker, make_private_dir, open_dir,
                               remove_owned, write_marker)
@@ -65,8 +66,14 @@ class WorkspaceEntry(enum.Enum):
         self.holds = holds
 
     def path(self) -> Path:
-        """This entry in the current workspace (it may not exist yet)."""
-        return workdir() / self.dirname
+        """This entry in the current workspace (it may not exist yet); in a class, the
+        datasets are the class's shared read-only copies (iolab.core.class_folder)."""
+        joined = active_class() if self in SHARED_IN_CLASS else None
+        return (joined.root if joined is not None else workdir()) / self.dirname
+
+
+#: The entries a class shares read-only instead of each learner making their own.
+SHARED_IN_CLASS = (WorkspaceEntry.DATASET, WorkspaceEntry.IMAGES)
 
 
 def user_name() -> str:
@@ -92,9 +99,16 @@ def repo_root() -> Path:
 
 
 def workdir() -> Path:
-    """The lab's workspace: IOLAB_WORKDIR if set, else <checkout>/workspace."""
+    """The lab's workspace: IOLAB_WORKDIR if set; in a class, a folder of the learner's own
+    where the class's setup chose (its name holds the class and the user); else
+    <checkout>/workspace."""
     configured = os.environ.get("IOLAB_WORKDIR")
-    return Path(configured).expanduser().resolve() if configured else repo_root() / "workspace"
+    if configured:
+        return Path(configured).expanduser().resolve()
+    joined = active_class()
+    if joined is not None:
+        return joined.workspace_base() / f"iolab-{joined.name}-{user_name()}"
+    return repo_root() / "workspace"
 
 
 def public_text(text: Path | str) -> str:

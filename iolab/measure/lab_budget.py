@@ -46,7 +46,7 @@ class LabBudget:
         self.path = path
         # The lab's own entries only: the workspace may be $HOME, whose other files are not
         # the lab's to walk. The executed notebooks and the site are in `lab`.
-        workspace = tuple(entry.path() for entry in WorkspaceEntry)
+        workspace = tuple(workdir() / entry.dirname for entry in WorkspaceEntry)
         self.sampler = PhaseSampler({"workspace": workspace,
                                      "shm": lambda: lab_entries(SHM)}, interval_s)
         environment = Path(sys.prefix)

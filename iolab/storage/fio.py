@@ -64,6 +64,7 @@ from typing import Callable
 import pandas as pd
 
 from iolab.core.budget import excess, lifted, refusal
+from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, sigterm_as_interrupt
 from iolab.core.owned import discard_owned
 from iolab.core.tables import to_markdown
@@ -456,19 +457,20 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
     gentle = profile.global_options.get("prioclass") == GENTLE_OPTIONS["prioclass"]
     notes = ["ran at nice 19 in the idle I/O class, which only the BFQ scheduler honours (not "
              "`none`, not a network file system's server)"] if gentle else []
-    run_dir = Path(tempfile.mkdtemp(prefix="fio-", dir=directory))
-    try:
-        with sigterm_as_interrupt():
-            direct_io = probe_o_direct(run_dir)
-            if direct_io.supported is False:
-                profile, note = _without_direct_jobs(profile, direct_io.note)
-                notes.append(note)
-            elif direct_io.note:
-                notes.append(f"O_DIRECT: {direct_io.note}")
-            command = fio_command(profile, run_dir, run_dir / OUTPUT_NAME)
-            text = _run_fio(command, run_dir)
-    finally:
-        discard_owned(run_dir)
+    with heavy_turn(f"fio {profile.name}"):
+        run_dir = Path(tempfile.mkdtemp(prefix="fio-", dir=directory))
+        try:
+            with sigterm_as_interrupt():
+                direct_io = probe_o_direct(run_dir)
+                if direct_io.supported is False:
+                    profile, note = _without_direct_jobs(profile, direct_io.note)
+                    notes.append(note)
+                elif direct_io.note:
+                    notes.append(f"O_DIRECT: {direct_io.note}")
+                command = fio_command(profile, run_dir, run_dir / OUTPUT_NAME)
+                text = _run_fio(command, run_dir)
+        finally:
+            discard_owned(run_dir)
     if json_out is not None:
         ensure_writable_dir(Path(json_out).parent)
         with atomic_output(json_out) as partial:

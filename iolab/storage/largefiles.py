@@ -24,6 +24,7 @@ from typing import Iterator
 import pandas as pd
 
 from iolab.core.budget import check
+from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError
 from iolab.core.workspace import check_capacity
 
@@ -49,10 +50,11 @@ def scratch_file(directory: Path, size_mib: int, copies: int = 1, *,
     directory = Path(directory)
     check_capacity(directory, copies * checked_size(size_mib, compute_node) * MIB, copies)
     path = directory / f"iolab-largefile-{uuid.uuid4().hex[:8]}.bin"
-    try:
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
+    with heavy_turn(f"a {size_mib} MiB file test"):
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
 
 
 @dataclass

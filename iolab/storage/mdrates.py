@@ -53,6 +53,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from iolab.core.budget import check
+from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.workspace import check_capacity, public_text
 from iolab.measure.context import mount_for
@@ -345,7 +346,7 @@ def run_mdtest(directory: Path | str, files_per_process: int = DEFAULT_FILES_PER
     directory = Path(directory)
     total = files_per_process * processes
     show = sys.stderr.isatty() if progress is None else progress
-    with run_directory(directory, "mdrates") as run_dir:
+    with heavy_turn("mdrates"), run_directory(directory, "mdrates") as run_dir:
         blocks = -(-file_bytes // 4096) * 4096
         check_capacity(run_dir, total * blocks, total + processes + 1)
         layout = _Layout(str(run_dir), files_per_process, processes, shared_dir, file_bytes)

@@ -47,6 +47,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from iolab.core.budget import check
+from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, sigterm_as_interrupt
 from iolab.core.owned import discard_owned
 from iolab.core.tables import to_markdown
@@ -254,7 +255,7 @@ def run_sweep(directory: Path | str, plan: pd.DataFrame, repeats: int = 3,
     points = list(plan.itertuples(index=False))
     show = sys.stderr.isatty() if progress is None else progress
     rows = []
-    with run_directory(directory, "sweep") as run_dir, \
+    with heavy_turn("sweep"), run_directory(directory, "sweep") as run_dir, \
             tqdm(total=repeats * len(points), desc="sweep", disable=not show, leave=False) as bar:
         for repeat in range(1, repeats + 1):
             for point in points:

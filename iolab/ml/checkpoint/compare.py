@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, interrupts_held, sigterm_as_interrupt
 from iolab.core.owned import discard_owned
 from iolab.core.workspace import check_capacity, ensure_writable_dir, remove_tree, scratch_dir
@@ -66,6 +67,7 @@ def describe(target: str, path: Path) -> str:
     return f"{name} ({fs_type})"
 
 
+@heavy_turn("checkpoint")
 def run_strategy(state: dict[str, np.ndarray], target: str = "local", *, background: bool = False,
                  fsync: bool = False, steps: int = 6, every: int = 2, step_s: float = 0.5,
                  keep: int = 2, use_torch: bool = False,

@@ -1,0 +1,193 @@
+"""`iolab class setup` / `class clean` and joining a class (IOLAB_CLASS).
+
+Here the environment step is replaced by a link to this test's interpreter (building a real
+one takes a minute and the package index; tests/test_class_users.py builds it for real and
+joins it as other users); everything else is the real setup: the checkout copied, the
+datasets generated and verified, the permissions, class.json written last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iolab.classmode import setup as class_setup
+from iolab.classmode.layout import CLASS_MARKER, FOLDER_MADE, LEARNER_WRITABLE
+from iolab.classmode.teardown import clean_class
+from iolab.core import budget
+from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, active_class, read_class
+from iolab.core.dataset import DEFAULT_FILES
+from iolab.core.errors import LabError
+from iolab.core.workspace import WorkspaceEntry, default_dataset_dir, user_name, workdir
+from iolab.measure.footprint import footprint
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def linked_environment(root: Path, python: str) -> None:
+    """Stands in for build_environment: env/bin/python runs this test's interpreter."""
+    (root / "env" / "bin").mkdir(parents=True)
+    (root / "env" / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (root / "env" / "bin" / "python").chmod(0o755)
+
+
+@pytest.fixture(scope="module")
+def class_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One class of 30 learners, 2 heavy steps at a time, built once for this module."""
+    root = tmp_path_factory.mktemp("classes") / "storage-day"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(class_setup, "build_environment", linked_environment)
+        patch.delenv(CLASS_ENV, raising=False)
+        class_setup.setup_class(root, 30, say=lambda text: None)
+    return root
+
+
+def test_the_class_holds_the_lab_and_verified_datasets(class_dir: Path) -> None:
+    described = json.loads((class_dir / CLASS_FILE).read_text())
+    assert described["learners"] == 30 and described["slots"] == 2
+    assert described["made_by"] == user_name()
+    assert FOLDER_MADE in (class_dir / CLASS_MARKER).read_text()  # clean removes the folder
+    assert described["files"] == footprint([class_dir]).files - 1  # all but class.json itself
+    assert (class_dir / "lab" / "data_generators" / "generate_data.py").is_file()
+    assert not (class_dir / "lab" / "workspace").exists()
+    assert len(list((class_dir / "dataset" / "data").rglob("*.csv"))) == DEFAULT_FILES
+    for name in ("data.tar", "shards", "manifest.json"):
+        assert (class_dir / "dataset" / name).exists(), name
+    assert (class_dir / "images" / "manifest.json").is_file()
+    kernel = json.loads((class_dir / "share/jupyter/kernels/iolab-class/kernel.json").read_text())
+    assert kernel["env"] == {CLASS_ENV: str(class_dir)}
+    assert kernel["argv"][0] == str(class_dir / "env" / "bin" / "python")
+
+
+def test_learners_may_read_all_but_write_only_their_two_folders(class_dir: Path) -> None:
+    for path in [class_dir, *class_dir.rglob("*")]:
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        mode = stat.S_IMODE(info.st_mode)
+        assert mode & 0o007 == 0, f"{path} is open to others: {mode:04o}"
+        assert info.st_gid == os.getgid(), path
+        if path.parent == class_dir and path.name in LEARNER_WRITABLE:
+            assert mode == 0o3770, f"{path}: {mode:04o}"  # sticky: each deletes only theirs
+        else:
+            assert not mode & stat.S_IWGRP, f"{path} is writable by learners: {mode:04o}"
+            assert mode & stat.S_IRGRP, f"{path} is hidden from learners: {mode:04o}"
+
+
+def test_a_joined_learner_reads_the_class_data_and_writes_a_private_workspace(
+        class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(CLASS_ENV, str(class_dir))
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert workdir() == tmp_path / f"iolab-storage-day-{user_name()}"
+    assert default_dataset_dir() == class_dir / "dataset"
+    assert WorkspaceEntry.IMAGES.path() == class_dir / "images"
+    assert WorkspaceEntry.LAB.path() == workdir() / "lab"  # results are the learner's own
+    assert active_class().slots == 2
+    # The heavy steps' budget is the node's divided by the runs allowed at once.
+    assert budget.most("files") == budget.LIMITS["files"].most // 2
+    assert budget.most("job_s") == budget.LIMITS["job_s"].most
+    with pytest.raises(LabError, match=r"15000 files > 10000 files, this class's share"):
+        budget.check("a run", files=15_000, compute_node=False)
+    budget.check("a run", files=9_000, compute_node=False)
+
+
+def test_the_learner_command_and_make_lab_refuse_an_unfinished_class(
+        tmp_path: Path) -> None:
+    half = tmp_path / "half"
+    half.mkdir()
+    env = {**os.environ, CLASS_ENV: str(half)}
+    joined = subprocess.run([sys.executable, "-m", "iolab", "class", "joined"], cwd=ROOT,
+                            env=env, capture_output=True, text=True)
+    assert joined.returncode == 2 and "Traceback" not in joined.stderr
+    assert "is not a finished class folder" in joined.stderr
+    make = subprocess.run(["make", "-s", "lab"], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    assert make.returncode != 0 and "is not a finished class folder" in make.stdout
+
+
+def test_a_setup_cut_short_is_never_joined_and_the_next_one_redoes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "cut"
+    monkeypatch.setattr(class_setup, "build_environment", linked_environment)
+
+    def interrupted(root: Path) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(class_setup, "build_data", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        class_setup.setup_class(root, 5, say=lambda text: None)
+    assert (root / CLASS_MARKER).exists() and not (root / CLASS_FILE).exists()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700  # nobody sees a half-built class
+    with pytest.raises(LabError, match="not a finished class folder"):
+        read_class(root)
+    monkeypatch.setattr(class_setup, "build_data", lambda root: (root / "dataset").mkdir())
+    class_setup.setup_class(root, 5, say=lambda text: None)
+    assert read_class(root).learners == 5
+    assert FOLDER_MADE in (root / CLASS_MARKER).read_text()
+    freed = clean_class(root)
+    assert freed.folder_removed and not root.exists()
+
+
+def test_clean_removes_what_setup_made_and_learners_left_and_says_how_much(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "mine"
+    root.mkdir()  # made by the instructor: the folder itself stays
+    monkeypatch.setattr(class_setup, "build_environment", linked_environment)
+    monkeypatch.setattr(class_setup, "build_data", lambda root: (root / "dataset").mkdir())
+    class_setup.setup_class(root, 3, say=lambda text: None)
+    (root / "wall" / "learner.json").write_text("{}")
+    before = footprint([root])
+    freed = clean_class(root)
+    assert not freed.folder_removed and sorted(os.listdir(root)) == []
+    assert (freed.files, freed.bytes) == (before.files, before.bytes)
+
+
+@pytest.mark.parametrize("prepare, says", [
+    (lambda root: (root.mkdir(), (root / "notes.txt").write_text("mine")), "is not empty"),
+    (lambda root: root.write_text("a file"), "is not a folder"),
+])
+def test_setup_refuses_a_folder_that_is_not_new_or_empty(tmp_path: Path, prepare,
+                                                         says: str) -> None:
+    root = tmp_path / "class"
+    prepare(root)
+    before = sorted(os.listdir(tmp_path)), (root.read_bytes() if root.is_file() else None)
+    with pytest.raises(LabError, match=says):
+        class_setup.setup_class(root, 3, say=lambda text: None)
+    assert (sorted(os.listdir(tmp_path)), root.read_bytes() if root.is_file() else None) == before
+    if root.is_dir():
+        assert os.listdir(root) == ["notes.txt"]
+
+
+def test_setup_refuses_a_folder_that_already_holds_a_class(class_dir: Path) -> None:
+    with pytest.raises(LabError, match="already holds a class"):
+        class_setup.setup_class(class_dir, 3, say=lambda text: None)
+
+
+def test_clean_refuses_a_folder_without_the_class_marker(tmp_path: Path) -> None:
+    (tmp_path / "lab").mkdir()
+    (tmp_path / CLASS_FILE).write_text("{}")
+    with pytest.raises(LabError, match="not a class you set up"):
+        clean_class(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == [CLASS_FILE, "lab"]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["class", "setup", "D", "--learners", "30", "--slots", "9"], "--slots"),
+    (["class", "setup", "D", "--learners", "30", "--group", "no-such-group-iolab"],
+     "there is no group"),
+    (["class", "clean", "/nonexistent/iolab-class"], "does not exist"),
+])
+def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -> None:
+    argv = [str(tmp_path / "c") if arg == "D" else arg for arg in argv]
+    done = subprocess.run([sys.executable, "-m", "iolab", *argv], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) <= 2, done.stderr
+    assert not (tmp_path / "c").exists()

@@ -1,0 +1,147 @@
+"""A real class on one machine: the instructor's setup builds the environment for real, and
+learners who are real ordinary users join it at once, each as themselves.
+
+Needs root to create the users and the class's group (CI's part 5); elsewhere skipped with
+the reason. Checked: the shared data is written once and learners only read it; each
+learner's workspace is their own (0700) in the place the setup chose; heavy steps go through
+the class's queue and leave no ticket; no learner can read another's workspace or change
+what the class shares or another learner's file; and teardown leaves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from iolab.classmode.setup import setup_class
+from iolab.classmode.teardown import clean_class
+from iolab.core.class_folder import CLASS_ENV
+from iolab.measure.footprint import footprint
+
+pytestmark = [pytest.mark.needs("users"), pytest.mark.slow]
+
+GROUP = "iolab-class-test"
+LEARNERS = ("iolab-learner-1", "iolab-learner-2", "iolab-learner-3")
+
+#: What a learner runs after `source activate`: the shared data read, a heavy step in the
+#: queue, and where everything went.
+LEARNER_RUN = """
+import json, subprocess, sys
+from iolab.core.workspace import default_dataset_dir, ensure_writable_dir, repo_root, workdir
+from iolab.storage.mdrates import run_mdtest
+reused = subprocess.run([sys.executable, str(repo_root() / "data_generators" / "generate_data.py"),
+                         "--data", str(default_dataset_dir())], capture_output=True, text=True)
+workspace = ensure_writable_dir(workdir())
+table = run_mdtest(workspace, 300, 1, progress=False)
+print(json.dumps({"workspace": str(workspace), "mode": workspace.stat().st_mode & 0o777,
+                  "reused": reused.stdout + reused.stderr,
+                  "created": int(table.loc[0, "ops_per_iteration"])}))
+"""
+
+
+@pytest.fixture(scope="module")
+def stage() -> dict:
+    """The class's group, three learners with a home each, and a class built for real."""
+    if subprocess.run(["getent", "group", GROUP], capture_output=True).returncode:
+        subprocess.run(["groupadd", GROUP], check=True)
+    for name in LEARNERS:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "-G", GROUP,
+                            name], check=True)
+    top = Path(tempfile.mkdtemp(prefix="iolab-class-users-", dir="/tmp"))
+    top.chmod(0o755)
+    homes = {}
+    for name in LEARNERS:
+        home = homes[name] = top / name
+        home.mkdir()
+        os.chown(home, pwd.getpwnam(name).pw_uid, pwd.getpwnam(name).pw_gid)
+        home.chmod(0o700)
+    root = top / "class"
+    report = setup_class(root, len(LEARNERS), slots=1, group=GROUP, python="/usr/bin/python3",
+                         say=lambda text: None)
+    yield {"top": top, "root": root, "homes": homes, "report": report}
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def as_learner(stage: dict, name: str, code: str) -> subprocess.Popen:
+    """Start Python `code` as learner `name`, joined as `source DIR/activate` joins."""
+    root = stage["root"]
+    env = {"HOME": str(stage["homes"][name]), "USER": name, "LOGNAME": name,
+           "PATH": f"{root}/env/bin:/usr/bin:/bin", CLASS_ENV: str(root)}
+    return subprocess.Popen(["runuser", "-u", name, "--", "env", "-i",
+                             *(f"{key}={value}" for key, value in env.items()),
+                             "python", "-c", code], cwd=stage["homes"][name],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finished(proc: subprocess.Popen) -> tuple[str, str]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return out, err
+
+
+def shared_part(root: Path) -> tuple[int, int]:
+    """Files and bytes of what the class shares (all but the learners' two folders)."""
+    size = footprint([root], skip=[root / "queue", root / "wall"])
+    return size.files, size.bytes
+
+
+def test_learners_join_at_once_and_only_read_what_the_class_shares(stage: dict) -> None:
+    root = stage["root"]
+    before = shared_part(root)
+    runs = {name: as_learner(stage, name, LEARNER_RUN) for name in LEARNERS}
+    results = {name: json.loads(finished(proc)[0]) for name, proc in runs.items()}
+    assert shared_part(root) == before  # not one file or byte more on the shared place
+    for name, result in results.items():
+        assert result["workspace"] == str(stage["homes"][name] / f"iolab-class-{name}")
+        assert result["mode"] == 0o700
+        assert "reused (verified)" in result["reused"]
+        assert result["created"] == 300
+    assert os.listdir(root / "queue") == []  # every ticket went with its step
+
+
+def test_no_learner_can_read_or_change_another_learners_or_the_classs_files(
+        stage: dict) -> None:
+    root = stage["root"]
+    first, second = LEARNERS[:2]
+    finished(as_learner(stage, first, f"open({str(root / 'wall' / first)!r}, 'w').write('{{}}')"))
+    probe = f"""
+import os
+tries = {{
+    "another's workspace": lambda: os.listdir({str(stage['homes'][first])!r}),
+    "the shared dataset": lambda: open({str(root / 'dataset' / 'manifest.json')!r}, 'a'),
+    "the class's lab": lambda: open({str(root / 'lab' / 'new.py')!r}, 'w'),
+    "the environment": lambda: open({str(root / 'env' / 'bin' / 'iolab-added')!r}, 'w'),
+    "another's wall file (write)": lambda: open({str(root / 'wall' / first)!r}, 'w'),
+    "another's wall file (delete)": lambda: os.unlink({str(root / 'wall' / first)!r}),
+}}
+for what, attempt in tries.items():
+    try:
+        attempt()
+    except PermissionError:
+        continue
+    print("allowed:", what)
+"""
+    out, _ = finished(as_learner(stage, second, probe))
+    assert out == ""
+    assert (root / "wall" / first).read_text() == "{}"
+
+
+def test_teardown_leaves_nothing(stage: dict) -> None:
+    root, files_made = stage["root"], stage["report"].files
+    for name in LEARNERS:
+        finished(as_learner(stage, name, "from iolab.cli import run; import sys; "
+                                         "sys.argv = ['iolab', 'clean']; run()"))
+        assert os.listdir(stage["homes"][name]) == []
+    freed = clean_class(root)
+    assert freed.folder_removed and not root.exists()
+    assert freed.files >= files_made
