@@ -93,6 +93,7 @@ def test_a_joined_learner_reads_the_class_data_and_writes_a_private_workspace(
     # The heavy steps' budget is the node's divided by the runs allowed at once.
     assert budget.most("files") == budget.LIMITS["files"].most // 2
     assert budget.most("job_s") == budget.LIMITS["job_s"].most
+    assert budget.most("processes") == budget.LIMITS["processes"].most  # a fio profile's jobs
     with pytest.raises(LabError, match=r"15000 files > 10000 files, this class's share"):
         budget.check("a run", files=15_000, compute_node=False)
     budget.check("a run", files=9_000, compute_node=False)

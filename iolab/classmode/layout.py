@@ -18,6 +18,6 @@ MADE = ("lab", "env", "dataset", "images", "share", "queue", "wall", "activate",
 #: setgid (files keep the class's group).
 LEARNER_WRITABLE = ("queue", "wall")
 #: Heavy steps (fio, mdrates, sweeps, checkpoints) running at once by default: each then gets
-#: half of the login-node budget, which the notebooks' sizes fit; at most 4, one process each.
+#: half of the login-node budget's bytes and files, which the notebooks' sizes fit.
 DEFAULT_SLOTS = 2
 MAX_SLOTS = 4

@@ -25,8 +25,10 @@ from iolab.core.errors import LabError
 FLAG = "--i-am-on-a-compute-node"
 
 
-#: The limits that add up when runs happen at the same time on one node.
-SHARED_AT_ONCE = ("data_mib", "files", "processes")
+#: The limits a class divides among the runs its queue lets happen at once: the bytes and
+#: files they hold add up on the shared disks. Processes are not divided: a fio profile's
+#: jobs are its design (no option scales numjobs), so a class keeps at most slots x 4 busy.
+SHARED_AT_ONCE = ("data_mib", "files")
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,9 @@ def lifted(compute_node: bool | None = None) -> bool:
 
 
 def most(name: str) -> int:
-    """The limit `name` for one run here: in a class, what adds up across runs (bytes, files,
-    processes) is the node's limit divided by the runs the class's queue lets happen at once."""
+    """The limit `name` for one run here: in a class, what adds up across runs on the shared
+    disks (bytes, files) is the node's limit divided by the runs the class's queue lets
+    happen at once."""
     share = concurrent_runs() if name in SHARED_AT_ONCE else 1
     return max(1, LIMITS[name].most // share)
 
