@@ -216,3 +216,25 @@ def test_warm_reader_timings_record_no_residency(small_dataset: Path) -> None:
     (m,) = time_readers(small_dataset, names=("read_files",), repeats=1)
     assert (m.cache_state, m.warmup, m.prepared) == ("warm", 1, [])
     assert m.summary_row()["resident_before_max_pct"] is None
+
+
+def test_a_file_whose_residency_the_kernel_hides_is_unknown_not_cached(
+        big_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the owner and not allowed to write (a learner and the class's shared dataset):
+    mincore would report every page cached, so the lab says it does not know."""
+    monkeypatch.setattr(cache, "residency_visible", lambda fd: False)
+    looked = residency(big_file)
+    assert (looked.files, looked.hidden) == (1, 1)
+    assert looked.resident_fraction is None and looked.resident_pct is None
+    evicted = evict(big_file)
+    assert evicted.after.hidden == 1 and evicted.after.resident_pct is None
+    monkeypatch.undo()
+    assert residency(big_file).resident_pct <= 5  # the advice to drop was followed all the same
+
+
+def test_residency_is_visible_for_ones_own_file(big_file: Path) -> None:
+    fd = os.open(big_file, os.O_RDONLY)
+    try:
+        assert cache.residency_visible(fd)
+    finally:
+        os.close(fd)

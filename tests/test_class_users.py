@@ -35,14 +35,17 @@ LEARNERS = ("iolab-learner-1", "iolab-learner-2", "iolab-learner-3")
 LEARNER_RUN = """
 import json, subprocess, sys
 from iolab.core.workspace import default_dataset_dir, ensure_writable_dir, repo_root, workdir
+from iolab.measure.cache import evict
 from iolab.storage.mdrates import run_mdtest
+eviction = evict(default_dataset_dir() / "data.tar")
 reused = subprocess.run([sys.executable, str(repo_root() / "data_generators" / "generate_data.py"),
                          "--data", str(default_dataset_dir())], capture_output=True, text=True)
 workspace = ensure_writable_dir(workdir())
 table = run_mdtest(workspace, 300, 1, progress=False)
 print(json.dumps({"workspace": str(workspace), "mode": workspace.stat().st_mode & 0o777,
                   "reused": reused.stdout + reused.stderr,
-                  "created": int(table.loc[0, "ops_per_iteration"])}))
+                  "created": int(table.loc[0, "ops_per_iteration"]),
+                  "residency_hidden": eviction.after.hidden}))
 """
 
 
@@ -106,6 +109,8 @@ def test_learners_join_at_once_and_only_read_what_the_class_shares(stage: dict) 
         assert result["mode"] == 0o700
         assert "reused (verified)" in result["reused"]
         assert result["created"] == 300
+        # The kernel hides the residency of the instructor's files: unknown, never "cached".
+        assert result["residency_hidden"] == 1
     assert os.listdir(root / "queue") == []  # every ticket went with its step
 
 

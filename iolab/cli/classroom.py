@@ -22,6 +22,8 @@ from iolab.core.options import Bounds, int_option, path_option
 #: Heavy steps at a time: each run gets that share of one login node's budget.
 SLOTS = Bounds(1, MAX_SLOTS, "heavy steps at a time", "the budget of one run is shared by them")
 LEARNERS = Bounds(1, MAX_LEARNERS, "learners", "a workshop's size, not a campus's")
+#: The benchmark's users are real accounts on this machine: a class, kept small.
+BENCH_LEARNERS = Bounds(2, 60, "learners", "each is a real user account made for the run")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -90,6 +92,17 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
                       help="also print where your numbers sit in the class")
     wall.set_defaults(func=main)
 
+    bench = actions.add_parser(
+        "bench", help="maintainers, as root in a VM: N real users join one class at once",
+        description="Create N users, set up a real class, and measure each learner's time to "
+                    "a first result, the queue's waits, what the shared place gained, privacy "
+                    "and teardown; everything made is removed. Needs root: never on a cluster.")
+    bench.add_argument("--learners", type=int_option("--learners", BENCH_LEARNERS), default=30,
+                       help="how many learners join at once (default: 30)")
+    bench.add_argument("--out", type=path_option("--out"), default=None,
+                       help="the JSON to write (default: <workspace>/lab/class-bench.json)")
+    bench.set_defaults(func=main)
+
     joined = actions.add_parser(
         "joined", help="learners: the class you joined, your workspace, the queue",
         description="Say which class IOLAB_CLASS joins, where your private workspace is, and "
@@ -100,7 +113,23 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """The action named."""
     return {"check": check_main, "setup": setup_main, "clean": clean_main,
-            "wall": wall_main, "joined": joined_main}[args.action](args)
+            "wall": wall_main, "bench": bench_main, "joined": joined_main}[args.action](args)
+
+
+def bench_main(args: argparse.Namespace) -> int:
+    """Run the class benchmark and save its figures."""
+    from iolab.classmode.bench import run_class_bench
+    from iolab.core.workspace import atomic_output, results_dir
+
+    figures = run_class_bench(args.learners)
+    out = args.out or results_dir() / "class-bench.json"
+    with atomic_output(out) as partial:
+        partial.write_text(json.dumps(figures, indent=1) + "\n")
+    width = max(map(len, figures))
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {value}")
+    print(f"\nsaved: {out}")
+    return 0
 
 
 def wall_main(args: argparse.Namespace) -> int:

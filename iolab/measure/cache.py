@@ -53,7 +53,9 @@ class Residency:
     `path` is the resolved path in its public form (home as ~, see iolab.measure.context.public_text)
     because residencies end up in published measurement records. `resident_bytes` never
     exceeds `total_bytes`: the cached last page of a file counts only up to the end of the
-    file. `skipped` counts files that vanished or could not be opened while looking.
+    file. `skipped` counts files that vanished or could not be opened while looking;
+    `hidden` those whose residency the kernel would not show (see residency_visible): with
+    any of those the share is unknown.
     """
 
     path: str
@@ -61,15 +63,20 @@ class Residency:
     total_bytes: int
     resident_bytes: int
     skipped: int = 0
+    hidden: int = 0
 
     @property
-    def resident_fraction(self) -> float:
-        """Resident share of the bytes, 0..1; 0.0 when there are none (nothing is cached)."""
+    def resident_fraction(self) -> float | None:
+        """Resident share of the bytes, 0..1; 0.0 when there are none (nothing is cached);
+        None when the kernel hid some file's residency."""
+        if self.hidden:
+            return None
         return self.resident_bytes / self.total_bytes if self.total_bytes else 0.0
 
     @property
-    def resident_pct(self) -> float:
-        return 100.0 * self.resident_fraction
+    def resident_pct(self) -> float | None:
+        fraction = self.resident_fraction
+        return None if fraction is None else 100.0 * fraction
 
 
 @dataclass(frozen=True)
@@ -132,12 +139,21 @@ def _fd_residency(fd: int, size: int) -> int:
                for offset in range(0, size, MINCORE_WINDOW_BYTES))
 
 
-def _file_residency(path: Path) -> tuple[int, int]:
-    """(size, resident bytes) of one regular file; OSError if it cannot be opened or mapped."""
+def residency_visible(fd: int) -> bool:
+    """Whether mincore tells the truth about this open file: since Linux 5.2 it reports every
+    page of a file the caller neither owns nor may write as resident (a side channel closed;
+    mm/mincore.c, can_do_mincore). A class's shared dataset is such a file for a learner."""
+    owner = os.fstat(fd).st_uid
+    return os.geteuid() in (0, owner) or os.access(f"/proc/self/fd/{fd}", os.W_OK)
+
+
+def _file_residency(path: Path) -> tuple[int, int | None]:
+    """(size, resident bytes or None if hidden) of one regular file; OSError if it cannot be
+    opened or mapped."""
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        return size, _fd_residency(fd, size)
+        return size, _fd_residency(fd, size) if residency_visible(fd) else None
     finally:
         os.close(fd)
 
@@ -177,7 +193,7 @@ def residency(path: Path | str) -> Residency:
     Looking does not change the answer: mapping a file and asking mincore reads no data.
     """
     top = _existing(path)
-    files = total = resident = skipped = 0
+    files = total = resident = skipped = hidden = 0
     for file in _regular_files(top):
         try:
             size, cached = _file_residency(file)
@@ -186,12 +202,16 @@ def residency(path: Path | str) -> Residency:
             continue
         files += 1
         total += size
-        resident += cached
-    return Residency(public_text(top), files, total, resident, skipped)
+        if cached is None:
+            hidden += 1
+        else:
+            resident += cached
+    return Residency(public_text(top), files, total, resident, skipped, hidden)
 
 
-def _evict_file(path: Path) -> tuple[int, int, int]:
-    """Drop one file's cached pages; returns (size, resident before, resident after).
+def _evict_file(path: Path) -> tuple[int, int | None, int | None]:
+    """Drop one file's cached pages; returns (size, resident before, resident after), the
+    residencies None where the kernel hides them (the advice to drop works all the same).
 
     One open per file (on a network file system each open is a round trip): advise
     DONTNEED, and only if pages stayed (dirty pages are skipped by DONTNEED) flush them with
@@ -200,6 +220,10 @@ def _evict_file(path: Path) -> tuple[int, int, int]:
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
+        if not residency_visible(fd):  # unseen pages may be dirty: flush, then drop
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            return size, None, None
         before = _fd_residency(fd, size)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         after = _fd_residency(fd, size)
@@ -224,7 +248,7 @@ def evict(path: Path | str) -> Eviction:
             "cache; run cold measurements on Linux, or treat every run here as warm"
         )
     top = _existing(path)
-    files = total = before = after = skipped = 0
+    files = total = before = after = skipped = hidden = 0
     for file in _regular_files(top):
         try:
             size, cached_before, cached_after = _evict_file(file)
@@ -233,11 +257,14 @@ def evict(path: Path | str) -> Eviction:
             continue
         files += 1
         total += size
+        if cached_before is None or cached_after is None:
+            hidden += 1
+            continue
         before += cached_before
         after += cached_after
     shown = public_text(top)
-    return Eviction(shown, EVICT_METHOD, Residency(shown, files, total, before, skipped),
-                    Residency(shown, files, total, after, skipped))
+    return Eviction(shown, EVICT_METHOD, Residency(shown, files, total, before, skipped, hidden),
+                    Residency(shown, files, total, after, skipped, hidden))
 
 
 def drop_caches_permitted() -> bool:

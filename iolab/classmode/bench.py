@@ -1,0 +1,202 @@
+"""`iolab class bench --learners N`: a class of N real users joining one class at once.
+
+Needs root (it creates the users, as CI may): on a laptop or a VM, not on a cluster. It sets
+up a real class (the environment built by pip), lets one learner reach a first result alone,
+then all N at once, each as their own user: join, time the archive reader on the shared
+dataset, put the result on the wall (the first result), then one heavy step through the
+class's queue. It measures what the instructor guide quotes: the setup, each learner's time
+to a first result against the lone learner's, the queue's waits and whether anyone was
+overtaken, that the shared place got no file or byte more, that no learner could read or
+change another's files, and that teardown left nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pwd
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from iolab.classmode.setup import setup_class
+from iolab.classmode.teardown import clean_class
+from iolab.core.class_folder import CLASS_ENV
+from iolab.core.errors import LabError
+from iolab.measure.context import machine_context, machine_label
+from iolab.measure.footprint import footprint
+
+GROUP = "iolab-bench"
+PREFIX = "iolab-bench-"
+SLOTS = 2
+HEAVY_FILES = 300
+PYTHON = "/usr/bin/python3"
+
+#: One learner: the first result (the archive reader on the shared data, on the wall), then a
+#: heavy step in the queue, asked for at once. Prints its timestamps as JSON.
+LEARNER = f"""
+import json, sys, time
+from iolab.classmode.wall import publish
+from iolab.core.class_folder import active_class, heavy_turn
+from iolab.core.workspace import default_dataset_dir, ensure_writable_dir, results_dir, workdir
+from iolab.measure.readers import time_readers, timing_frame
+from iolab.storage.mdrates import run_mdtest
+ensure_writable_dir(workdir())
+timing_frame(time_readers(default_dataset_dir(), names=("read_archive",), repeats=1)).to_csv(
+    results_dir() / "readers.csv", index=False)
+publish(active_class())
+first = time.time()
+with heavy_turn("bench"):
+    got = time.time()
+    run_mdtest(workdir(), {HEAVY_FILES}, 1, progress=False)
+print(json.dumps({{"first": first, "got": got, "done": time.time()}}))
+"""
+
+#: What another learner must not be able to do; prints what it could.
+PROBE = """
+import os, sys
+first_home, root = sys.argv[1], sys.argv[2]
+tries = {
+    "list another's workspace": lambda: os.listdir(first_home),
+    "append to the shared dataset": lambda: open(root + "/dataset/manifest.json", "a"),
+    "write into the class's lab": lambda: open(root + "/lab/added.py", "w"),
+    "replace another's wall file": lambda: open(root + "/wall/" + sys.argv[3] + ".json", "w"),
+    "delete another's wall file": lambda: os.unlink(root + "/wall/" + sys.argv[3] + ".json"),
+}
+for what, attempt in tries.items():
+    try:
+        attempt()
+    except PermissionError:
+        continue
+    print(what)
+"""
+
+
+def _require_root() -> None:
+    missing = [tool for tool in ("useradd", "userdel", "groupadd", "runuser")
+               if shutil.which(tool) is None]
+    if os.geteuid() != 0 or missing:
+        raise LabError("the class benchmark creates real users, which needs root and "
+                       "useradd/runuser: run it in a VM or a container of your own, not on a "
+                       "shared cluster")
+    if not os.access(PYTHON, os.X_OK):
+        raise LabError(f"no {PYTHON} that the benchmark's users can run; install python3")
+
+
+def _make_users(count: int, stage: Path) -> tuple[list[str], list[str]]:
+    """Learners NN with a private home each in `stage`; returns (names, names created)."""
+    made = []
+    if subprocess.run(["getent", "group", GROUP], capture_output=True).returncode:
+        subprocess.run(["groupadd", GROUP], check=True)
+        made.append(f"group:{GROUP}")
+    names = [f"{PREFIX}{number:02d}" for number in range(1, count + 1)]
+    for name in names:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "-G", GROUP,
+                            name], check=True)
+            made.append(name)
+        home = stage / name
+        home.mkdir()
+        os.chown(home, pwd.getpwnam(name).pw_uid, pwd.getpwnam(name).pw_gid)
+        home.chmod(0o700)
+    return names, made
+
+
+def _as(name: str, stage: Path, root: Path, *argv: str) -> subprocess.Popen:
+    env = {"HOME": str(stage / name), "USER": name, "LOGNAME": name,
+           "PATH": f"{root}/env/bin:/usr/bin:/bin", CLASS_ENV: str(root)}
+    return subprocess.Popen(["runuser", "-u", name, "--", "env", "-i",
+                             *(f"{key}={value}" for key, value in env.items()), *argv],
+                            cwd=stage / name, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _learn(names: list[str], stage: Path, root: Path) -> list[dict]:
+    """Start every learner at once; their timestamps, relative to their own start."""
+    started = {}
+    running = {}
+    for name in names:
+        started[name] = time.time()
+        running[name] = _as(name, stage, root, "python", "-c", LEARNER)
+    results = []
+    for name, proc in running.items():
+        out, err = proc.communicate(timeout=3600)
+        if proc.returncode:
+            raise LabError(f"learner {name} failed: {err.strip().splitlines()[-1]}")
+        stamps = json.loads(out)
+        results.append({"learner": name, **{key: stamps[key] - started[name] for key in stamps},
+                        "asked_at": stamps["first"], "got_at": stamps["got"]})
+    return results
+
+
+def _overtaken(results: list[dict]) -> int:
+    """Pairs where the later asker got its turn clearly before the earlier one."""
+    return sum(1 for a in results for b in results
+               if a["asked_at"] < b["asked_at"] and b["got_at"] + 0.5 < a["got_at"])
+
+
+def _shared(root: Path) -> tuple[int, int]:
+    size = footprint([root], skip=[root / "queue", root / "wall"])
+    return size.files, size.bytes
+
+
+def run_class_bench(learners: int) -> dict:
+    """The benchmark; see the module docstring. Everything it made is gone afterwards."""
+    _require_root()
+    stage = Path(tempfile.mkdtemp(prefix="iolab-class-bench-", dir="/tmp"))
+    stage.chmod(0o755)
+    made: list[str] = []
+    try:
+        names, made = _make_users(learners, stage)
+        root = stage / "class"
+        started = time.monotonic()
+        report = setup_class(root, learners, slots=SLOTS, group=GROUP, python=PYTHON,
+                             say=lambda text: None)
+        setup_s = time.monotonic() - started
+        shared_before = _shared(root)
+        lone = _learn(names[:1], stage, root)[0]
+        together = _learn(names, stage, root)
+        shared_after = _shared(root)
+        probe = _as(names[1], stage, root, "python", "-c", PROBE, str(stage / names[0]),
+                    str(root), names[0]) if learners > 1 else None
+        allowed = probe.communicate(timeout=120)[0].split("\n") if probe else []
+        for name in names:
+            _as(name, stage, root, "python", "-m", "iolab", "clean").communicate(timeout=600)
+        left_in_homes = sum(len(os.listdir(stage / name)) for name in names)
+        freed = clean_class(root)
+        firsts = [result["first"] for result in together]
+        waits = [result["got"] - result["first"] for result in together]
+        heavy = [result["done"] - result["got"] for result in together]
+        return {
+            "machine": machine_label(machine_context(stage, tools=())),
+            "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "learners": learners,
+            "slots": SLOTS, "setup_s": round(setup_s, 1), "class_files": report.files,
+            "class_bytes": report.bytes, "lone_first_result_s": round(lone["first"], 2),
+            "first_result_median_s": round(statistics.median(firsts), 2),
+            "first_result_max_s": round(max(firsts), 2),
+            "first_result_ratio": round(statistics.median(firsts) / lone["first"], 1),
+            "first_result_max_ratio": round(max(firsts) / lone["first"], 1),
+            "queue_wait_median_s": round(statistics.median(waits), 2),
+            "queue_wait_max_s": round(max(waits), 2),
+            "queue_wait_bound_s": round(math.ceil(learners / SLOTS) * max(heavy), 2),
+            "heavy_step_median_s": round(statistics.median(heavy), 2),
+            "overtaken_pairs": _overtaken(together),
+            "shared_files_added": shared_after[0] - shared_before[0],
+            "shared_bytes_added": shared_after[1] - shared_before[1],
+            "allowed_across_learners": [line for line in allowed if line],
+            "left_in_homes": left_in_homes, "class_files_freed": freed.files,
+            "class_folder_removed": freed.folder_removed,
+        }
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        for name in reversed(made):
+            if name.startswith("group:"):
+                subprocess.run(["groupdel", name[len("group:"):]], capture_output=True)
+            else:
+                subprocess.run(["userdel", name], capture_output=True)
