@@ -317,3 +317,13 @@ def test_a_folder_the_learner_cannot_write_is_one_sentence(queue: Path) -> None:
                 pass
     finally:
         queue.chmod(0o3770)
+
+
+def test_the_block_gets_its_ticket_whose_name_holds_the_arrival_time(tmp_path: Path) -> None:
+    before = time.time_ns()
+    with turn(tmp_path, 1, "timed") as ticket:
+        assert TICKET.fullmatch(ticket) and os.path.exists(tmp_path / ticket)
+        assert before <= int(ticket[:20]) <= time.time_ns()
+        with turn(tmp_path, 1, "nested") as inner:
+            assert inner is None  # a turn inside a turn takes no ticket
+    assert os.listdir(tmp_path) == []

@@ -192,3 +192,21 @@ def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert says in done.stderr and len(done.stderr.strip().splitlines()) <= 2, done.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_the_benchmark_counts_a_learner_overtaken_in_the_queue() -> None:
+    from iolab.classmode.bench import _overtaken
+
+    fair = [{"asked_at": 0.0, "got_at": 1.0}, {"asked_at": 0.1, "got_at": 3.0},
+            {"asked_at": 0.2, "got_at": 3.2}]
+    assert _overtaken(fair) == 0
+    unfair = [*fair, {"asked_at": 0.3, "got_at": 1.1}]  # asked last, served before two
+    assert _overtaken(unfair) == 2
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may create users: the refusal is for others")
+def test_the_benchmark_refuses_an_ordinary_user_in_one_sentence() -> None:
+    done = subprocess.run([sys.executable, "-m", "iolab", "class", "bench", "--learners", "2"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "creates real users, which needs root" in done.stderr

@@ -99,11 +99,12 @@ def concurrent_runs() -> int:
 
 
 @contextlib.contextmanager
-def heavy_turn(what: str) -> Iterator[None]:
-    """Inside a class, wait for a turn in the class's queue; alone, go at once."""
+def heavy_turn(what: str) -> Iterator[str | None]:
+    """Inside a class, wait for a turn in the class's queue (the block gets the ticket's
+    name, see iolab.core.class_queue.turn); alone, go at once."""
     joined = active_class()
     if joined is None:
-        yield
+        yield None
         return
-    with turn(joined.queue, joined.slots, what):
-        yield
+    with turn(joined.queue, joined.slots, what) as ticket:
+        yield ticket

@@ -126,9 +126,11 @@ def _say_on_stderr(message: str) -> None:
 
 @contextlib.contextmanager
 def turn(queue_dir: Path, slots: int, what: str, *, poll_s: float = 0.5,
-         say: Callable[[str], None] | None = None) -> Iterator[None]:
+         say: Callable[[str], None] | None = None) -> Iterator[str | None]:
     """Wait until fewer than `slots` earlier arrivals of the class are still waiting or running,
-    then run the block; a waiting learner is told their place whenever it changes."""
+    then run the block; a waiting learner is told their place whenever it changes. The block
+    gets the ticket's name, which starts with the arrival time in ns (None for a turn inside
+    a turn, which takes no ticket)."""
     if slots < 1:
         raise LabError(f"a class queue needs at least 1 slot, not {slots}")
     queue_dir = Path(queue_dir)
@@ -136,7 +138,7 @@ def turn(queue_dir: Path, slots: int, what: str, *, poll_s: float = 0.5,
         raise _unusable(queue_dir)
     key = queue_dir.resolve()
     if key in _RUNNING:
-        yield
+        yield None
         return
     say = say or _say_on_stderr
     user, tag = _user(), f"{os.getpid()}-{secrets.token_hex(8)}"
@@ -170,7 +172,7 @@ def turn(queue_dir: Path, slots: int, what: str, *, poll_s: float = 0.5,
         if shown is not None:
             say(f"{what}: your turn after {time.monotonic() - started:.0f} s")
         _RUNNING.add(key)
-        yield
+        yield name
     finally:
         _RUNNING.discard(key)
         _HELD.pop(name, None)
