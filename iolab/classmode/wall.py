@@ -181,11 +181,12 @@ def _strip_plots(frame: pd.DataFrame) -> str:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter
 
     times = frame[frame["figure"].str.endswith("(s)")]
     if times.empty:
         return ""
-    panels = sorted(times["figure"].unique())
+    panels = [label for label in READER_FIGURES.values() if label in set(times["figure"])]
     readers = sorted(times["reader"].unique())
     figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 0.6 * len(readers) + 1.5),
                                 squeeze=False, sharey=True)
@@ -198,6 +199,8 @@ def _strip_plots(frame: pd.DataFrame) -> str:
             y = readers.index(row.reader) + spread * 0.4
             ax.scatter(row.value, y, color=colours[row.node], s=25)
         ax.set_xscale("log")
+        for axis in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
+            axis(FormatStrFormatter("%g"))
         ax.set_xlabel(f"{panel}, one dot per learner")
         ax.set_yticks(range(len(readers)), readers)
         ax.grid(axis="x", alpha=0.3)
