@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -156,3 +157,25 @@ def test_the_page_is_self_contained(class_folder: Path) -> None:
     assert "data:image/png;base64," in page and "5 of 5 learners have results" in page
     assert not re.search(r"(src|href)=\"(https?:)?//", page)
     assert ">dan<" in page  # the outlier and the progress name the learner
+
+
+def test_fio_figures_come_from_the_learners_own_notebook_05_unless_it_showed_the_recorded_run(
+        class_folder: Path) -> None:
+    from iolab.classmode.wall import FIO_FIGURES, own_fio_figures
+    from iolab.core.workspace import results_dir
+
+    executed = results_dir() / "notebooks"
+    executed.mkdir()
+    assert own_fio_figures() == {}  # notebook 05 not executed yet
+    shutil.copy(ROOT / "notebooks" / "05-fio.ipynb", executed / "05-fio.ipynb")
+    figures = own_fio_figures()
+    assert set(figures) == set(FIO_FIGURES) and all(value > 0 for value in figures.values())
+    record = json.loads(publish(read_class(class_folder)).read_text())
+    assert record["fio"] == figures
+    frame = figures_frame(read_wall(read_class(class_folder)))
+    assert set(frame[frame["reader"] == "fio"]["figure"]) == set(FIO_FIGURES.values())
+    (results_dir() / "not-run-here.txt").write_text(
+        "05-fio: network: no FUSE here\n")  # the network part only: the local run is theirs
+    assert own_fio_figures() == figures
+    (results_dir() / "not-run-here.txt").write_text("05-fio: local: fio is not installed\n")
+    assert own_fio_figures() == {}

@@ -42,6 +42,11 @@ OUTLIER_FACTOR = 3.0
 #: The readers' columns the wall shows, with their labels (units in the labels).
 READER_FIGURES = {"wall_median_s": "warm (s)", "cold_wall_median_s": "cold (s)",
                   "dataset_file_opens": "dataset-file opens", "total_calls": "system calls"}
+#: What notebook 05 glues from the learner's own fio run on the local disk, with its label.
+FIO_FIGURES = {"local_qd1_iops": "4 KiB random reads, depth 1 (IOPS)",
+               "local_qd16_iops": "4 KiB random reads, depth 16 (IOPS)",
+               "local_seq_read_direct_mibps": "1 MiB sequential reads (MiB/s)"}
+FIO_NOTEBOOK = "05-fio"
 
 
 def own_results() -> dict:
@@ -54,7 +59,28 @@ def own_results() -> dict:
             readers[row["reader"]] = {key: (None if pd.isna(row.get(key)) else float(row[key]))
                                       for key in READER_FIGURES if key in row}
     return {"node": socket.gethostname(), "workspace_fs": mount_for(workdir()).fs_type,
-            "readers": readers}
+            "readers": readers, "fio": own_fio_figures()}
+
+
+def own_fio_figures() -> dict[str, float]:
+    """Notebook 05's glued figures of this learner's local fio run, once `make lab` has
+    executed it; nothing when it showed the recorded run instead (fio missing here)."""
+    results = results_dir()
+    executed = results / "notebooks" / f"{FIO_NOTEBOOK}.ipynb"
+    fallbacks = results / "not-run-here.txt"
+    if not executed.is_file() or (fallbacks.is_file() and any(
+            line.startswith(f"{FIO_NOTEBOOK}: local:")
+            for line in fallbacks.read_text().splitlines())):
+        return {}
+    figures = {}
+    with contextlib.suppress(OSError, ValueError):
+        for cell in json.loads(executed.read_text()).get("cells", []):
+            for output in cell.get("outputs", []):
+                name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+                if name in FIO_FIGURES:
+                    figures[name] = float(
+                        output["data"]["application/papermill.record/text/plain"])
+    return figures
 
 
 def publish(joined: ClassFolder, checks: dict | None = None) -> Path:
@@ -128,6 +154,12 @@ def figures_frame(records: list[dict]) -> pd.DataFrame:
             if isinstance(figures, dict)
             for key, value in figures.items()
             if key in READER_FIGURES and isinstance(value, (int, float)) and math.isfinite(value)]
+    rows += [{"user": record["user"], "node": str(record.get("node", "?")),
+              "workspace_fs": str(record.get("workspace_fs", "?")), "reader": "fio",
+              "figure": FIO_FIGURES[key], "value": value}
+             for record in records
+             for key, value in (record.get("fio") or {}).items()
+             if key in FIO_FIGURES and isinstance(value, (int, float)) and math.isfinite(value)]
     return pd.DataFrame(rows, columns=["user", "node", "workspace_fs", "reader", "figure",
                                        "value"])
 
@@ -176,17 +208,18 @@ def where_i_sit(frame: pd.DataFrame, user: str) -> list[str]:
     return lines
 
 
-def _strip_plots(frame: pd.DataFrame) -> str:
-    """The class's spread per reader and time as one inline PNG (empty without data)."""
+def _strip_plots(frame: pd.DataFrame, labels: list[str]) -> str:
+    """The class's spread of the figures `labels`, one panel each and one row per reader, as
+    one inline PNG (empty without data)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FormatStrFormatter
 
-    times = frame[frame["figure"].str.endswith("(s)")]
+    times = frame[frame["figure"].isin(labels)]
     if times.empty:
         return ""
-    panels = [label for label in READER_FIGURES.values() if label in set(times["figure"])]
+    panels = [label for label in labels if label in set(times["figure"])]
     readers = sorted(times["reader"].unique())
     figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 0.6 * len(readers) + 1.5),
                                 squeeze=False, sharey=True)
@@ -217,8 +250,12 @@ def _strip_plots(frame: pd.DataFrame) -> str:
 def wall_page(joined: ClassFolder, records: list[dict], exercises: list[str]) -> str:
     """The projector page: spread, progress and outliers, self-contained HTML."""
     frame = figures_frame(records)
-    image = _strip_plots(frame)
+    image = _strip_plots(frame, ["warm (s)", "cold (s)"])
+    fio_image = _strip_plots(frame, list(FIO_FIGURES.values()))
     flagged = outliers(frame)
+    fio_picture = (f'<img alt="the class\'s fio figures" src="data:image/png;base64,{fio_image}">'
+                   if fio_image else "<p>No fio figures yet: they arrive when a learner's "
+                                     "<code>make lab</code> has run notebook 05 with fio.</p>")
     progress = progress_frame(records, exercises)
     picture = (f'<img alt="the class\'s reader times" src="data:image/png;base64,{image}">'
                if image else "<p>No reader results yet: they arrive when a learner's "
@@ -238,6 +275,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px}} img{{max-width:100%}}</style></he
 <p>{len(records)} of {joined.learners} learners have results; {done} checked answers right.
 Built {time.strftime("%H:%M:%S")}; the page reloads every minute.</p>
 <h2>Reader times across the class</h2>{picture}
+<h2>fio on each learner's disk</h2>{fio_picture}
 <h2>Outliers</h2>{flagged_html}
 <h2>Checked exercises (<code>iolab check NN</code>)</h2>{progress.to_html(index=False)}
 </body></html>

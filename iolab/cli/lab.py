@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from iolab.classmode.wall import publish
+from iolab.classmode.wall import own_fio_figures, publish
 from iolab.core.builder import build_dataset
 from iolab.core.class_folder import active_class
 from iolab.core.owned import discard_owned
@@ -313,6 +313,9 @@ def _run_steps(out: Path, repeats: int) -> int:
         fallback_log = out / "not-run-here.txt"
         failed = execute_notebooks(executed, fallback_log, budget)
 
+    if joined is not None:
+        print(f"  fio figures on the class wall: {len(own_fio_figures())}", flush=True)
+        publish(joined)
     step(5, total, "Building the site from this machine's notebooks")
     site_ok, shown_committed = build_site(executed, out / "site")
 
