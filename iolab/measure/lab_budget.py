@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.core.class_folder import active_class
 from iolab.core.errors import LabError
 from iolab.core.workspace import WorkspaceEntry, atomic_output, lab_entries, repo_root, workdir
 from iolab.measure.context import machine_context, machine_label
@@ -50,12 +51,15 @@ class LabBudget:
         self.sampler = PhaseSampler({"workspace": workspace,
                                      "shm": lambda: lab_entries(SHM)}, interval_s)
         environment = Path(sys.prefix)
+        joined = active_class()
         self.facts = {
             "machine": machine_label(machine_context(tools=())),
             "date": time.strftime("%Y-%m-%d"),
             "environment": {**asdict(footprint(environment)),
                             "build_seconds": environment_build_seconds(environment),
-                            "torch": importlib.util.find_spec("torch") is not None},
+                            "torch": importlib.util.find_spec("torch") is not None,
+                            # in a class, the environment is the class's, built once for all
+                            "shared_by_class": joined.name if joined is not None else None},
             "missing": list(missing),  # the optional tools and packages not here
             "checkout": asdict(footprint(repo_root(), skip=(
                 environment, workdir(), *(repo_root() / name for name in NOT_THE_CHECKOUT)))),
