@@ -187,6 +187,18 @@ def test_cold_and_warm_over_several_paths(small_files: Path) -> None:
     assert acc.prepare_cache(files[:3], "warm") >= 90.0
 
 
+def test_a_residency_the_kernel_hides_is_unknown_in_both_states(
+        small_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A class's shared samples: the kernel shows a learner no residency, so neither state
+    may claim one (summing the visible bytes would say 0 % cached after a full read)."""
+    from iolab.measure import cache
+
+    monkeypatch.setattr(cache, "residency_visible", lambda fd: False)
+    files = sorted(small_files.iterdir())
+    assert acc.prepare_cache(files[:3], "warm") is None
+    assert acc.prepare_cache(files[:3], "cold") is None
+
+
 def test_unknown_cache_state_is_one_sentence(small_files: Path) -> None:
     with pytest.raises(LabError, match="cold' or 'warm"):
         acc.prepare_cache(small_files, "lukewarm")

@@ -162,7 +162,7 @@ def test_a_killed_holder_does_not_block_the_class(tmp_path: Path, queue: Path,
     assert tickets(queue) == []  # our own dead ticket, old enough: removed
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="needs root to give a file to another user")
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
 def test_another_users_dead_ticket_is_ignored_and_left_alone(queue: Path) -> None:
     dead = queue / f"{0:020d}-mallory-1-abcdef"
     dead.write_text("{}\n")

@@ -210,3 +210,16 @@ def test_the_benchmark_refuses_an_ordinary_user_in_one_sentence() -> None:
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "creates real users, which needs root" in done.stderr
+
+
+def test_a_checkout_git_will_not_list_is_copied_by_walking_it(tmp_path: Path) -> None:
+    """git refuses a checkout another user owns ("dubious ownership"): the walk still copies
+    the lab's files, and never the builds, caches or the workspace."""
+    source = tmp_path / "checkout"
+    for name in ("lessons/01.md", ".git/HEAD", ".venv/bin/python", "workspace/lab/x.csv",
+                 "iolab/__pycache__/a.pyc", "iolab/core/x.py"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text("x")
+    assert class_setup.copy_checkout(source, tmp_path / "copy") == 2
+    assert sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*")
+                  if p.is_file()) == ["iolab/core/x.py", "lessons/01.md"]

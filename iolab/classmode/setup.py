@@ -72,8 +72,9 @@ def _checkout_files(source: Path) -> list[Path]:
     """The checkout's files: what git tracks in a clone, else everything but builds."""
     if (source / ".git").exists() and shutil.which("git"):
         listed = subprocess.run(["git", "-C", str(source), "ls-files", "-z"],
-                                capture_output=True, check=True).stdout
-        return [Path(name) for name in listed.decode().split("\0") if name]
+                                capture_output=True)
+        if listed.returncode == 0:  # git refuses a checkout another user owns: walk it then
+            return [Path(name) for name in listed.stdout.decode().split("\0") if name]
     return [path.relative_to(source) for path in sorted(source.rglob("*"))
             if path.is_file() and not NOT_COPIED & set(path.relative_to(source).parts)]
 

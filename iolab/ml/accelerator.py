@@ -240,8 +240,10 @@ def _paths(data: Path | str | Sequence[Path | str]) -> list[Path]:
     return [Path(data)] if isinstance(data, (str, Path)) else [Path(p) for p in data]
 
 
-def prepare_cache(data: Path | str | Sequence[Path | str], state: str) -> float:
-    """Make `data` cold (evicted) or warm (read once); returns the resident % of its bytes after.
+def prepare_cache(data: Path | str | Sequence[Path | str], state: str) -> float | None:
+    """Make `data` cold (evicted) or warm (read once); returns the resident % of its bytes after,
+    None where the kernel hides it (files the user neither owns nor may write, such as a
+    class's shared samples: iolab.measure.cache.residency_visible).
 
     `data` may list several paths: over a network mount, the client's view (the mount) and
     the server's files (the exported directory) each have a page cache, and a cold run must
@@ -251,6 +253,8 @@ def prepare_cache(data: Path | str | Sequence[Path | str], state: str) -> float:
         raise LabError(f"unknown cache state {state!r}: use 'cold' or 'warm'")
     residencies = [cache.evict(path).after if state == "cold" else warm(path)
                    for path in _paths(data)]
+    if any(r.hidden for r in residencies):
+        return None
     total = sum(r.total_bytes for r in residencies)
     return 100.0 * sum(r.resident_bytes for r in residencies) / total if total else 0.0
 
