@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -20,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from iolab.classmode.bench import as_learner as start_as
+from iolab.classmode.bench import make_learners, remove_learners
 from iolab.classmode.setup import setup_class
 from iolab.classmode.teardown import clean_class
-from iolab.core.class_folder import CLASS_ENV
 from iolab.measure.footprint import footprint
 
 pytestmark = [pytest.mark.needs("users"), pytest.mark.slow]
@@ -51,39 +51,23 @@ print(json.dumps({"workspace": str(workspace), "mode": workspace.stat().st_mode 
 
 @pytest.fixture(scope="module")
 def stage() -> dict:
-    """The class's group, three learners with a home each, and a class built for real."""
-    if subprocess.run(["getent", "group", GROUP], capture_output=True).returncode:
-        subprocess.run(["groupadd", GROUP], check=True)
-    for name in LEARNERS:
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "-G", GROUP,
-                            name], check=True)
+    """The class's group, three learners with a home each, and a class built for real; the
+    accounts this test created go again at the end."""
     top = Path(tempfile.mkdtemp(prefix="iolab-class-users-", dir="/tmp"))
     top.chmod(0o755)
-    homes = {}
-    for name in LEARNERS:
-        home = homes[name] = top / name
-        home.mkdir()
-        os.chown(home, pwd.getpwnam(name).pw_uid, pwd.getpwnam(name).pw_gid)
-        home.chmod(0o700)
+    made = make_learners(list(LEARNERS), GROUP, top)
     root = top / "class"
     report = setup_class(root, len(LEARNERS), slots=1, group=GROUP, python="/usr/bin/python3",
                          say=lambda text: None)
-    yield {"top": top, "root": root, "homes": homes, "report": report}
+    yield {"top": top, "root": root, "homes": {name: top / name for name in LEARNERS},
+           "report": report}
     shutil.rmtree(top, ignore_errors=True)
+    remove_learners(made)
 
 
 def as_learner(stage: dict, name: str, code: str) -> subprocess.Popen:
-    """Start Python `code` as learner `name`, joined as `source DIR/activate` joins."""
-    root = stage["root"]
-    env = {"HOME": str(stage["homes"][name]), "USER": name, "LOGNAME": name,
-           "PATH": f"{root}/env/bin:/usr/bin:/bin", CLASS_ENV: str(root)}
-    return subprocess.Popen(["runuser", "-u", name, "--", "env", "-i",
-                             *(f"{key}={value}" for key, value in env.items()),
-                             "python", "-c", code], cwd=stage["homes"][name],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Python `code` as learner `name`, joined to the stage's class."""
+    return start_as(name, stage["top"], stage["root"], "python", "-c", code)
 
 
 def finished(proc: subprocess.Popen) -> tuple[str, str]:

@@ -88,28 +88,39 @@ def _require_root() -> None:
         raise LabError(f"no {PYTHON} that the benchmark's users can run; install python3")
 
 
-def _make_users(count: int, stage: Path) -> tuple[list[str], list[str]]:
-    """Learners NN with a private home each in `stage`; returns (names, names created)."""
+def make_learners(names: list[str], group: str, stage: Path) -> list[str]:
+    """Accounts `names` in `group`, each with a private home in `stage` (its name); returns
+    what was created (accounts, and "group:NAME"), for remove_learners."""
     made = []
-    if subprocess.run(["getent", "group", GROUP], capture_output=True).returncode:
-        subprocess.run(["groupadd", GROUP], check=True)
-        made.append(f"group:{GROUP}")
-    names = [f"{PREFIX}{number:02d}" for number in range(1, count + 1)]
+    if subprocess.run(["getent", "group", group], capture_output=True).returncode:
+        subprocess.run(["groupadd", group], check=True)
+        made.append(f"group:{group}")
     for name in names:
         try:
             pwd.getpwnam(name)
         except KeyError:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "-G", GROUP,
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "-G", group,
                             name], check=True)
             made.append(name)
         home = stage / name
         home.mkdir()
         os.chown(home, pwd.getpwnam(name).pw_uid, pwd.getpwnam(name).pw_gid)
         home.chmod(0o700)
-    return names, made
+    return made
 
 
-def _as(name: str, stage: Path, root: Path, *argv: str) -> subprocess.Popen:
+def remove_learners(made: list[str]) -> None:
+    """Delete what make_learners created, accounts before their group."""
+    for name in reversed(made):
+        if name.startswith("group:"):
+            subprocess.run(["groupdel", name[len("group:"):]], capture_output=True)
+        else:
+            subprocess.run(["userdel", name], capture_output=True)
+
+
+def as_learner(name: str, stage: Path, root: Path, *argv: str) -> subprocess.Popen:
+    """Start `argv` as learner `name` in a clean environment, joined to the class in `root`
+    as `source root/activate` joins, in their home."""
     env = {"HOME": str(stage / name), "USER": name, "LOGNAME": name,
            "PATH": f"{root}/env/bin:/usr/bin:/bin", CLASS_ENV: str(root)}
     return subprocess.Popen(["runuser", "-u", name, "--", "env", "-i",
@@ -124,7 +135,7 @@ def _learn(names: list[str], stage: Path, root: Path) -> list[dict]:
     running = {}
     for name in names:
         started[name] = time.time()
-        running[name] = _as(name, stage, root, "python", "-c", LEARNER)
+        running[name] = as_learner(name, stage, root, "python", "-c", LEARNER)
     results = []
     for name, proc in running.items():
         out, err = proc.communicate(timeout=3600)
@@ -154,7 +165,8 @@ def run_class_bench(learners: int) -> dict:
     stage.chmod(0o755)
     made: list[str] = []
     try:
-        names, made = _make_users(learners, stage)
+        names = [f"{PREFIX}{number:02d}" for number in range(1, learners + 1)]
+        made = make_learners(names, GROUP, stage)
         root = stage / "class"
         started = time.monotonic()
         report = setup_class(root, learners, slots=SLOTS, group=GROUP, python=PYTHON,
@@ -164,11 +176,11 @@ def run_class_bench(learners: int) -> dict:
         lone = _learn(names[:1], stage, root)[0]
         together = _learn(names, stage, root)
         shared_after = _shared(root)
-        probe = _as(names[1], stage, root, "python", "-c", PROBE, str(stage / names[0]),
+        probe = as_learner(names[1], stage, root, "python", "-c", PROBE, str(stage / names[0]),
                     str(root), names[0]) if learners > 1 else None
         allowed = probe.communicate(timeout=120)[0].split("\n") if probe else []
         for name in names:
-            _as(name, stage, root, "python", "-m", "iolab", "clean").communicate(timeout=600)
+            as_learner(name, stage, root, "python", "-m", "iolab", "clean").communicate(timeout=600)
         left_in_homes = sum(len(os.listdir(stage / name)) for name in names)
         freed = clean_class(root)
         firsts = [result["first"] for result in together]
@@ -196,8 +208,4 @@ def run_class_bench(learners: int) -> dict:
         }
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-        for name in reversed(made):
-            if name.startswith("group:"):
-                subprocess.run(["groupdel", name[len("group:"):]], capture_output=True)
-            else:
-                subprocess.run(["userdel", name], capture_output=True)
+        remove_learners(made)
