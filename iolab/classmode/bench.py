@@ -25,7 +25,8 @@ from pathlib import Path
 
 from iolab.classmode.setup import setup_class
 from iolab.classmode.teardown import clean_class
-from iolab.core.class_folder import CLASS_ENV
+from iolab.classmode.wall import read_wall
+from iolab.core.class_folder import CLASS_ENV, read_class
 from iolab.core.errors import LabError
 from iolab.measure.context import machine_context, machine_label
 from iolab.measure.footprint import footprint
@@ -35,6 +36,8 @@ PREFIX = "iolab-bench-"
 SLOTS = 2
 HEAVY_FILES = 300
 PYTHON = "/usr/bin/python3"
+#: What the benchmark keeps of each learner's wall file (the time it was written is noise).
+WALL_KEYS = ("user", "node", "workspace_fs", "readers", "fio", "checks")
 
 #: One learner: the first result (the archive reader on the shared data, on the wall), then a
 #: heavy step in the queue, asked for at once. Prints its timestamps as JSON.
@@ -176,6 +179,7 @@ def run_class_bench(learners: int) -> dict:
         lone = _learn(names[:1], stage, root)[0]
         together = _learn(names, stage, root)
         shared_after = _shared(root)
+        wall = [{key: record.get(key) for key in WALL_KEYS} for record in read_wall(read_class(root))]
         probe = as_learner(names[1], stage, root, "python", "-c", PROBE, str(stage / names[0]),
                     str(root), names[0]) if learners > 1 else None
         allowed = probe.communicate(timeout=120)[0].split("\n") if probe else []
@@ -205,6 +209,7 @@ def run_class_bench(learners: int) -> dict:
             "allowed_across_learners": [line for line in allowed if line],
             "left_in_homes": left_in_homes, "class_files_freed": freed.files,
             "class_folder_removed": freed.folder_removed,
+            "wall": wall,  # the learners' first results, as the class wall read them
         }
     finally:
         shutil.rmtree(stage, ignore_errors=True)

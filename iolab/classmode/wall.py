@@ -5,7 +5,7 @@ A learner's file is `wall/<user>.json` in the class folder, written by the learn
 folder is sticky, so no learner can replace or delete another's file; the wall trusts a
 file's owner, not its name, so a file named after someone else counts for its owner only.
 The page is for the projector: per exercise the spread of the class's numbers (a strip
-plot, one dot per learner, coloured by node), who has finished which checked exercise, and
+plot, one dot per learner, coloured by node: wall_plots.py), who has finished which checked exercise, and
 the outliers (a number three times the class median, or a third of it: a slow disk, a node
 with a busy neighbour). Images are inlined, so the page loads nothing from anywhere.
 """
@@ -24,7 +24,6 @@ import secrets
 import socket
 import stat
 import time
-import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -42,6 +41,8 @@ OUTLIER_FACTOR = 3.0
 #: The readers' columns the wall shows, with their labels (units in the labels).
 READER_FIGURES = {"wall_median_s": "warm (s)", "cold_wall_median_s": "cold (s)",
                   "dataset_file_opens": "dataset-file opens", "total_calls": "system calls"}
+#: The figures the wall plots as times.
+TIME_FIGURES = ["warm (s)", "cold (s)"]
 #: What notebook 05 glues from the learner's own fio run on the local disk, with its label.
 FIO_FIGURES = {"local_qd1_iops": "4 KiB random reads, depth 1 (IOPS)",
                "local_qd16_iops": "4 KiB random reads, depth 16 (IOPS)",
@@ -208,39 +209,15 @@ def where_i_sit(frame: pd.DataFrame, user: str) -> list[str]:
     return lines
 
 
-def _strip_plots(frame: pd.DataFrame, labels: list[str]) -> str:
-    """The class's spread of the figures `labels`, one panel each and one row per reader, as
-    one inline PNG (empty without data)."""
-    import matplotlib
-    matplotlib.use("Agg")
+def _png(frame: pd.DataFrame, labels: list[str]) -> str:
+    """strip_plot of `labels` as base64 PNG for the page (empty without data)."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FormatStrFormatter
 
-    times = frame[frame["figure"].isin(labels)]
-    if times.empty:
+    from iolab.classmode.wall_plots import strip_plot
+
+    figure = strip_plot(frame, labels)
+    if figure is None:
         return ""
-    panels = [label for label in labels if label in set(times["figure"])]
-    readers = sorted(times["reader"].unique())
-    figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 0.6 * len(readers) + 1.5),
-                                squeeze=False, sharey=True)
-    nodes = sorted(times["node"].unique())
-    colours = {node: plt.cm.tab10(index % 10) for index, node in enumerate(nodes)}
-    for ax, panel in zip(axes[0], panels):
-        part = times[times["figure"] == panel]
-        for row in part.itertuples():
-            spread = zlib.crc32(row.user.encode()) % 100 / 100 - 0.5  # the same every build
-            y = readers.index(row.reader) + spread * 0.4
-            ax.scatter(row.value, y, color=colours[row.node], s=25)
-        ax.set_xscale("log")
-        for axis in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
-            axis(FormatStrFormatter("%g"))
-        ax.set_xlabel(f"{panel}, one dot per learner")
-        ax.set_yticks(range(len(readers)), readers)
-        ax.grid(axis="x", alpha=0.3)
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[node], label=node)
-               for node in nodes]
-    axes[0][-1].legend(handles=handles, title="node", loc="best", fontsize="small")
-    figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90)
     plt.close(figure)
@@ -250,8 +227,8 @@ def _strip_plots(frame: pd.DataFrame, labels: list[str]) -> str:
 def wall_page(joined: ClassFolder, records: list[dict], exercises: list[str]) -> str:
     """The projector page: spread, progress and outliers, self-contained HTML."""
     frame = figures_frame(records)
-    image = _strip_plots(frame, ["warm (s)", "cold (s)"])
-    fio_image = _strip_plots(frame, list(FIO_FIGURES.values()))
+    image = _png(frame, TIME_FIGURES)
+    fio_image = _png(frame, list(FIO_FIGURES.values()))
     flagged = outliers(frame)
     fio_picture = (f'<img alt="the class\'s fio figures" src="data:image/png;base64,{fio_image}">'
                    if fio_image else "<p>No fio figures yet: they arrive when a learner's "

@@ -125,8 +125,9 @@ def bench_main(args: argparse.Namespace) -> int:
     out = args.out or results_dir() / "class-bench.json"
     with atomic_output(out) as partial:
         partial.write_text(json.dumps(figures, indent=1) + "\n")
-    width = max(map(len, figures))
-    for key, value in figures.items():
+    shown = {key: value for key, value in figures.items() if key != "wall"}
+    width = max(map(len, shown))
+    for key, value in shown.items():
         print(f"{key:<{width}}  {value}")
     print(f"\nsaved: {out}")
     return 0

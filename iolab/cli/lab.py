@@ -38,8 +38,10 @@ SITE_SOURCES = ("conf.py", "index.md", "lessons", "workshop", "reference", "demo
 #: Terminal colour and style codes (ESC [ ... m).
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 #: Pages outside notebooks/ that make lab executes too (into <results>/pages/, same path)
-#: and stages over their committed copies: "Your storage" shows the learner's own run.
-EXECUTED_PAGES = ("reference/your-storage.ipynb", "workshop/lab-budget.ipynb")
+#: and stages over their committed copies: "Your storage" shows the learner's own run, the
+#: budget page this run's budget, the class wall the learner's class (when in one).
+EXECUTED_PAGES = ("reference/your-storage.ipynb", "workshop/lab-budget.ipynb",
+                  "workshop/class-wall.ipynb")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
