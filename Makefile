@@ -13,6 +13,8 @@
 #   make darshan    optional: PyDarshan, to read Darshan logs in lesson 12
 #   make lock       maintainers: re-resolve requirements-lock.txt against the public index
 #   make record     maintainers: re-execute the notebooks in place, recording their results
+#   make record-slurm  maintainers, as root: the job scripts on a two-node test Slurm, recorded
+#                   for the page "Your jobs across nodes" (reference/node-runs-recorded/)
 #   make clean      remove everything the lab wrote (workspace, builds); distclean also .venv
 #
 # Supported: CPython 3.10, 3.11, 3.12 and 3.13. Another interpreter: PYTHON=python3.12 make lab
@@ -36,7 +38,7 @@ LOCK_DATE := 2026-11-25
 CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
   sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-.PHONY: lab test test-fast jupyter html bench bench-diagnosis torch darshan lock record clean distclean
+.PHONY: lab test test-fast jupyter html bench bench-diagnosis torch darshan lock record record-slurm clean distclean
 
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -111,6 +113,12 @@ lock: $(STAMP)
 # record each result that a machine without the tool is shown instead (notebooks/recorded/).
 record: $(STAMP)
 	cd notebooks && IOLAB_RECORD=1 ../$(PY) -m jupyter execute --inplace --timeout=1800 [0-9]*.ipynb
+
+# As root with Debian's slurmctld, slurmd, slurm-client and munge: starts the tests' two-node
+# Slurm on this machine, submits the four job scripts with --nodes=2 and keeps what they
+# copied back; then re-execute reference/node-runs.ipynb (see CONTRIBUTING.md).
+record-slurm: $(STAMP)
+	$(PY) tests/record_node_runs.py reference/node-runs-recorded
 
 clean:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m iolab clean

@@ -40,6 +40,7 @@ exclude_patterns = [
     "_build",
     "jupyter_execute",
     "workspace",
+    "reference/node-runs-recorded",  # what the jobs copied back, read by reference/node-runs.ipynb
     ".venv",
     "*venv*",
     ".*",

@@ -79,6 +79,12 @@ def _slurm_problem() -> str | None:
     return slurm_cluster.skip_reason()
 
 
+def _slurm_nodes_problem() -> str | None:
+    import slurm_cluster
+
+    return slurm_cluster.multinode_skip_reason()
+
+
 def _darshan_problem() -> str | None:
     from iolab.diagnosis.darshan import darshan_problem
 
@@ -135,6 +141,11 @@ AREAS = {
                   "munge slurmctld slurmd slurm-client",
                   "apt-get install munge slurmctld slurmd slurm-client, then run the tests as "
                   "root (the daemons switch users)", _slurm_problem),
+    "slurm_nodes": Area("a Slurm of several nodes on one host (tests/test_slurm_nodes.py)",
+                        "munge slurmctld slurmd slurm-client util-linux",
+                        "apt-get install munge slurmctld slurmd slurm-client, then run the "
+                        "tests as root on a machine that allows new UTS and mount namespaces",
+                        _slurm_nodes_problem),
     "torch": Area("PyTorch DataLoader and torch.save paths", "none (PyPI: torch)", "make torch",
                   _torch_problem),
     "mpi": Area("MPI-IO runs", "none (PyPI: mpich, mpi4py, in requirements.txt)",
@@ -380,3 +391,32 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
         command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT
     )
     return result, html
+
+
+@pytest.fixture(scope="module")
+def slurm_nodes():
+    """A two-node Slurm (n1, n2) on this host for one test module; stopped, nothing left.
+
+    Only tests marked needs("slurm_nodes") use it, so it starts only where it can.
+    """
+    import slurm_cluster
+    from slurm_jobs import NODES
+
+    with slurm_cluster.running_cluster(nodes=NODES) as running:
+        yield running
+    assert running.leftovers() == [], "processes of the test Slurm outlived it"
+    assert not running.root.exists()
+
+
+@pytest.fixture
+def node_places(slurm_nodes):
+    """A job's workspace and scratch (shared by the nodes) and the nodes' local disk
+    ($TMPDIR, the same path on every node); each node's disk must be left empty."""
+    from slurm_jobs import job_places
+
+    with job_places() as dirs:
+        dirs["local"] = slurm_nodes.root / "local"
+        yield dirs
+    for name in slurm_nodes.nodes:
+        left = list(slurm_nodes.local_dir(name).iterdir())
+        assert left == [], f"the job left {left} on {name}'s node-local disk"

@@ -1,4 +1,4 @@
-"""A real one-node Slurm (munged, slurmctld, slurmd) living in one temporary directory.
+"""A real Slurm of one or more nodes (munged, slurmctld, slurmd) in one temporary directory.
 
 The job scripts in demos/slurm/ are meant for real clusters, so the tests submit them to a
 real Slurm rather than imitating one. Everything the daemons need (slurm.conf, the munge
@@ -11,6 +11,22 @@ The configuration is the minimal one that works without cgroups or accounting
 (proctrack/linuxproc, task/none, select/cons_tres), verified with slurm-wlm 22.05.8 and
 munge 0.5.15 on Debian 12. The node line is copied from `slurmd -C`: a node declared
 larger than the hardware is drained.
+
+Several nodes on one host (`nodes=2` to 4): one slurmd per node (`slurmd -N n1`), each on its
+own port, and each started inside its own UTS and mount namespace (`unshare --uts --mount`)
+so that it is a host of its own to what runs there:
+
+* `hostname` and MPI_Get_processor_name say n1, n2, ...: MPI and ROMIO tell nodes apart by
+  that name (one aggregator per node, shared memory only within a node);
+* a hosts file naming every node is bound over /etc/hosts inside the namespace only, so
+  MPI's launcher and ranks can resolve n1, n2 (all 127.0.0.1);
+* `<root>/local` is the node-local disk: the same path on every node, as /tmp or
+  $TMPDIR is on a real cluster, bound to `<root>/nodes/<node>` in that node's namespace, so
+  what a job leaves there can be checked per node from outside.
+
+Nothing outside the namespaces sees any of this: the host's /etc/hosts and name are
+untouched. What one host cannot give is stated where it matters: the nodes share its CPUs,
+memory, disk and page cache, so rates measured here are not a cluster's.
 """
 
 from __future__ import annotations
@@ -37,6 +53,8 @@ START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 15
 #: A job pending longer than this cannot start on the test node.
 PENDING_LIMIT_S = 20
+#: The most nodes one host runs (each slurmd and its jobs share the host's cores).
+MAX_NODES = 4
 #: Hardware fields of `slurmd -C` copied to the node line.
 NODE_FIELDS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore",
                "RealMemory")
@@ -50,6 +68,22 @@ def skip_reason() -> str | None:
                 + " (apt-get install slurmctld slurmd slurm-client munge)")
     if os.geteuid() != 0:
         return "a test Slurm must run as root (its daemons switch users); run as CI's root"
+    return None
+
+
+def multinode_skip_reason() -> str | None:
+    """Why several nodes cannot run on this host (on top of skip_reason), or None."""
+    reason = skip_reason()
+    if reason:
+        return reason
+    if shutil.which("unshare") is None:
+        return "a several-node test Slurm needs unshare (Debian package util-linux)"
+    proc = subprocess.run(["unshare", "--uts", "--mount", "--propagation", "private",
+                           "hostname", "iolab-probe"], capture_output=True, text=True,
+                          timeout=30)
+    if proc.returncode != 0:
+        return ("a several-node test Slurm needs new UTS and mount namespaces, which this "
+                f"machine refuses ({proc.stderr.strip() or proc.returncode})")
     return None
 
 
@@ -78,11 +112,28 @@ def node_hardware() -> str:
     return " ".join(f"{key}={fields[key]}" for key in NODE_FIELDS if key in fields)
 
 
-def slurm_conf(root: Path, node: str, hardware: str) -> str:
+def node_names(nodes: int) -> list[str]:
+    """The nodes' names: this host's own for one node, else n1, n2, ..."""
+    if not 1 <= nodes <= MAX_NODES:
+        raise ValueError(f"a test Slurm has 1 to {MAX_NODES} nodes, not {nodes}")
+    return [node_name()] if nodes == 1 else [f"n{i}" for i in range(1, nodes + 1)]
+
+
+def node_lines(names: list[str], hardware: str) -> str:
+    """The NodeName lines: one node on this host, or several each on a port of its own."""
+    if len(names) == 1:
+        return f"NodeName={names[0]} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN"
+    host = node_name()
+    return "\n".join(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 "
+                     f"Port={_free_port()} {hardware} State=UNKNOWN" for name in names)
+
+
+def slurm_conf(root: Path, names: list[str], hardware: str) -> str:
     """A minimal slurm.conf whose every path lies inside `root`."""
+    host = node_name()
     return f"""\
 ClusterName=iolabtest
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
 AuthType=auth/munge
@@ -90,11 +141,11 @@ CredType=cred/munge
 AuthInfo=socket={root}/sock/munge.socket
 SlurmUser=root
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/run/slurmctld.pid
-SlurmdPidFile={root}/run/slurmd.pid
+SlurmdPidFile={root}/run/slurmd-%n.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -105,8 +156,8 @@ JobCompType=jobcomp/none
 MpiDefault=none
 ReturnToService=2
 MailProg=/bin/true
-NodeName={node} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN
-PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+{node_lines(names, hardware)}
+PartitionName=debug Nodes={",".join(names)} Default=YES MaxTime=INFINITE State=UP
 """
 
 
@@ -124,9 +175,10 @@ class JobResult:
 class SlurmCluster:
     """The running daemons, and the client commands pointed at them."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, nodes: int = 1):
         self.root = root
-        self.node = node_name()
+        self.nodes = node_names(nodes)
+        self.node = self.nodes[0]
         self.env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
         self.daemons: list[subprocess.Popen] = []
 
@@ -144,8 +196,11 @@ class SlurmCluster:
 
     def start(self) -> None:
         """Write the configuration, start munged, slurmctld and slurmd, wait for idle."""
-        for sub in ("munge", "sock", "state", "spool", "run", "log"):
+        for sub in ("munge", "sock", "state", "spool", "run", "log", "local"):
             (self.root / sub).mkdir()
+        for name in self.nodes:
+            (self.root / "spool" / name).mkdir()
+            (self.root / "nodes" / name).mkdir(parents=True)
         # munged wants its socket directory (and the path to it) searchable by all, and its
         # key readable by its owner only.
         for path in (self.root, self.root / "sock"):
@@ -154,7 +209,9 @@ class SlurmCluster:
         key = self.root / "munge" / "munge.key"
         subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True,
                        capture_output=True, timeout=30)
-        (self.root / "slurm.conf").write_text(slurm_conf(self.root, self.node, node_hardware()))
+        (self.root / "slurm.conf").write_text(slurm_conf(self.root, self.nodes, node_hardware()))
+        (self.root / "hosts").write_text(f"127.0.0.1 localhost {node_name()} "
+                                         + " ".join(self.nodes) + "\n")
         self._daemon("munged", "munged", "--foreground", f"--key-file={key}",
                      f"--socket={self.root}/sock/munge.socket",
                      f"--pid-file={self.root}/munge/munged.pid",
@@ -162,12 +219,27 @@ class SlurmCluster:
                      f"--seed-file={self.root}/munge/munged.seed")
         self._wait_for(lambda: (self.root / "sock" / "munge.socket").exists(), "munged")
         self._daemon("slurmctld", "slurmctld", "-D", "-i")
-        self._daemon("slurmd", "slurmd", "-D", "-N", self.node)
-        self._wait_for(self._idle, "the node to show idle in sinfo")
+        if len(self.nodes) == 1:
+            self._daemon("slurmd", "slurmd", "-D", "-N", self.node)
+        else:
+            for name in self.nodes:
+                self._daemon(f"slurmd-{name}", *self.node_command(name))
+        self._wait_for(self._idle, "every node to show idle in sinfo")
+
+    def node_command(self, name: str) -> list[str]:
+        """slurmd for one of several nodes, in namespaces that make it a host of its own."""
+        setup = (f"mount --bind {self.root}/hosts /etc/hosts"
+                 f" && mount --bind {self.root}/nodes/{name} {self.root}/local"
+                 f" && hostname {name} && exec slurmd -D -N {name}")
+        return ["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c", setup]
+
+    def local_dir(self, name: str) -> Path:
+        """Node `name`'s node-local disk as seen from outside the nodes."""
+        return self.root / "nodes" / name
 
     def _idle(self) -> bool:
-        proc = self.client("sinfo", "--noheader", "--format=%T")
-        return proc.returncode == 0 and proc.stdout.strip() == "idle"
+        proc = self.client("sinfo", "--noheader", "--format=%T %D")
+        return proc.returncode == 0 and proc.stdout.split() == ["idle", str(len(self.nodes))]
 
     def _wait_for(self, ready, what: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -323,10 +395,10 @@ def _kill_pid(pid: int) -> None:
 
 
 @contextlib.contextmanager
-def running_cluster() -> Iterator[SlurmCluster]:
+def running_cluster(nodes: int = 1) -> Iterator[SlurmCluster]:
     """A started cluster in a fresh directory; stopped and removed afterwards, always."""
     root = Path(tempfile.mkdtemp(prefix="iolab-slurm-"))
-    cluster = SlurmCluster(root)
+    cluster = SlurmCluster(root, nodes)
     try:
         cluster.start()
         yield cluster

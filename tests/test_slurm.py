@@ -1,4 +1,5 @@
-"""The Slurm job scripts in demos/slurm/, submitted unchanged to a real one-node Slurm.
+"""The Slurm job scripts in demos/slurm/, submitted unchanged to a real one-node Slurm
+(across two nodes: test_slurm_nodes.py, test_slurm_storm.py, test_slurm_fio_nodes.py).
 
 The cluster (tests/slurm_cluster.py) needs root and Debian's slurmctld, slurmd,
 slurm-client and munge packages; elsewhere these tests are skipped with the reason. Each
@@ -12,27 +13,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import slurm_cluster
+from slurm_jobs import ROOT, SLURM_DEMOS, assert_completed, job_places, submit
 
 from iolab.core.workspace import LOCATION_MARKER, MADE_MARKER
 from iolab.storage.fio import PROFILES, scaled_profile
 from iolab.storage.fio_parse import loads_fio
 
-ROOT = Path(__file__).resolve().parent.parent
-SLURM_DEMOS = ROOT / "demos" / "slurm"
 SCRIPTS = sorted(SLURM_DEMOS.glob("*.sbatch"))
 NODE_JOBS = [job.name for job in PROFILES["node"].jobs]
-#: Variables of the outer environment that would steer a job elsewhere, blanked per job.
-STEERING = ("IOLAB_NODE_LOCAL", "SLURM_TMPDIR", "LOCAL_SCRATCH", "IOLAB_FIO_SIZE_SCALE",
-            "IOLAB_FIO_RUNTIME_S", "IOLAB_MPI_LAUNCH", "IOLAB_MPIIO_ARGS")
 #: All a job leaves in scratch: the per-user directory the lab made, with its mark.
 LAB_MARKS = [LOCATION_MARKER]
 #: The fio node profile, scaled for the test: files x 0.001 (4 KiB to 1 MiB), 1 s per job.
@@ -44,8 +38,8 @@ SMALL_FIO_SIZES = [SMALL_FIO_PROFILE.options(job)["filesize"] for job in SMALL_F
 # --- without a cluster ---------------------------------------------------------------------
 
 def test_the_three_job_scripts_exist():
-    assert [p.name for p in SCRIPTS] == ["fio-node.sbatch", "mpiio.sbatch",
-                                         "small-files-local.sbatch"]
+    assert [p.name for p in SCRIPTS] == ["fio-node.sbatch", "metadata-storm.sbatch",
+                                         "mpiio.sbatch", "small-files-local.sbatch"]
 
 
 @pytest.mark.parametrize("script", [*SCRIPTS, SLURM_DEMOS / "job-common.sh"],
@@ -59,8 +53,10 @@ def test_scripts_are_valid_bash(script):
 def test_sbatch_lines_are_set_and_documented(script):
     text = script.read_text()
     active = re.findall(r"^#SBATCH (--[a-z-]+)", text, flags=re.MULTILINE)
-    for option in ("--job-name", "--output", "--time", "--signal", "--nodes", "--ntasks"):
+    for option in ("--job-name", "--output", "--time", "--signal", "--nodes"):
         assert option in active, f"{script.name} lacks #SBATCH {option}"
+    # tasks in all, or per node (a job that scales with --nodes alone)
+    assert "--ntasks" in active or "--ntasks-per-node" in active, script.name
     assert "#SBATCH --signal=B:TERM@60" in text
     header = text.split("\n#SBATCH ", 1)[0]
     # the options a site changes are named in the header, and offered switched off (##SBATCH)
@@ -115,27 +111,8 @@ def cluster():
 @pytest.fixture
 def places():
     """A job's workspace, node-local disk and scratch, in a directory removed afterwards."""
-    base = Path(tempfile.mkdtemp(prefix="iolab-slurm-job-"))
-    dirs = {name: base / name for name in ("workspace", "local", "scratch")}
-    for path in dirs.values():
-        path.mkdir()
-    yield dirs
-    shutil.rmtree(base)
-
-
-def job_env(places: dict[str, Path], **extra: str) -> dict[str, str]:
-    return {**{name: "" for name in STEERING}, "IOLAB_WORKDIR": str(places["workspace"]),
-            "TMPDIR": str(places["local"]), "SCRATCH": str(places["scratch"]), **extra}
-
-
-def submit(cluster, name: str, places, timeout: float = 240, while_running=None, **extra):
-    return cluster.sbatch(SLURM_DEMOS / name, cwd=ROOT, env=job_env(places, **extra),
-                          timeout=timeout, while_running=while_running)
-
-
-def assert_completed(job) -> None:
-    assert (job.returncode, job.state, job.exit_code) == (0, "COMPLETED", "0:0"), job.output
-    assert job.output.rstrip().endswith(f"job {job.job_id}: COMPLETED")
+    with job_places() as dirs:
+        yield dirs
 
 
 @on_slurm
@@ -187,8 +164,16 @@ def test_mpiio_job_verifies_all_three_modes(cluster, places):
     results = places["workspace"] / "slurm-results" / job.job_id
     for mode in ("independent", "collective", "file-per-process"):
         text = (results / f"mpiio-{mode}.txt").read_text()
-        assert "4 ranks" in text and "verified" in text, text
-    assert "RESULT: 4 ranks wrote and verified the data in all 3 modes" in job.output
+        assert text.startswith(f"{mode}: 4 ranks on 1 node ({cluster.node}: 4) wrote "), text
+        assert "verified every byte" in text and "cb_config_list=*:1" in text, text
+        result = json.loads((results / f"mpiio-{mode}.json").read_text())
+        assert result["verified"] and result["hosts"] == [cluster.node] * 4
+    # one node, one aggregator: rank 0 does every collective write
+    assert "aggregators: rank 0 on" in (results / "mpiio-collective.txt").read_text()
+    assert "RESULT: 4 ranks on 1 node wrote and verified the data in all 3 modes" in job.output
+    assert (results / "status").read_text() == "COMPLETED\n"
+    facts = json.loads((results / "job.json").read_text())
+    assert (facts["nodes"], facts["tasks"], facts["machines"]) == ([cluster.node], 4, 1)
     assert list(places["local"].iterdir()) == []
     user_dir, = places["scratch"].iterdir()
     assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS  # mpiio-<jobid> removed
@@ -200,7 +185,9 @@ def test_a_failing_job_reports_failure_and_still_cleans_up(cluster, places):
                  IOLAB_MPI_LAUNCH="false")
     assert job.returncode != 0 and job.state == "FAILED", job.output
     assert f"job {job.job_id}: FAILED" in job.output
-    assert (places["workspace"] / "slurm-results" / job.job_id).is_dir()
+    results = places["workspace"] / "slurm-results" / job.job_id
+    assert (results / "status").read_text() == "FAILED 2\n"  # lab_die's exit code
+    assert json.loads((results / "job.json").read_text())["script"] == "mpiio"
     assert (places["workspace"] / "slurm-results" / MADE_MARKER).is_file()  # clean removes it
     assert list(places["local"].iterdir()) == []
     user_dir, = places["scratch"].iterdir()

@@ -26,7 +26,7 @@ Every 8-byte word holds its word index in the shared file XOR a constant, so a w
 wrong place, a hole (zeros) or a torn block fails verification. After a barrier the data
 are read back with MPI-IO (the same mode: independent or collective) and compared on every
 rank. Rank 0 prints one line containing "verified" (or, with --json, one JSON object with
-the hints the open file reports, the aggregator list and each rank's pid). Bandwidth is
+the hints the open file reports, the aggregator list and each rank's pid and host). Bandwidth is
 printed but on a shared machine it is noise: count system calls instead (iolab.hpc.mpiio).
 Exit status 1, with one sentence, if any byte is wrong.
 """
@@ -182,6 +182,7 @@ def run(args: argparse.Namespace) -> tuple[dict, bool]:
     wrong_words = int(np.count_nonzero(back != data))
     all_wrong = comm.allreduce(wrong_words)
     pids = comm.gather(os.getpid())
+    hosts = comm.gather(MPI.Get_processor_name())
     if args.remove:
         comm.Barrier()
         if not shared or rank == 0:
@@ -202,6 +203,7 @@ def run(args: argparse.Namespace) -> tuple[dict, bool]:
         "hints": hints_in_effect,
         "aggregators": [int(a) for a in aggregators.split()],
         "pids": pids,
+        "hosts": hosts,
         "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
         "wrong_bytes": all_wrong * WORD,
         "verified": all_wrong == 0,

@@ -8,10 +8,19 @@
 #                  python3 from PATH: uncomment a `module load` in the job script for that
 #   WORKSPACE      the lab's workspace, $IOLAB_WORKDIR or $CHECKOUT/workspace (shared
 #                  storage on a cluster, visible from the login node)
-#   RESULTS        $WORKSPACE/slurm-results/$SLURM_JOB_ID: where results are copied back
+#   RESULTS        $WORKSPACE/slurm-results/$SLURM_JOB_ID: where results are copied back;
+#                  its file `status` says COMPLETED or FAILED <exit> when the job ends
 #   JOB_LOCAL      a fresh per-job directory on the node-local disk; removed when the job
 #                  ends, also on failure, scancel or the time limit
 #   LOCAL_RESULTS  $JOB_LOCAL/results: write results here; copied to RESULTS at the end
+#   NODES          the job's nodes, one name per element (scontrol show hostnames), and
+#   NNODES         their number; job.json in the results names them, with the job's tasks
+#                  and the number of machines under them (distinct kernel boot ids)
+#
+# On several nodes (sbatch --nodes=N): JOB_LOCAL is made on the first node only. A script
+# that wants it on every node calls `local_dir_on_every_node` (one srun task per node makes
+# the same path there, and the end of the job removes it there again); `on_each_node CMD`
+# runs CMD once per node.
 #
 # The node-local disk is the first of these that is a writable directory: IOLAB_NODE_LOCAL
 # (set it to override), SLURM_TMPDIR (a per-job directory at the Alliance/Compute Canada and
@@ -68,14 +77,34 @@ except LabError as err:
             "IOLAB_NODE_LOCAL to a writable node-local directory"
     LOCAL_RESULTS=$JOB_LOCAL/results
     mkdir "$LOCAL_RESULTS"
+    NNODES=${SLURM_JOB_NUM_NODES:-1}
+    if [[ -n "${SLURM_JOB_NODELIST:-}" ]] && command -v scontrol >/dev/null; then
+        mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+    else
+        NODES=("${SLURMD_NODENAME:-$(hostname -s)}")
+    fi
+    # Machines: nodes that print the same kernel boot id share one machine (several slurmd
+    # on one host, as in the lab's tests): their rates add up to nothing a cluster has.
+    local machines=1
+    if [[ $NNODES -gt 1 ]]; then
+        machines=$(timeout 60 srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 \
+            cat /proc/sys/kernel/random/boot_id | sort -u | wc -l) || machines=0
+    fi
+    "$PY" -c 'import json, sys
+name, job, cluster, tasks, machines, *nodes = sys.argv[1:]
+print(json.dumps({"script": name, "job_id": job, "cluster": cluster, "tasks": int(tasks),
+                  "nodes": nodes, "machines": int(machines) or None}))' "$name" \
+        "$SLURM_JOB_ID" "${SLURM_CLUSTER_NAME:-?}" "${SLURM_NTASKS:-1}" "$machines" \
+        "${NODES[@]}" >"$LOCAL_RESULTS/job.json"
     LAB_STEP_PID=
     LAB_JOB_DONE=
     LAB_EXTRA_CLEANUP=()
+    LAB_LOCAL_EVERYWHERE=
     exec {LAB_OUT}>&1 {LAB_ERR}>&2  # the job's own output, for the trap (see lab_job_end)
     trap lab_job_end EXIT
     trap lab_job_terminated TERM
     cd "$CHECKOUT"
-    echo "job $SLURM_JOB_ID on ${SLURMD_NODENAME:-?}: checkout $CHECKOUT, python $PY"
+    echo "job $SLURM_JOB_ID on ${SLURMD_NODENAME:-?} (nodes: ${NODES[*]}): checkout $CHECKOUT, python $PY"
     echo "node-local directory: $JOB_LOCAL, node-local base $base"
 }
 
@@ -85,11 +114,28 @@ lab_job_terminated() {
 }
 
 # run_step CMD...: run one long step in the background and wait, so a SIGTERM is handled now.
+# Returns the step's exit status (under `set -e` a failed step ends the job).
 run_step() {
+    local status=0
     "$@" {LAB_OUT}>&- {LAB_ERR}>&- &
     LAB_STEP_PID=$!
-    wait "$LAB_STEP_PID"
+    wait "$LAB_STEP_PID" || status=$?
     LAB_STEP_PID=
+    return "$status"
+}
+
+# on_each_node CMD...: CMD once on every node of the job (one srun task per node), as a step.
+on_each_node() {
+    run_step srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 \
+        --kill-on-bad-exit=1 "$@"
+}
+
+# local_dir_on_every_node: make JOB_LOCAL (the same path) on the node-local disk of every
+# node, so that every task finds its node's copy there; removed there at the end of the job.
+local_dir_on_every_node() {
+    [[ $NNODES -gt 1 ]] || return 0
+    LAB_LOCAL_EVERYWHERE=1
+    on_each_node mkdir -p -m 700 "$JOB_LOCAL"
 }
 
 # remove_at_end DIR: a directory the job made elsewhere (e.g. on scratch) to delete at the end.
@@ -115,11 +161,19 @@ lab_job_end() {
     for dir in "${LAB_EXTRA_CLEANUP[@]}" "$JOB_LOCAL"; do
         rm -rf -- "$dir"
     done
+    if [[ -n "$LAB_LOCAL_EVERYWHERE" ]]; then
+        # The other nodes' copies; after scancel or the time limit this step may not start,
+        # and the site's end-of-job cleanup of the node-local disk has to remove them.
+        timeout 120 srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 \
+            rm -rf -- "$JOB_LOCAL" || echo "warning: could not remove $JOB_LOCAL on every node" >&2
+    fi
     echo "removed the node-local directory $JOB_LOCAL"
     if [[ -n "$LAB_JOB_DONE" && $status -eq 0 ]]; then
+        echo "COMPLETED" >"$RESULTS/status" || true
         echo "job $SLURM_JOB_ID: COMPLETED"
     else
         [[ $status -ne 0 ]] || status=1
+        echo "FAILED $status" >"$RESULTS/status" || true
         echo "job $SLURM_JOB_ID: FAILED (exit $status); partial results in $RESULTS" >&2
     fi
     exit "$status"

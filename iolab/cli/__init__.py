@@ -28,7 +28,7 @@ from iolab.core.errors import run_cli
 COMMAND_MODULES = (
     "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "diagnose", "time",
     "over_sshfs", "perception", "fio", "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio",
-    "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis", "check", "classroom",
+    "node_runs", "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis", "check", "classroom",
 )
 
 #: Commands whose module has another name (`class` is a Python keyword).
@@ -43,7 +43,7 @@ BY_LESSON = (
     ("05 benchmarking storage with fio", ("fio",)),
     ("06 file sizes and metadata", ("sweep", "mdrates", "perception")),
     ("07 Lustre striping", ("lustre",)),
-    ("08 MPI-IO", ("mpiio",)),
+    ("08 MPI-IO, and jobs across nodes", ("mpiio", "node-runs")),
     ("09 feeding a DataLoader", ("accelerator",)),
     ("10 checkpoints", ("checkpoint",)),
     ("11 keeping storage tidy, and where to put what", ("hygiene", "advise")),

@@ -39,9 +39,10 @@ SITE_SOURCES = ("conf.py", "index.md", "lessons", "workshop", "reference", "demo
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
 #: Pages outside notebooks/ that make lab executes too (into <results>/pages/, same path)
 #: and stages over their committed copies: "Your storage" shows the learner's own run, the
-#: budget page this run's budget, the class wall the learner's class (when in one).
+#: budget page this run's budget, the class wall the learner's class (when in one), the
+#: jobs page the learner's own Slurm jobs beside the recorded ones.
 EXECUTED_PAGES = ("reference/your-storage.ipynb", "workshop/lab-budget.ipynb",
-                  "workshop/class-wall.ipynb")
+                  "workshop/class-wall.ipynb", "reference/node-runs.ipynb")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
