@@ -83,3 +83,24 @@ def test_small_files_stage_in_once_per_node_and_every_task_reads_its_nodes_copy(
     assert (f"Files opened on the shared place: 6 by 2 stage-ins (one per node), where 4 "
             f"tasks reading the shared copy would open {4 * files}") in summary
     assert "staged once on each of 2 nodes, 4 tasks read their node's copy" in job.output
+
+
+@on_nodes
+def test_sigterm_before_the_time_limit_cleans_every_nodes_local_disk(slurm_nodes, node_places):
+    """What `#SBATCH --signal=B:TERM@60` sends on two nodes: the trap stops the step and
+    removes the job's directory on the other node too (node_places checks both disks)."""
+    signalled = []
+
+    def term_once_both_nodes_staged(job_id: str) -> None:
+        staged = [list(slurm_nodes.local_dir(node).glob("iolab-small-files-*/dataset/data.tar"))
+                  for node in slurm_nodes.nodes]
+        if all(staged) and not signalled:
+            slurm_nodes.client("scancel", "--batch", "--signal=TERM", job_id)
+            signalled.append(job_id)
+
+    job = submit(slurm_nodes, "small-files-local.sbatch", node_places, f"--nodes={NODES}",
+                 while_running=term_once_both_nodes_staged)
+    assert signalled, job.output
+    assert (job.state, job.exit_code) == ("FAILED", "143:0"), job.output
+    assert "SIGTERM (time limit or scancel): stopping" in job.output
+    assert (results_of(node_places, job) / "status").read_text() == "FAILED 143\n"

@@ -162,8 +162,10 @@ lab_job_end() {
         rm -rf -- "$dir"
     done
     if [[ -n "$LAB_LOCAL_EVERYWHERE" ]]; then
-        # The other nodes' copies; after scancel or the time limit this step may not start,
-        # and the site's end-of-job cleanup of the node-local disk has to remove them.
+        # The other nodes' copies. After the SIGTERM before the time limit (or scancel
+        # --batch --signal=TERM) the job still lives and this step runs; after a plain
+        # scancel, which ends the whole job, only the site's end-of-job cleanup of the
+        # node-local disk can remove them.
         timeout 120 srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 \
             rm -rf -- "$JOB_LOCAL" || echo "warning: could not remove $JOB_LOCAL on every node" >&2
     fi
