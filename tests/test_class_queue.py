@@ -327,3 +327,15 @@ def test_the_block_gets_its_ticket_whose_name_holds_the_arrival_time(tmp_path: P
         with turn(tmp_path, 1, "nested") as inner:
             assert inner is None  # a turn inside a turn takes no ticket
     assert os.listdir(tmp_path) == []
+
+
+def test_the_summary_names_who_runs_and_who_waits_in_order(queue: Path, monkeypatch) -> None:
+    import iolab.core.class_queue as class_queue
+
+    entries = [{"user": "ann", "what": "fio"}, {"user": "bob", "what": "sweep"},
+               {"user": "cat", "what": "mdrates"}]
+    monkeypatch.setattr(class_queue, "waiting", lambda queue_dir: entries)
+    assert class_queue.queue_summary(queue, 2) == (
+        "heavy-step queue (2 at a time): running ann (fio), bob (sweep); waiting cat (mdrates)")
+    assert class_queue.queue_summary(queue, 3).endswith("cat (mdrates)")
+    assert "waiting" not in class_queue.queue_summary(queue, 3)

@@ -179,3 +179,18 @@ def test_fio_figures_come_from_the_learners_own_notebook_05_unless_it_showed_the
     assert own_fio_figures() == figures
     (results_dir() / "not-run-here.txt").write_text("05-fio: local: fio is not installed\n")
     assert own_fio_figures() == {}
+
+
+def test_the_wall_command_says_who_runs_and_who_waits_in_the_queue(
+        class_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    from iolab.cli import main as cli_main
+    from iolab.core.class_queue import turn
+
+    (class_folder / "queue").mkdir()
+    (class_folder / "queue").chmod(0o3770)
+    assert cli_main(["class", "wall"]) == 0
+    assert "heavy-step queue (2 at a time): nobody running or waiting" in capsys.readouterr().out
+    with turn(class_folder / "queue", 2, "fio"):
+        assert cli_main(["class", "wall"]) == 0
+    out = capsys.readouterr().out
+    assert f"heavy-step queue (2 at a time): running {user_name()} (fio)\n" in out

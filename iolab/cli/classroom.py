@@ -84,7 +84,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Build the class wall from every learner's results file: the spread of "
                     "the reader times, the outliers, and who has checked which exercise. The "
                     "instructor's page goes to DIR/wall.html (readable by the class); a "
-                    "learner's to their own workspace.")
+                    "learner's to their own workspace. It also prints who holds a turn of the "
+                    "heavy steps (fio, metadata rates, sweeps, checkpoints) now and who waits.")
     wall.add_argument("--out", type=path_option("--out"), default=None,
                       help="the page to write (default: the class folder's wall.html for its "
                            "instructor, <workspace>/lab/class-wall.html for a learner)")
@@ -138,6 +139,7 @@ def wall_main(args: argparse.Namespace) -> int:
     from iolab.classmode.exercises import EXERCISES
     from iolab.classmode.wall import figures_frame, read_wall, wall_page, where_i_sit
     from iolab.core.class_folder import CLASS_ENV, active_class
+    from iolab.core.class_queue import queue_summary
     from iolab.core.errors import LabError
     from iolab.core.workspace import atomic_output, results_dir, user_name
 
@@ -154,6 +156,8 @@ def wall_main(args: argparse.Namespace) -> int:
     if instructor and args.out is None:
         os.chmod(out, 0o640)  # the class reads it; only the instructor writes it
     print(f"class wall: {len(records)} of {joined.learners} learners -> {out}")
+    if joined.queue.is_dir():
+        print(queue_summary(joined.queue, joined.slots))
     if args.me:
         lines = where_i_sit(figures_frame(records), user_name())
         print("\n".join(lines) if lines else "no results of yours on the wall yet: "

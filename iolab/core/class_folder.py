@@ -57,11 +57,6 @@ class ClassFolder:
         """One results file per learner, for the class wall."""
         return self.root / "wall"
 
-    @property
-    def python(self) -> Path:
-        """The class's shared environment's interpreter."""
-        return self.root / "env" / "bin" / "python"
-
 
 def read_class(root: Path) -> ClassFolder:
     """The class in `root`, or one sentence on why `root` is not a finished class folder."""

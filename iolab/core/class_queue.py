@@ -191,3 +191,19 @@ def waiting(queue_dir: Path) -> list[dict]:
             if isinstance(described, dict):
                 found.append(described)
     return found
+
+
+def queue_summary(queue_dir: Path, slots: int) -> str:
+    """One line for the instructor: who holds a turn of the heavy steps now and who waits."""
+    entries = waiting(queue_dir)
+    if not entries:
+        return f"heavy-step queue ({slots} at a time): nobody running or waiting"
+
+    def who(entry: dict) -> str:
+        return f"{entry.get('user', '?')} ({entry.get('what', '?')})"
+
+    running = ", ".join(who(entry) for entry in entries[:slots])
+    line = f"heavy-step queue ({slots} at a time): running {running}"
+    if len(entries) > slots:
+        line += f"; waiting {', '.join(who(entry) for entry in entries[slots:])}"
+    return line
