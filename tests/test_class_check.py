@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -144,6 +145,8 @@ def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
                                                       "python", "class folder"}
     text = (out / "letter.md").read_text()
     assert f"| {load.files_each:,} | {load.files_all:,} |" in text
+    assert f"all at once) | 4,000 | {25 * 4000:,} |" in text  # 2 nodes x 2 tasks x 1000 files
+    assert "NodeCnt=2" in text
     assert "scontrol create reservation" in text and "only root or the Slurm user" in text.replace("\n", " ")
     assert not (tmp_path / "ws").exists()  # --out given: nothing else written
 
@@ -170,3 +173,19 @@ def test_the_letter_names_what_was_not_found(tmp_path: Path, monkeypatch) -> Non
     for tool in ("strace", "sshfs", "sbatch"):
         assert f"without {tool}:" in text
     assert report["checks"][0]["state"] == "warn" and stat.S_ISDIR(os.stat(tmp_path).st_mode)
+
+
+def test_the_letters_job_figures_are_the_job_scripts_defaults() -> None:
+    """The storm's size in the letter is what demos/slurm/metadata-storm.sbatch does unless
+    told otherwise, and the nodes are what lesson 08 submits with."""
+    from iolab.classmode import load as class_load_module
+
+    script = (ROOT / "demos" / "slurm" / "metadata-storm.sbatch").read_text()
+    assert re.search(r"^#SBATCH --ntasks-per-node=(\d+)$", script, re.M).group(1) == str(
+        class_load_module.STORM_TASKS_PER_NODE)
+    assert "FILES=${IOLAB_STORM_FILES:-%d}" % class_load_module.STORM_FILES_PER_TASK in script
+    assert "STORM_MAX_TOTAL=${IOLAB_STORM_MAX_TOTAL:-%d}" % class_load_module.STORM_MAX_TOTAL \
+        in script
+    lesson = (ROOT / "lessons" / "08-mpi-io.md").read_text()
+    assert f"sbatch --nodes={class_load_module.JOB_NODES} demos/slurm/metadata-storm.sbatch" \
+        in lesson

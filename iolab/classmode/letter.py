@@ -4,7 +4,8 @@ preflight found on the login node. Written from `preflight()`'s report, nothing 
 
 from __future__ import annotations
 
-from iolab.classmode.load import Load
+from iolab.classmode.load import (JOB_NODES, STORM_FILES_PER_TASK, STORM_MAX_TOTAL,
+                                  STORM_TASKS_PER_NODE, Load)
 from iolab.core.budget import LIMITS
 
 STATE_MARK = {"ok": "ok", "warn": "to know", "fail": "to fix"}
@@ -34,9 +35,10 @@ From: {user}, the instructor. Checked on {host} on {date} with `python -m iolab 
 ## What we ask
 
 1. **A reservation** for the session's hours, for {n} learners running one small batch job each
-   at a time (one node, or a few cores per learner, is plenty). Only root or the Slurm user
+   at a time: one node each for most, {JOB_NODES} nodes each for the parallel-I/O lesson's
+   jobs across nodes (a few minutes each; they can take turns). Only root or the Slurm user
    can create one, for example:
-   `scontrol create reservation ReservationName=iolab StartTime=<start> Duration=<hours>:00:00 Users=<learners> NodeCnt=1`.
+   `scontrol create reservation ReservationName=iolab StartTime=<start> Duration=<hours>:00:00 Users=<learners> NodeCnt={JOB_NODES}`.
    Reservations visible to us now: {reserved}.
 2. **ptrace of one's own processes** (strace), for the system-call counts of the first
    lessons, and **FUSE for ordinary users** (sshfs), for the network-file-system comparisons.
@@ -56,9 +58,13 @@ dataset of small files, results). Figures from one recorded run of the whole lab
 | of which the Python environment | {load.environment_files:,} files, {_gb(load.environment_bytes)} | {n * load.environment_files:,} files |
 | small files written when the dataset is generated | {load.dataset_files:,} | {n * load.dataset_files:,} |
 | processes busy at once, at most (the lab's login-node limit) | {load.processes} | {load.processes_all:,} |
+| files created, statted and removed on scratch by the metadata-storm job ({JOB_NODES} nodes x {STORM_TASKS_PER_NODE} tasks x {STORM_FILES_PER_TASK:,} files, all at once) | {load.storm_files_each:,} | {load.storm_files_all:,} |
 
 Every benchmark step keeps to the lab's login-node budget ({_limits()}) and cleans up after
-itself; learners install before the day, not all at the same minute.
+itself; learners install before the day, not all at the same minute. The batch jobs clean
+their node-local and scratch directories when they end; the metadata-storm job refuses more
+than {STORM_MAX_TOTAL:,} files in one job, and we will have the class submit it a few
+learners at a time, or run it once in front of the room, as you prefer.
 
 ## What the preflight found
 

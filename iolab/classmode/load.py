@@ -18,6 +18,14 @@ from iolab.core.workspace import repo_root
 from iolab.measure.lab_budget import RECORDED
 
 
+#: Lesson 08's job scripts at their defaults, as the lesson submits them (demos/slurm/; a
+#: test reads each value from its script): the nodes per learner, and the metadata storm.
+JOB_NODES = 2  # `sbatch --nodes=2 ...`
+STORM_TASKS_PER_NODE = 2  # metadata-storm.sbatch: #SBATCH --ntasks-per-node
+STORM_FILES_PER_TASK = 1000  # metadata-storm.sbatch: IOLAB_STORM_FILES
+STORM_MAX_TOTAL = 200_000  # metadata-storm.sbatch: IOLAB_STORM_MAX_TOTAL, per job
+
+
 @dataclass(frozen=True)
 class Load:
     """One learner's footprint and the class's, as the recorded run measured it."""
@@ -53,6 +61,15 @@ class Load:
     @property
     def processes_all(self) -> int:
         return self.learners * self.processes
+
+    @property
+    def storm_files_each(self) -> int:
+        """Files one learner's metadata-storm job creates, stats and removes on scratch."""
+        return JOB_NODES * STORM_TASKS_PER_NODE * STORM_FILES_PER_TASK
+
+    @property
+    def storm_files_all(self) -> int:
+        return self.learners * self.storm_files_each
 
 
 def class_load(learners: int, budget: dict | None = None) -> Load:
