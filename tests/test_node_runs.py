@@ -168,3 +168,22 @@ def test_one_command_puts_a_learners_own_cluster_runs_into_the_site(tmp_path, mo
         assert f"Yours: job {job} on mycluster (2 nodes: n1 n2)" in page
     assert "bw_MiB_per_s" in page and "create_s" in page  # their rates, not the recording's
     assert "your completed jobs: 4" in page
+    assert page.count("<img ") == 2  # the recorded stage-in bars and your fio per node
+
+
+def test_the_per_node_picture_has_a_bar_per_node_job_and_place(runs):
+    import matplotlib.pyplot as plt
+
+    from iolab.hpc.node_runs_plots import fio_per_node_bars
+
+    per_node = pd.read_csv(latest(runs, "fio-node").path / "fio-per-node.csv")
+    fig = fio_per_node_bars(per_node)
+    try:
+        panels = fig.axes
+        assert [ax.get_title() for ax in panels] == ["node-local", "scratch"]
+        for ax, place in zip(panels, ("node-local", "scratch")):
+            heights = sorted(round(bar.get_height(), 6) for bar in ax.patches)
+            rows = per_node[per_node["location"] == place]["bw_MiB_per_s"]
+            assert heights == sorted(round(value, 6) for value in rows)  # 2 nodes x 6 jobs
+    finally:
+        plt.close(fig)
