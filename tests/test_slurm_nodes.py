@@ -10,10 +10,10 @@ cluster's and none is asserted.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
+import slurm_cluster
 from slurm_jobs import NODES, assert_completed, on_nodes, results_of, submit
 
 from iolab.core.workspace import LOCATION_MARKER
@@ -104,3 +104,22 @@ def test_sigterm_before_the_time_limit_cleans_every_nodes_local_disk(slurm_nodes
     assert (job.state, job.exit_code) == ("FAILED", "143:0"), job.output
     assert "SIGTERM (time limit or scancel): stopping" in job.output
     assert (results_of(node_places, job) / "status").read_text() == "FAILED 143\n"
+
+
+def test_a_test_slurm_has_one_to_four_nodes():
+    assert slurm_cluster.node_names(3) == ["n1", "n2", "n3"]
+    assert slurm_cluster.node_names(1) == [slurm_cluster.node_name()]
+    for nodes in (0, 5):
+        with pytest.raises(ValueError, match="1 to 4 nodes"):
+            slurm_cluster.node_names(nodes)
+
+
+@on_nodes
+def test_four_nodes_start_each_its_own_host_with_its_own_local_disk():
+    with slurm_cluster.running_cluster(nodes=4) as cluster:
+        proc = cluster.client("srun", "--nodes=4", "--ntasks-per-node=1", "--overcommit",
+                              "sh", "-c", f"hostname > {cluster.root}/local/me")
+        assert proc.returncode == 0, proc.stderr
+        for name in cluster.nodes:
+            assert (cluster.local_dir(name) / "me").read_text() == f"{name}\n"
+    assert cluster.leftovers() == [] and not cluster.root.exists()
