@@ -187,3 +187,10 @@ def test_the_per_node_picture_has_a_bar_per_node_job_and_place(runs):
             assert heights == sorted(round(value, 6) for value in rows)  # 2 nodes x 6 jobs
     finally:
         plt.close(fig)
+
+
+def test_an_unreadable_status_is_one_sentence(runs, tmp_path):
+    shutil.copytree(latest(runs, "mpiio").path, tmp_path / "8")
+    (tmp_path / "8" / "status").write_bytes(b"\xff\xfe")
+    with pytest.raises(LabError, match=r"cannot read .*8/status"):
+        completed_runs(tmp_path)

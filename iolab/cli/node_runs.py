@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import pandas as pd
+
 from iolab.core.errors import LabError
 from iolab.core.options import path_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import WorkspaceEntry, repo_root, results_dir
 from iolab.core.writer_lock import writer_lock
-from iolab.hpc.node_runs import (completed_runs, fio_tables, mpiio_table, stage_in_table,
-                                 storm_table)
+from iolab.hpc.node_runs import (NodeRun, completed_runs, fio_tables, mpiio_table,
+                                 stage_in_table, storm_table)
 
 #: The site's page that shows the jobs' results (recorded, and the learner's own).
 PAGE = "reference/node-runs.ipynb"
@@ -39,7 +41,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
 
 
-def tables_of(run) -> list[tuple[str, object]]:
+def tables_of(run: NodeRun) -> list[tuple[str, pd.DataFrame]]:
     """The tables one run shows, with their titles."""
     if run.script == "small-files-local":
         return [("staged once per node", stage_in_table(run))]

@@ -80,7 +80,12 @@ def completed_runs(results_root: Path) -> list[NodeRun]:
         status, facts = folder / "status", folder / "job.json"
         if not (folder.is_dir() and status.is_file() and facts.is_file()):
             continue
-        if status.read_text().split()[:1] != ["COMPLETED"]:
+        try:
+            finished = status.read_text().split()[:1] == ["COMPLETED"]
+        except (OSError, UnicodeDecodeError) as err:
+            raise LabError(f"cannot read {status} ({err}); delete {folder} or run the job "
+                           "again") from None
+        if not finished:
             continue
         job = _read_json(facts)
         try:
