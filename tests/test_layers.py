@@ -182,9 +182,12 @@ SHELL_IMPORT = re.compile(r"^\s*from (iolab(?:\.\w+)+) import ([\w, ]+)$", re.MU
 
 
 def shell_imports() -> list[tuple[str, str, str]]:
-    """(script, module, name) for every `from iolab... import ...` line in demos/slurm."""
+    """(script, module, name) for every `from iolab... import ...` line in demos/slurm: the job
+    scripts and the Python helpers they run on the nodes."""
     found = []
     for script in sorted((ROOT / "demos" / "slurm").glob("*")):
+        if not script.is_file() or script.suffix not in (".sbatch", ".sh", ".py"):
+            continue  # __pycache__ of the helpers, once a test imported one
         for module, names in SHELL_IMPORT.findall(script.read_text()):
             found += [(script.name, module, name.strip()) for name in names.split(",")]
     return found
