@@ -407,6 +407,32 @@ def test_a_second_make_lab_refuses_while_one_runs() -> None:
     assert (out / "site" / "index.html").read_text() == "the first run's site"
 
 
+def test_an_interrupt_landing_in_the_release_still_removes_the_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM that arrives while the writer is releasing its lock (CI23: a writer stopped
+    just as it finished) must not leave the lock file behind: the interrupt goes on, the
+    lock goes. The signal's handler raising at that bytecode is played by the first read of
+    the lock file raising Interrupted."""
+    from iolab.core import writer_lock as lock_module
+    from iolab.core.errors import Interrupted
+
+    real_text = lock_module._lock_text
+    calls = []
+
+    def interrupted_once(path: Path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise Interrupted()
+        return real_text(path)
+
+    with pytest.raises(Interrupted):
+        with lock_module.writer_lock(tmp_path):
+            assert (tmp_path / lock_module.LOCK_NAME).is_file()
+            monkeypatch.setattr(lock_module, "_lock_text", interrupted_once)
+    assert len(calls) == 2
+    assert not (tmp_path / lock_module.LOCK_NAME).exists()
+
+
 # --------------------------------------------------------------------------- (c) interrupted
 
 

@@ -167,9 +167,22 @@ def writer_lock(directory: Path) -> Iterator[None]:
             line = _claim(directory, path)
         yield
     finally:
-        with contextlib.suppress(OSError):
-            if line is not None and _lock_text(path) == line:
-                path.unlink()
+        # A Ctrl-C or SIGTERM may land in the very bytecodes that release the lock (seen when
+        # a writer was stopped just as it finished): held back there, and if one slips in
+        # before the hold begins, the release is done again before the interrupt goes on.
+        try:
+            with interrupts_held():
+                _release(path, line)
+        except BaseException:
+            _release(path, line)
+            raise
+
+
+def _release(path: Path, line: str | None) -> None:
+    """Remove the lock file if it still holds our line (never another writer's)."""
+    with contextlib.suppress(OSError):
+        if line is not None and _lock_text(path) == line:
+            path.unlink()
 
 
 def build_once(directory: Path, reuse: Callable[[Path], T | None], build: Callable[[Path], T],
