@@ -10,6 +10,8 @@ cluster's and none is asserted.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pandas as pd
 import pytest
@@ -123,3 +125,31 @@ def test_four_nodes_start_each_its_own_host_with_its_own_local_disk():
         for name in cluster.nodes:
             assert (cluster.local_dir(name) / "me").read_text() == f"{name}\n"
     assert cluster.leftovers() == [] and not cluster.root.exists()
+
+
+@on_nodes
+def test_a_node_local_name_another_user_made_first_stops_the_job(slurm_nodes, node_places):
+    """The job's directory name shows in the first node's /tmp; a directory of that name made
+    beforehand by someone else on another node is never taken over (nor deleted)."""
+    planted = []
+
+    def plant_on_n2(job_id: str) -> None:
+        if planted:
+            return
+        made = list(slurm_nodes.local_dir("n1").glob("iolab-small-files-*"))
+        if made:
+            other = slurm_nodes.local_dir("n2") / made[0].name
+            other.mkdir(exist_ok=True)
+            os.chown(other, 65534, 65534)  # nobody's
+            (other / "theirs").write_text("not the lab's")
+            planted.append(other)
+
+    # Planted before the stage-in: the job generates the dataset first, which takes seconds.
+    job = submit(slurm_nodes, "small-files-local.sbatch", node_places, f"--nodes={NODES}",
+                 while_running=plant_on_n2)
+    assert planted, job.output
+    assert job.state == "FAILED", job.output
+    assert "is not this job's" in job.output
+    other = planted[0]
+    assert (other / "theirs").read_text() == "not the lab's"  # left alone
+    shutil.rmtree(other)  # the test's own planting, so that node_places finds n2 clean

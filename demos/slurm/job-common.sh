@@ -135,7 +135,12 @@ on_each_node() {
 local_dir_on_every_node() {
     [[ $NNODES -gt 1 ]] || return 0
     LAB_LOCAL_EVERYWHERE=1
-    on_each_node mkdir -p -m 700 "$JOB_LOCAL"
+    # The name is visible in the first node's /tmp, so another user could make it first on
+    # another node: there it must be created now (no -p), unless it is the first node's own
+    # directory (a real directory, not a link, owned by us); else the job stops.
+    on_each_node bash -c '[[ -d $0 && ! -L $0 && -O $0 ]] || mkdir -m 700 -- "$0"' "$JOB_LOCAL" ||
+        lab_die "could not make the job's own $JOB_LOCAL on every node (one existed already" \
+            "and is not this job's): set IOLAB_NODE_LOCAL to a directory of your own"
 }
 
 # remove_at_end DIR: a directory the job made elsewhere (e.g. on scratch) to delete at the end.
@@ -166,8 +171,11 @@ lab_job_end() {
         # --batch --signal=TERM) the job still lives and this step runs; after a plain
         # scancel, which ends the whole job, only the site's end-of-job cleanup of the
         # node-local disk can remove them.
+        # Only where it is this job's own directory: a node where someone else's stood under
+        # that name (local_dir_on_every_node stopped there) keeps it.
         timeout 120 srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 \
-            rm -rf -- "$JOB_LOCAL" || echo "warning: could not remove $JOB_LOCAL on every node" >&2
+            bash -c '[[ ! -d $0 || -L $0 || ! -O $0 ]] || rm -rf -- "$0"' "$JOB_LOCAL" ||
+            echo "warning: could not remove $JOB_LOCAL on every node" >&2
     fi
     echo "removed the node-local directory $JOB_LOCAL"
     if [[ -n "$LAB_JOB_DONE" && $status -eq 0 ]]; then
