@@ -320,6 +320,48 @@ def test_a_difference_within_the_noise_gives_the_same_advice_either_way() -> Non
     assert advice_rules.checkpoint_rule(sets).place == "home"
 
 
+def test_a_gap_within_the_measured_spread_is_no_difference_and_a_wider_one_is() -> None:
+    """Each place's figure is a median with the spread of its runs beside it: a gap within
+    either place's spread is no measured difference, one beyond both spreads is."""
+    def sets(home_rate: float, spread: float) -> dict:
+        return {"places": [
+            place("workspace", repeats=3, stream_write_MiB_per_s=400.0,
+                  stream_write_spread_MiB_per_s=spread),
+            place("home", repeats=3, stream_write_MiB_per_s=home_rate,
+                  stream_write_spread_MiB_per_s=spread)]}
+
+    noisy = advice_rules.checkpoint_rule(sets(520.0, 150.0))  # home 30 % faster, runs 150 apart
+    assert noisy.place == "workspace"
+    assert ("no measured difference from home (within the spread of 3 runs measured in each "
+            "place, 150 MiB/s)") in noisy.reason
+    steady = advice_rules.checkpoint_rule(sets(520.0, 20.0))  # the same gap, steady runs
+    assert steady.place == "home" and "no measured difference" not in steady.reason
+    # at the boundary: a gap equal to the spread is within it, one MiB/s more is not
+    assert advice_rules.checkpoint_rule(sets(400.0 + 150.0, 150.0)).place == "workspace"
+    assert advice_rules.checkpoint_rule(sets(400.0 + 151.0, 150.0)).place == "home"
+
+
+def test_a_steady_gap_under_ten_percent_is_not_worth_a_move() -> None:
+    """Very steady runs make a 5 % gap real, but too small to move anything for."""
+    sets = {"places": [place("workspace", repeats=3, import_cold_s=1.00,
+                             import_cold_spread_s=0.01),
+                       place("home", repeats=3, import_cold_s=0.95, import_cold_spread_s=0.01)]}
+    advice = advice_rules.environment_rule(sets)
+    assert advice.place == "workspace"
+    assert "home (under 10 %, too small to be worth a move)" in advice.reason
+    sets["places"][1]["import_cold_s"] = 0.85  # 15 % faster and steady: home
+    assert advice_rules.environment_rule(sets).place == "home"
+
+
+def test_a_set_without_spreads_says_the_noise_was_assumed() -> None:
+    sets = {"places": [place("workspace", small_read_cold_files_per_s=1000.0),
+                       place("home", small_read_cold_files_per_s=900.0)]}
+    advice = advice_rules.dataset_rule(sets)
+    assert advice.place == "workspace"
+    assert ("home (within 25 %, the noise assumed where the run-to-run spread was not "
+            "measured)") in advice.reason
+
+
 def test_the_report_points_to_the_diagnosis_for_a_slow_job() -> None:
     from iolab.storage.advise import text_report
 

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -1084,17 +1085,23 @@ def test_mpiio_csv_without_trace_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", SIGNALS)
 @pytest.mark.parametrize("name", RESULT_FILES)
 def test_result_file_interrupted_is_whole_or_absent(name: str, sig: int, tmp_path: Path) -> None:
-    folder = tmp_path / "results"
-    mine = place_user_files(folder)
-    out = folder / ("result.json" if name == "fio-json-out" else "result.csv")
-    for delay in delays(f"{name}-{sig}", 0.5, 8.0):
-        out.unlink(missing_ok=True)
-        proc = signal_and_collect(interrupted(result_argv(name, out, tmp_path), delay), sig)
+    """The seeded moments are played at once, each run in a folder of its own: what is
+    checked is each run's result file, never a time, so they need not wait for each other."""
+    def interrupted_run(delay: float, root: Path) -> None:
+        folder = root / "results"
+        mine = place_user_files(folder)
+        out = folder / ("result.json" if name == "fio-json-out" else "result.csv")
+        proc = signal_and_collect(interrupted(result_argv(name, out, root), delay), sig)
         if proc.returncode != 0:
             assert_interrupt_reported(proc, "")
         assert not out.exists() or result_complete(name, out), (delay, proc.stderr)
-        assert not leftovers(folder) and not any((tmp_path / "run").iterdir())
-    assert_user_files_intact(mine)
+        assert not leftovers(folder) and not any((root / "run").iterdir())
+        assert_user_files_intact(mine)
+
+    moments = delays(f"{name}-{sig}", 0.5, 8.0)
+    roots = [tmp_path / f"run-{index}" for index in range(len(moments))]
+    with ThreadPoolExecutor(max_workers=len(moments)) as pool:
+        list(pool.map(interrupted_run, moments, roots))  # re-raises a run's failed assert
 
 
 @pytest.mark.slow

@@ -38,9 +38,19 @@ PACK_MIN_RATIO = 2.0
 LOCAL_FIRST_MIN_RATIO = 2.0
 #: A dataset is worth copying to a temporary place at job start from 2x faster reads on.
 STAGE_MIN_RATIO = 2.0
-#: Places within this share of the best are named beside it: on one disk, or within the
-#: noise of a short run, the choice between them hardly matters.
-SIMILAR_PCT = 25.0
+#: A gain under this share of the best is not worth moving an environment, a dataset or a
+#: checkpoint directory for, however steady the runs: places that close are named together.
+WORTH_A_MOVE_PCT = 10.0
+#: Where a figure's run-to-run spread was not measured (a set built from published
+#: figures, or a single run), differences under this share are taken as noise.
+ASSUMED_NOISE_PCT = 25.0
+#: The run-to-run spread kept beside each figure the rules rank by (advise.REPEATS runs:
+#: the largest minus the smallest, in the figure's unit).
+SPREAD_OF = {
+    "import_cold_s": "import_cold_spread_s",
+    "small_read_cold_files_per_s": "small_read_cold_spread_files_per_s",
+    "stream_write_MiB_per_s": "stream_write_spread_MiB_per_s",
+}
 #: Room a TMPDIR needs (the lab's choice): unpacking an archive, building a conda
 #: environment or pip's wheel cache each take several GB of temporary space.
 TMPDIR_MIN_FREE_BYTES = 10 * GB
@@ -90,27 +100,67 @@ def _local_temporary(place: dict) -> bool:
     return _role(place, "temporary") and place.get("kind") in ("local", "host-shared")
 
 
-def _close(best: dict, others: list[dict], key: str) -> list[dict]:
-    """The places within SIMILAR_PCT of `best` in `key`, `best` first: no measured difference."""
-    target = _value(best, key)
-    return [best] + [p for p in others if p is not best and target
-                     and abs(_value(p, key) - target) / target * 100 <= SIMILAR_PCT]
+class _Tie(NamedTuple):
+    """How far from the best a place may be and still be no measured difference, and why."""
+
+    band: float
+    why: str
+
+
+def _tie(best: dict, other: dict, key: str) -> _Tie:
+    """The gap `other` may have from `best` in `key` without being a measured difference.
+
+    The larger of the two places' measured run-to-run spreads, but never under
+    WORTH_A_MOVE_PCT of the best; ASSUMED_NOISE_PCT where neither spread was measured.
+    """
+    target = abs(_value(best, key) or 0.0)
+    spreads = [s for s in (_value(best, SPREAD_OF.get(key, "")),
+                           _value(other, SPREAD_OF.get(key, ""))) if s is not None]
+    if not spreads:
+        return _Tie(target * ASSUMED_NOISE_PCT / 100,
+                    f"within {ASSUMED_NOISE_PCT:.0f} %, the noise assumed where the "
+                    "run-to-run spread was not measured")
+    floor = target * WORTH_A_MOVE_PCT / 100
+    if max(spreads) >= floor:
+        runs = best.get("repeats") or other.get("repeats")
+        counted = f" of {runs} runs" if runs else ""
+        return _Tie(max(spreads), f"within the spread{counted} measured in each place, "
+                    f"{_figure(max(spreads), key)}")
+    return _Tie(floor, f"under {WORTH_A_MOVE_PCT:.0f} %, too small to be worth a move")
+
+
+def _figure(value: float, key: str) -> str:
+    """`value` in the unit that `key` names."""
+    if key.endswith("_s") and not key.endswith("_per_s"):
+        return f"{value:.2f} s"
+    return _rate(value, "files/s" if "files" in key else "MiB/s")
+
+
+def _close(best: dict, others: list[dict], key: str) -> list[tuple[dict, _Tie]]:
+    """The places no measurably different from `best` in `key`, with the reason, `best`
+    first (its own entry's reason is unused)."""
+    tied = [(best, _Tie(0.0, ""))]
+    for place in others:
+        if place is best:
+            continue
+        tie = _tie(best, place, key)
+        if abs(_value(place, key) - _value(best, key)) <= tie.band:
+            tied.append((place, tie))
+    return tied
 
 
 def _pick(places: list[dict], key: str, lowest: bool = False) -> dict:
-    """The best place in `key`; among those within SIMILAR_PCT of it (no difference beyond a
-    short run's noise), the first in the order the places were listed, so that two runs on a
-    quiet machine give the same advice."""
+    """The best place in `key`; among those no measurably different from it (_tie), the
+    first in the order the places were listed, so two runs on a quiet machine agree."""
     best = (min if lowest else max)(places, key=lambda p: _value(p, key))
-    tied = {id(p) for p in _close(best, places, key)}
+    tied = {id(p) for p, _ in _close(best, places, key)}
     return next(p for p in places if id(p) in tied)
 
 
 def _similar(best: dict, others: list[dict], key: str) -> str:
-    """'; no measured difference from a, b' for the places within SIMILAR_PCT of `best`."""
-    close = [p["name"] for p in _close(best, others, key)[1:]]
-    return (f"; no measured difference from {', '.join(close)} (within {SIMILAR_PCT:.0f} %, "
-            "a short run's noise): either will do" if close else "")
+    """'; no measured difference from a (why), b (why): either will do', or ''."""
+    close = [f"{p['name']} ({tie.why})" for p, tie in _close(best, others, key)[1:]]
+    return f"; no measured difference from {', '.join(close)}: either will do" if close else ""
 
 
 def _rate(value: float, unit: str) -> str:

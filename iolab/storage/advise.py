@@ -63,7 +63,10 @@ FILES_PER_SHARE_S = 40
 MIB_PER_SHARE_S = 2
 MIN_FILES, MIN_MIB = 50, 4
 IMPORT_SUBPACKAGES = 10
-IMPORT_REPEATS = 3
+#: Every figure the rules rank by is the median of this many runs, and its spread (the
+#: largest minus the smallest run) is kept beside it: a difference between two places that
+#: is within that spread was not measured (advice_rules).
+REPEATS = 3
 QUOTA_TIMEOUT_S = 10.0
 #: The sshfs place's name; it is measured only where netmount can mount.
 SSHFS = "sshfs"
@@ -78,7 +81,8 @@ PLACE_FIELDS = (
     "small_read_warm_files_per_s", "small_read_cold_resident_pct", "create_ops_per_s",
     "stat_ops_per_s", "stream_MiB", "stream_write_MiB_per_s", "stream_read_MiB_per_s",
     "stream_read_resident_pct", "import_modules", "import_cold_s", "import_warm_s",
-    "elapsed_s", "notes", "device", "same_as",
+    "repeats", "small_read_cold_spread_files_per_s", "stream_write_spread_MiB_per_s",
+    "import_cold_spread_s", "elapsed_s", "notes", "device", "same_as",
 )
 #: What a place on the same file system as an earlier one takes from it (measured once).
 MEASURED_FIELDS = tuple(f for f in PLACE_FIELDS if f not in (
@@ -215,7 +219,8 @@ def quota_text(fs_type: str, mount_point: str) -> str:
 
 
 def _sweep(directory: Path, plan: Plan, compute_node: bool | None) -> dict:
-    """Small files and one streaming file: written with fsync, read back cold."""
+    """Small files and one streaming file: written with fsync, read back cold, REPEATS times;
+    each figure is the median of the runs, and the ranked ones keep their spread."""
     from iolab.storage.sweep import plan as sweep_plan
     from iolab.storage.sweep import run_sweep
 
@@ -225,23 +230,36 @@ def _sweep(directory: Path, plan: Plan, compute_node: bool | None) -> dict:
                    plan.small_files * SMALL_FILE_BYTES, compute_node=compute_node),
         sweep_plan(stream, stream, 1, stream, compute_node=compute_node),
     ], ignore_index=True)
-    rows = run_sweep(directory, points, repeats=1, progress=False)
+    rows = run_sweep(directory, points, repeats=REPEATS, progress=False)
 
-    def row(size: int, direction: str) -> pd.Series:
-        return rows[(rows["file_bytes"] == size) & (rows["direction"] == direction)].iloc[0]
+    def runs(size: int, direction: str, column: str) -> pd.Series:
+        chosen = rows[(rows["file_bytes"] == size) & (rows["direction"] == direction)]
+        return chosen[column].astype(float)
 
+    def resident(size: int) -> float | None:  # a read is cold only if every run started so
+        return _maybe(runs(size, "read", "resident_before_pct").max())
+
+    small_read = runs(SMALL_FILE_BYTES, "read", "files_per_s")
+    stream_write = runs(stream, "write", "MiB_per_s")
     return {
+        "repeats": REPEATS,
         "small_file_bytes": SMALL_FILE_BYTES,
         "small_files": plan.small_files,
-        "small_write_files_per_s": float(row(SMALL_FILE_BYTES, "write")["files_per_s"]),
-        "small_read_cold_files_per_s": float(row(SMALL_FILE_BYTES, "read")["files_per_s"]),
-        "small_read_cold_resident_pct": _maybe(row(SMALL_FILE_BYTES, "read")
-                                               ["resident_before_pct"]),
+        "small_write_files_per_s": float(runs(SMALL_FILE_BYTES, "write", "files_per_s").median()),
+        "small_read_cold_files_per_s": float(small_read.median()),
+        "small_read_cold_spread_files_per_s": _spread(small_read),
+        "small_read_cold_resident_pct": resident(SMALL_FILE_BYTES),
         "stream_MiB": plan.stream_mib,
-        "stream_write_MiB_per_s": float(row(stream, "write")["MiB_per_s"]),
-        "stream_read_MiB_per_s": float(row(stream, "read")["MiB_per_s"]),
-        "stream_read_resident_pct": _maybe(row(stream, "read")["resident_before_pct"]),
+        "stream_write_MiB_per_s": float(stream_write.median()),
+        "stream_write_spread_MiB_per_s": _spread(stream_write),
+        "stream_read_MiB_per_s": float(runs(stream, "read", "MiB_per_s").median()),
+        "stream_read_resident_pct": resident(stream),
     }
+
+
+def _spread(runs: pd.Series) -> float:
+    """The largest run minus the smallest: how far apart repeated runs of one place land."""
+    return float(runs.max() - runs.min())
 
 
 def _maybe(value: object) -> float | None:
@@ -267,10 +285,12 @@ def _imports(directory: Path, plan: Plan, compute_node: bool | None) -> dict:
 
     sizes = PerceptionSizes(synthetic_modules=plan.import_modules,
                             synthetic_subpackages=IMPORT_SUBPACKAGES)
-    frame = time_import_synthetic(directory, IMPORT_REPEATS, sizes).set_index("cache_state")
+    frame = time_import_synthetic(directory, REPEATS, sizes).set_index("cache_state")
     return {
         "import_modules": plan.import_modules,
         "import_cold_s": float(frame.loc["cold", "wall_median_s"]),
+        "import_cold_spread_s": float(frame.loc["cold", "wall_max_s"]
+                                      - frame.loc["cold", "wall_min_s"]),
         "import_warm_s": float(frame.loc["warm", "wall_median_s"]),
     }
 
