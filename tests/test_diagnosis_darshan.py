@@ -135,3 +135,65 @@ def test_the_html_report_is_one_self_contained_page(tmp_path, capsys) -> None:
     assert text.index("few-stripes") < text.index("rank-imbalance-bytes")  # costliest first
     assert text.count("data:image/png;base64,") >= 3  # sizes, time per rank, OSTs
     assert "http://" not in text and "https://" not in text and "<script" not in text
+
+
+IOR = LOGS / "ior_pnetcdf_hdf5"
+
+
+@needs_darshan
+@pytest.mark.parametrize("log_name, library, fix, proof", [
+    ("shane_ior-HDF5_id438090-438090_11-9-41522-17417065676046418211_1.darshan", "HDF5",
+     "H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE)",
+     {"H5D datasets": 1.0, "H5D_USE_MPIIO_COLLECTIVE": 0.0}),
+    ("shane_ior-PNETCDF_id438100-438100_11-9-41525-10280033558448664385_1.darshan", "PnetCDF",
+     "ncmpi_put_vara_all", {"PNETCDF_VAR_INDEP_*": 32.0, "PNETCDF_VAR_COLL_*": 0.0}),
+])
+def test_independent_mpiio_is_fixed_at_the_layer_the_program_calls(
+        monkeypatch, log_name: str, library: str, fix: str, proof: dict) -> None:
+    """IOR through HDF5 and through PnetCDF, 4 ranks, every request independent: an HDF5 or
+    PnetCDF program has no MPI_File_write_all to call, so the fix names its own library's
+    call, and the library's counters prove it. The logs are far under the rule's floor of
+    1000 requests (a must-not there, GROUND_TRUTH.md): the floor is lowered to see the rule."""
+    from iolab.diagnosis import rules
+
+    run = darshan.read_log(IOR / log_name).run()
+    assert "no-collective-mpiio" not in {f.rule for f in diagnose(run)}  # the floor holds
+    monkeypatch.setattr(rules, "MIN_COUNT", 1)
+    finding = next(f for f in diagnose(run) if f.rule == "no-collective-mpiio")
+    assert finding.title == f"independent MPI-IO, through {library}"
+    assert fix in finding.advice and "MPI_File_write_all" not in finding.advice
+    assert finding.files == ["/home/shane/software/ior/build/testFile"]
+    assert {key: finding.counters[key] for key in proof} == proof
+    assert finding.counters["MPIIO_COLL_*"] == 0
+
+
+@needs_darshan
+def test_independent_mpiio_called_directly_gets_the_mpiio_fix(monkeypatch) -> None:
+    """The MPI-IO test program (32 ranks, 128 + 128 independent operations, no HDF5 or
+    PnetCDF record) is told to call MPI_File_write_all."""
+    from iolab.diagnosis import rules
+
+    log = next((LOGS / "mpi_io_test_with_dxt").glob("*.darshan"))
+    monkeypatch.setattr(rules, "MIN_COUNT", 1)
+    finding = next(f for f in diagnose(darshan.read_log(log).run())
+                   if f.rule == "no-collective-mpiio")
+    assert finding.title == "independent MPI-IO" and "MPI_File_write_all" in finding.advice
+    assert finding.counters["MPIIO_INDEP_*"] == 256 and "H5D datasets" not in finding.counters
+
+
+@needs_darshan
+def test_hdf5_with_collective_datasets_is_told_to_make_its_metadata_collective() -> None:
+    """MACSio (PyDarshan's example log): its one dataset used collective MPI-IO (64 collective
+    writes, H5D_USE_MPIIO_COLLECTIVE 1) and made 80 requests, yet 7,695 MPI-IO operations were
+    independent: HDF5's own metadata, which a collective transfer list does not reach."""
+    log = darshan.read_log(darshan.example_logs()[
+        "shane_macsio_id29959_5-22-32552-7035573431850780836_1590156158"])
+    finding = next(f for f in diagnose(log.run()) if f.rule == "no-collective-mpiio")
+    assert finding.title == "independent MPI-IO, through HDF5"
+    assert "H5Pset_coll_metadata_write" in finding.advice and "dxpl" not in finding.advice
+    assert "they are HDF5's metadata I/O" in finding.evidence
+    assert {key: finding.counters[key] for key in (
+        "MPIIO_INDEP_*", "MPIIO_COLL_*", "H5D datasets", "H5D_USE_MPIIO_COLLECTIVE",
+        "H5D_READS + H5D_WRITES")} == {"MPIIO_INDEP_*": 7695, "MPIIO_COLL_*": 64,
+                                       "H5D datasets": 1, "H5D_USE_MPIIO_COLLECTIVE": 1,
+                                       "H5D_READS + H5D_WRITES": 80}

@@ -89,6 +89,15 @@ def _sum(frame: pd.DataFrame, *names: str) -> pd.Series:
     return frame[present].sum(axis=1).astype("float64")
 
 
+def _collective(frame: pd.DataFrame, p: str) -> pd.Series:
+    """The requests made collectively. H5D counts none, only whether a dataset used
+    collective MPI-IO at all (H5D_USE_MPIIO_COLLECTIVE): then all its requests count."""
+    if p == "H5D":
+        used = _sum(frame, "H5D_USE_MPIIO_COLLECTIVE") > 0
+        return _sum(frame, "H5D_READS", "H5D_WRITES").where(used, 0.0)
+    return _sum(frame, f"{p}_COLL_READS", f"{p}_COLL_WRITES")
+
+
 def _or_nan(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[name].astype("float64") if name in frame else pd.Series(np.nan, index=frame.index)
 
@@ -174,7 +183,7 @@ class DarshanLog:
                            f"{p}_SPLIT_WRITES", f"{p}_NB_WRITES"),
             "syncs": _sum(frame, f"{p}_FSYNCS", f"{p}_FDSYNCS", f"{p}_SYNCS", f"{p}_FLUSHES"),
             "mmaps": _or_nan(frame, f"{p}_MMAPS").clip(lower=0),
-            "collective": _sum(frame, f"{p}_COLL_READS", f"{p}_COLL_WRITES"),
+            "collective": _collective(frame, p),
             "bytes_read": bytes_read, "bytes_written": bytes_written,
             "small_reads": _small(frame, f"{p}_SIZE_READ_{agg}", bytes_read,
                                   _sum(frame, f"{p}_READS", f"{p}_INDEP_READS", f"{p}_COLL_READS"))

@@ -29,7 +29,8 @@ RECORD_COLUMNS = {
     "sync_opens": "opens with O_SYNC or O_DSYNC (nan where unknown)",
     "direct_opens": "opens with O_DIRECT (nan where unknown)",
     "mmaps": "memory mappings of the file: its reads then happen as page faults, unseen",
-    "collective": "MPI-IO collective reads and writes (0 in other layers)",
+    "collective": "collective reads and writes: MPI-IO and PNETCDF_VAR count them; an H5D "
+                  "dataset's all count if it used collective MPI-IO (0 in other layers)",
     "bytes_read": "bytes read",
     "bytes_written": "bytes written",
     "small_reads": "reads of less than 1 MiB (nan where the layer keeps no size histogram)",

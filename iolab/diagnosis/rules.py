@@ -237,7 +237,72 @@ def metadata(run: Run) -> list[Finding]:
                   names["time"]: float(frame.meta_time_s.sum())})]
 
 
+#: What to change where the application calls MPI-IO itself, or through HDF5 or PnetCDF (the
+#: layer it calls is where the fix goes: an HDF5 program has no MPI_File_write_all to call).
+#: Sources: MPI 4.1 standard, section 14.4 (the _all calls); HDF5 reference manual,
+#: H5Pset_dxpl_mpio, H5Pset_coll_metadata_write and H5Pset_all_coll_metadata_ops (1.10 on);
+#: PnetCDF C interface guide, data mode functions.
+COLLECTIVE_FIX = {
+    "MPI-IO": "use the collective calls (MPI_File_write_all, read_all) so ROMIO's aggregators "
+              "combine the ranks' pieces into large requests",
+    "HDF5": "make the dataset transfers collective: H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) "
+            "on a dataset transfer property list passed to H5Dwrite and H5Dread, so that HDF5 "
+            "calls MPI-IO's collective operations and ROMIO's aggregators combine the ranks' "
+            "pieces into large requests",
+    "HDF5 metadata": "make HDF5's metadata I/O collective too: H5Pset_coll_metadata_write(fapl, 1) "
+                     "and H5Pset_all_coll_metadata_ops(fapl, 1) on the file access property "
+                     "list (HDF5 1.10 on), so one rank reads and writes the metadata for all",
+    "PnetCDF": "call the collective API (ncmpi_put_vara_all, ncmpi_get_vara_all and the other "
+               "_all calls) in collective data mode, not the independent calls after "
+               "ncmpi_begin_indep_data, so ROMIO's aggregators combine the ranks' pieces",
+}
+
+
+def _library(run: Run, paths: list[str]) -> str:
+    """Which layer the application called for these MPI-IO files: HDF5 or PnetCDF where the
+    log has their records of the same file (H5F/H5D, PNETCDF_FILE/_VAR; a dataset's or a
+    variable's record is named "<file>:<name>"), else MPI-IO itself."""
+    records = run.data()
+    files = records.path.str.rsplit(":", n=1).str[0].where(
+        records.layer.isin(["H5D", "PNETCDF_VAR"]), records.path)
+    used = set(records.layer[files.isin(paths)])
+    if used & {"PNETCDF_FILE", "PNETCDF_VAR"}:
+        return "PnetCDF"
+    if used & {"H5F", "H5D"}:
+        return "HDF5"
+    return "MPI-IO"
+
+
+def _library_proof(run: Run, library: str, independent: float) -> tuple[str, str, dict]:
+    """The fix, a note for the evidence, and the library's own counters.
+
+    PnetCDF counts its independent and collective requests. HDF5 flags each dataset that used
+    collective MPI-IO (H5D_USE_MPIIO_COLLECTIVE): where every dataset did, and the independent
+    MPI-IO operations outnumber all the datasets' requests, they are HDF5's own metadata I/O,
+    which H5Pset_dxpl_mpio does not make collective."""
+    if library == "PnetCDF":
+        var = _data(run, "PNETCDF_VAR")
+        requests = var.reads + var.writes
+        return COLLECTIVE_FIX[library], "", {
+            "PNETCDF_VAR_INDEP_*": float((requests - var.collective).sum()),
+            "PNETCDF_VAR_COLL_*": float(var.collective.sum())}
+    if library == "HDF5":
+        datasets = _data(run, "H5D")
+        collective = float((datasets.collective > 0).sum())
+        requests = float((datasets.reads + datasets.writes).sum())
+        counters = {"H5D datasets": float(len(datasets)), "H5D_USE_MPIIO_COLLECTIVE": collective,
+                    "H5D_READS + H5D_WRITES": requests}
+        if len(datasets) and collective == len(datasets) and independent > requests:
+            return COLLECTIVE_FIX["HDF5 metadata"], (
+                f"; every dataset already used collective MPI-IO, and its {requests:,.0f} "
+                "requests cannot account for them: they are HDF5's metadata I/O"), counters
+        return COLLECTIVE_FIX[library], "", counters
+    return COLLECTIVE_FIX[library], "", {}
+
+
 def independent_mpiio(run: Run) -> list[Finding]:
+    """Independent MPI-IO where collective calls would combine the ranks' requests; the fix
+    is named at the layer the application calls (MPI-IO, HDF5 or PnetCDF)."""
     if run.processes < 2:  # one process: nothing to combine
         return []
     mpiio = _data(run, "MPI-IO")
@@ -248,14 +313,16 @@ def independent_mpiio(run: Run) -> list[Finding]:
     if indep.sum() < MIN_COUNT or _share(indep.sum(), requests.sum()) <= INDEPENDENT_SHARE:
         return []
     part = (mpiio.read_time_s + mpiio.write_time_s) * (indep / requests.where(requests > 0)).fillna(0)
+    files = _top(mpiio, indep)
+    library = _library(run, files)
+    fix, note, proof = _library_proof(run, library, float(indep.sum()))
+    through = f", through {library}" if library != "MPI-IO" else ""
     return [Finding(
-        "no-collective-mpiio", "independent MPI-IO", busiest_rank_seconds(mpiio, part),
+        "no-collective-mpiio", f"independent MPI-IO{through}", busiest_rank_seconds(mpiio, part),
         f"{indep.sum():,.0f} of {requests.sum():,.0f} MPI-IO operations "
-        f"({_share(indep.sum(), requests.sum()):.0%}) are independent",
-        "use the collective calls (MPI_File_write_all, read_all) so ROMIO's aggregators "
-        "combine the ranks' pieces into large requests",
-        files=_top(mpiio, indep), counters={"MPIIO_INDEP_*": float(indep.sum()),
-                                            "MPIIO_COLL_*": float(mpiio.collective.sum())})]
+        f"({_share(indep.sum(), requests.sum()):.0%}) are independent{through}{note}",
+        fix, files=files, counters={"MPIIO_INDEP_*": float(indep.sum()),
+                                    "MPIIO_COLL_*": float(mpiio.collective.sum()), **proof})]
 
 
 def rank_imbalance(run: Run) -> list[Finding]:
