@@ -119,9 +119,16 @@ class DarshanLog:
         self.name = name
         self.names = dict(report.name_records)
         self._run: Run | None = None
+        self._tabulated: dict[str, pd.DataFrame] = {}
 
     def _frames(self, module: str) -> pd.DataFrame:
-        """A module's counters and fcounters side by side, one row per record; empty if absent."""
+        """A module's counters and fcounters side by side, one row per record; empty if absent.
+        Tabulated once per module (the facts, the tables and the histogram all read them)."""
+        if module not in self._tabulated:
+            self._tabulated[module] = self._tabulate(module)
+        return self._tabulated[module]
+
+    def _tabulate(self, module: str) -> pd.DataFrame:
         if module not in self.report.records:
             return pd.DataFrame()
         try:
@@ -256,12 +263,12 @@ class DarshanLog:
         posix = posix[posix.layer == "POSIX"]
         frame = posix.groupby("path").agg(
             origin=("origin", "first"), ranks=("rank", "nunique"),
-            shared=("rank", lambda r: bool((r < 0).any())),
             bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
             read_time_s=("read_time_s", "sum"), write_time_s=("write_time_s", "sum"),
             meta_time_s=("meta_time_s", "sum"))
-        frame.loc[frame.shared, "ranks"] = self.run().processes  # one record for all ranks
-        frame = frame.drop(columns="shared").astype({"bytes_read": "int64", "bytes_written": "int64"})
+        shared = (posix["rank"] < 0).groupby(posix["path"]).any()
+        frame.loc[shared, "ranks"] = self.run().processes  # one record for all ranks
+        frame = frame.astype({"bytes_read": "int64", "bytes_written": "int64"})
         moved = frame.bytes_read + frame.bytes_written
         return frame.loc[moved.sort_values(ascending=False, kind="stable").index].reset_index()
 
