@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from iolab.core.class_queue import turn
 from iolab.core.errors import LabError
 
 #: The variable a learner sets (the class's `activate` does) to join a class.
@@ -101,5 +100,7 @@ def heavy_turn(what: str) -> Iterator[str | None]:
     if joined is None:
         yield None
         return
+    from iolab.core.class_queue import turn  # only in a class: every command's start-up
+                                             # passes through here (iolab.core.budget)
     with turn(joined.queue, joined.slots, what) as ticket:
         yield ticket
