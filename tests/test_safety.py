@@ -393,6 +393,61 @@ def test_clean_tolerates_an_entry_deleted_under_it(tmp_path: Path, monkeypatch,
 
 
 @pytest.mark.usefixtures("workspace")
+def test_two_commands_started_at_once_both_take_the_results_folder() -> None:
+    """CI26: three `iolab fio` runs started together; one found <workspace>/lab made by
+    another a moment before its marker was written, and refused it as the user's own. A
+    folder that is empty and seconds old now gets a moment to be marked."""
+    import threading
+
+    from iolab.core.owned import write_marker
+    from iolab.core.workspace import MADE_MARKER, MADE_MARKER_TEXT, WorkspaceEntry, results_dir
+
+    made_now = WorkspaceEntry.LAB.path()
+    made_now.parent.mkdir(parents=True, exist_ok=True)
+    made_now.mkdir(mode=0o700)  # the other run's mkdir; its marker follows 0.2 s later
+    later = threading.Timer(0.2, write_marker, (made_now, MADE_MARKER, MADE_MARKER_TEXT))
+    later.start()
+    try:
+        assert results_dir() == made_now
+    finally:
+        later.join()
+
+
+def test_two_commands_started_at_once_share_one_per_user_place(tmp_path: Path, capsys) -> None:
+    """The same race on a per-user place (/dev/shm/iolab-$USER): the second run used to make
+    a fresh private folder beside the first one's, and say it was not the user's."""
+    import threading
+
+    from iolab.core.owned import write_marker
+    from iolab.core.workspace import (LOCATION_MARKER, LOCATION_MARKER_TEXT, location_dir,
+                                      make_location_dir)
+
+    usual = location_dir(tmp_path)
+    usual.mkdir(mode=0o700)  # the other run's mkdir; its marker follows 0.2 s later
+    later = threading.Timer(0.2, write_marker, (usual, LOCATION_MARKER, LOCATION_MARKER_TEXT))
+    later.start()
+    try:
+        assert make_location_dir(usual) == usual
+    finally:
+        later.join()
+    assert sorted(tmp_path.iterdir()) == [usual] and "note:" not in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("workspace")
+def test_the_users_own_results_folder_is_refused_at_once() -> None:
+    """A `lab` folder with the user's files in it is never waited for."""
+    from iolab.core.workspace import WorkspaceEntry, results_dir
+
+    users = WorkspaceEntry.LAB.path()
+    mine = place_user_files(users)
+    started = time.monotonic()
+    with pytest.raises(LabError, match="was not made by the lab for you"):
+        results_dir()
+    assert time.monotonic() - started < 1.0
+    assert_user_files_intact(mine)
+
+
+@pytest.mark.usefixtures("workspace")
 def test_a_second_make_lab_refuses_while_one_runs() -> None:
     """Two `make lab` would empty each other's notebooks and site: the second says who runs."""
     from iolab.core.writer_lock import writer_lock

@@ -24,9 +24,10 @@ import os
 import re
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from iolab.core.class_folder import active_class
 from iolab.core.errors import LabError
@@ -210,8 +211,9 @@ def make_location_dir(path: Path) -> Path:
     try:
         make_private_dir(path, LOCATION_MARKER, LOCATION_MARKER_TEXT)
         return path
-    except FileExistsError:
-        pass
+    except FileExistsError:  # perhaps another lab process of this user, a moment earlier
+        if _marked_soon(path, lambda folder: has_marker(folder, LOCATION_MARKER)):
+            return path
     except OSError as err:
         raise LabError(f"cannot create {path} ({err.strerror}); free some space or choose "
                        "another location") from None
@@ -405,12 +407,39 @@ def lab_owned_dir(path: Path) -> Path:
     $HOME), so the lab refuses to write or delete there.
     """
     path = ensure_writable_dir(path)
-    if not is_lab_made(path):
+    if not _marked_soon(path):
         raise LabError(f"{path} exists but was not made by the lab for you (it has no valid "
                        f"{MADE_MARKER} marker; a copy of a lab folder has none), so the lab will "
                        "not write or delete in it; move it away, or point IOLAB_WORKDIR at a "
                        "folder of the lab's own, e.g. $SCRATCH/iolab")
     return path
+
+
+#: How long a folder made a moment ago may wait for its marker: another lab process of this
+#: user (a second command started at once) makes it and marks it in the next breath.
+MARKER_WAIT_S = 2.0
+
+
+def _marked_soon(path: Path, marked: Callable[[Path], bool] = is_lab_made) -> bool:
+    """Whether `path` is `marked`, or becomes so within MARKER_WAIT_S while it is still empty
+    and new (seconds old): between another lab process's mkdir and its marker, the folder is
+    briefly unmarked. A user's own folder (with contents, or older) is refused at once."""
+    deadline = time.monotonic() + MARKER_WAIT_S
+    while not marked(path):
+        if time.monotonic() >= deadline or not _empty_and_new(path):
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _empty_and_new(path: Path) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            if next(entries, None) is not None:
+                return False
+        return time.time() - path.lstat().st_ctime < 2 * MARKER_WAIT_S
+    except OSError:
+        return False
 
 
 def check_capacity(path: Path, bytes_needed: int, inodes_needed: int) -> None:
