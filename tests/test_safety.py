@@ -404,7 +404,9 @@ def test_two_commands_started_at_once_both_take_the_results_folder() -> None:
 
     made_now = WorkspaceEntry.LAB.path()
     made_now.parent.mkdir(parents=True, exist_ok=True)
-    made_now.mkdir(mode=0o700)  # the other run's mkdir; its marker follows 0.2 s later
+    made_now.mkdir(mode=0o700)  # the other run's mkdir; its marker follows 0.2 s later,
+    # first under a name of its own (as write_marker_at writes it; CI27 met that moment)
+    (made_now / f"{MADE_MARKER}.{os.getpid()}.partial").write_text("")
     later = threading.Timer(0.2, write_marker, (made_now, MADE_MARKER, MADE_MARKER_TEXT))
     later.start()
     try:
@@ -424,6 +426,7 @@ def test_two_commands_started_at_once_share_one_per_user_place(tmp_path: Path, c
 
     usual = location_dir(tmp_path)
     usual.mkdir(mode=0o700)  # the other run's mkdir; its marker follows 0.2 s later
+    (usual / f"{LOCATION_MARKER}.{os.getpid()}.partial").write_text("")
     later = threading.Timer(0.2, write_marker, (usual, LOCATION_MARKER, LOCATION_MARKER_TEXT))
     later.start()
     try:

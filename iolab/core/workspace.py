@@ -433,9 +433,12 @@ def _marked_soon(path: Path, marked: Callable[[Path], bool] = is_lab_made) -> bo
 
 
 def _empty_and_new(path: Path) -> bool:
+    """Seconds old, holding nothing but a marker being written (`<marker>.<pid>.partial`,
+    iolab.core.owned.write_marker_at)."""
     try:
         with os.scandir(path) as entries:
-            if next(entries, None) is not None:
+            if any(not (entry.name.endswith(".partial")
+                        and entry.name.startswith(CREATION_MARKERS)) for entry in entries):
                 return False
         return time.time() - path.lstat().st_ctime < 2 * MARKER_WAIT_S
     except OSError:
