@@ -53,6 +53,10 @@ START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 15
 #: A job pending longer than this cannot start on the test node.
 PENDING_LIMIT_S = 20
+#: How often a submitted job's state is asked for, and the states it ends in.
+POLL_S = 0.25
+FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                          "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
 #: The most nodes one host runs (each slurmd and its jobs share the host's cores).
 MAX_NODES = 4
 #: Hardware fields of `slurmd -C` copied to the node line.
@@ -163,7 +167,8 @@ PartitionName=debug Nodes={",".join(names)} Default=YES MaxTime=INFINITE State=U
 
 @dataclass
 class JobResult:
-    """What a finished batch job left: sbatch's exit code, its state and its output file."""
+    """What a finished batch job left: its exit status (what `sbatch --wait` would return),
+    its state and exit code as Slurm reports them, and its output file."""
 
     job_id: str
     returncode: int
@@ -269,50 +274,53 @@ class SlurmCluster:
     def sbatch(self, script: Path, *options: str, cwd: Path, env: dict[str, str],
                timeout: float = 120,
                while_running: Callable[[str], None] | None = None) -> JobResult:
-        """Submit `script` unchanged with `sbatch --wait`, bounded, and collect its result.
+        """Submit `script` unchanged, wait (bounded) until the job ends, collect its result.
 
         `options` may only be sbatch options such as --export or --output; `env` is added
         to the cluster's environment (sbatch exports it to the job). `while_running` is
-        called with the job id about once a second while the job runs.
+        called with the job id about once a second while the job runs. Not `sbatch --wait`:
+        its poll interval grows to 10 s, which made every short job here take 10 s.
         """
         output = Path(tempfile.mkstemp(prefix="job-", suffix=".out", dir=self.root)[1])
-        command = ["sbatch", "--wait", "--parsable", f"--output={output}", *options, str(script)]
-        proc = subprocess.Popen(command, cwd=cwd, env={**self.env, **env},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        command = ["sbatch", "--parsable", f"--output={output}", *options, str(script)]
+        proc = subprocess.run(command, cwd=cwd, env={**self.env, **env}, capture_output=True,
+                              text=True, timeout=30)
+        job_id = proc.stdout.strip().split(";")[0]
+        if proc.returncode != 0 or not job_id:
+            raise AssertionError(f"sbatch refused {script.name}: {proc.stderr.strip()}")
         try:
-            self._wait_while_running(proc, timeout, while_running)
+            state, exit_code = self._wait_until_done(job_id, timeout, while_running)
         except AssertionError as err:
-            proc.kill()
-            proc.communicate()
             self.cancel_all()
             raise AssertionError(f"{script.name}: {err}\n"
                                  f"{output.read_text(errors='replace')}") from None
-        stdout, stderr = proc.communicate()
-        job_id = stdout.strip().split(";")[0]
-        if not job_id:
-            raise AssertionError(f"sbatch refused {script.name}: {stderr.strip()}")
-        state, exit_code = self.job_state(job_id)
-        return JobResult(job_id, proc.returncode, state, exit_code,
+        return JobResult(job_id, job_returncode(exit_code), state, exit_code,
                          output.read_text(errors="replace"))
 
-    def _wait_while_running(self, proc: subprocess.Popen, timeout: float,
-                            while_running: Callable[[str], None] | None) -> None:
-        """Wait for sbatch --wait; fail early when the job stays pending (the tests run one
-        job at a time, so a pending job asked for more than the node has)."""
+    def _wait_until_done(self, job_id: str, timeout: float,
+                         while_running: Callable[[str], None] | None) -> tuple[str, str]:
+        """The job's final state and exit code; fail early when it stays pending (the tests
+        run one job at a time, so a pending job asked for more than the node has)."""
         deadline = time.monotonic() + timeout
         pending_since = None
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
+        called_at = 0.0
+        while True:
+            state, exit_code = self.job_state(job_id)
+            if state in FINAL_STATES:
+                return state, exit_code
+            now = time.monotonic()
+            if now > deadline:
                 raise AssertionError(f"the job did not finish in {timeout} s")
-            job = self.client("squeue", "--noheader", "--format=%i %T %r").stdout.split()
-            if job[1:2] == ["PENDING"]:
-                pending_since = pending_since or time.monotonic()
-                if time.monotonic() - pending_since > PENDING_LIMIT_S:
-                    raise AssertionError(f"the job stayed pending ({' '.join(job[2:])}): "
+            if state == "PENDING":
+                pending_since = pending_since or now
+                if now - pending_since > PENDING_LIMIT_S:
+                    reason = self.client("squeue", "--noheader", "--format=%r", "--job", job_id)
+                    raise AssertionError(f"the job stayed pending ({reason.stdout.strip()}): "
                                          "it asks for more than the test node has")
-            elif job[1:2] == ["RUNNING"] and while_running is not None:
-                while_running(job[0])
-            time.sleep(1)
+            elif state == "RUNNING" and while_running is not None and now - called_at >= 1:
+                called_at = now
+                while_running(job_id)
+            time.sleep(POLL_S)
 
     def cancel_all(self) -> None:
         """Cancel every job and wait (bounded) until the queue is empty."""
@@ -351,6 +359,14 @@ class SlurmCluster:
         """Processes of this cluster still alive after stop(): must be none."""
         alive = [p.pid for p in self.daemons if p.poll() is None]
         return alive + processes_using(self.env["SLURM_CONF"])
+
+
+def job_returncode(exit_code: str) -> int:
+    """The exit status a shell would report for Slurm's ExitCode "status:signal"."""
+    status, _, signal_number = exit_code.partition(":")
+    if not status.isdigit() or not signal_number.isdigit():
+        return 1
+    return int(status) or (128 + int(signal_number) if int(signal_number) else 0)
 
 
 def _terminate(proc: subprocess.Popen) -> None:
