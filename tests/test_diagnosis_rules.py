@@ -226,3 +226,91 @@ def test_a_trace_keeps_each_files_slowest_request_with_its_size() -> None:
     assert (first.slowest_write_s, first.slowest_write_bytes) == (3.0, 100)
     assert (first.slowest_read_s, first.slowest_read_bytes) == (0.5, 10)
     assert first.writes == 4 and first.write_time_s == pytest.approx(5.71)
+
+
+def layered(path: str, rank: int, mpi_write_s: float, posix_write_s: float,
+            collective: float = 0.0, writes: int = 4) -> list[dict]:
+    """One rank's MPI-IO record of a file and the POSIX record beneath it."""
+    moved = writes * 16 * MiB
+    return [record(path, rank, layer="MPI-IO", writes=writes, collective=collective,
+                   bytes_written=moved, write_time_s=mpi_write_s),
+            record(path, rank, writes=writes, bytes_written=moved, seq_writes=writes,
+                   max_byte_written=moved, write_time_s=posix_write_s)]
+
+
+def requests(rows: list[tuple]) -> pd.DataFrame:
+    """DXT requests: (rank, layer, start_s, end_s) writes of 16 MiB to /nfs/out."""
+    return pd.DataFrame([{"rank": rank, "layer": layer, "path": "/nfs/out", "operation": "write",
+                          "offset": 0, "length": 16 * MiB, "start_s": start, "end_s": end}
+                         for rank, layer, start, end in rows])
+
+
+def test_independent_mpiio_that_waits_above_posix_is_costed_on_the_busiest_rank() -> None:
+    """Rank 1 spent 8 s in MPI-IO writes over 0.03 s of write(): 7.97 s waited in the library.
+    Collective calls (which also exchange data) and a library's microseconds per call are no
+    wait."""
+    rows = layered("/nfs/out", 0, 3.0, 0.03) + layered("/nfs/out", 1, 8.0, 0.03)
+    found = {f.rule: f for f in diagnose(run_of(rows, processes=2, run_time_s=14.0))}
+    wait = found["mpiio-write-waits"]
+    assert wait.cost_s == pytest.approx(7.97) and not wait.minor
+    assert wait.ranks == [1, 0] and wait.files == ["/nfs/out"]
+    assert wait.counters == pytest.approx({"MPIIO_F_WRITE_TIME": 11.0, "POSIX_F_WRITE_TIME": 0.06})
+    assert "3.00 to 8.00 s per rank" in wait.evidence and "99%" in wait.evidence
+    collective = layered("/nfs/out", 0, 3.0, 0.03, collective=4) + layered("/nfs/out", 1, 8.0, 0.03, collective=4)
+    assert "mpiio-write-waits" not in rules(run_of(collective, processes=2, run_time_s=14.0))
+    # 1,000,000 calls 0.9 us each above write(): the library's own work, not a wait.
+    overhead = layered("/nfs/out", 0, 1.0, 0.1, writes=1_000_000)
+    assert "mpiio-write-waits" not in rules(run_of(overhead, run_time_s=14.0))
+    # Under half the time above the POSIX calls: the file system's time dominates.
+    even = layered("/nfs/out", 0, 2.0, 1.2)
+    assert "mpiio-write-waits" not in rules(run_of(even, run_time_s=14.0))
+
+
+def test_dxt_shows_when_the_wait_came_and_that_the_writes_took_turns() -> None:
+    """Two ranks, two MPI-IO writes each; inside each a POSIX write of 0.01 s that starts
+    1.0, 2.0, 0.51 or 1.51 s after its call and ends 0.1 s before the call returns, and never
+    two POSIX writes in flight at once (rank 0's ends at 1.01 s as rank 1's starts)."""
+    rows = layered("/nfs/out", 0, 4.0, 0.02, writes=2) + layered("/nfs/out", 1, 3.5, 0.02, writes=2)
+    dxt = requests([(0, "MPIIO", 0.0, 1.11), (0, "POSIX", 1.0, 1.01),
+                    (0, "MPIIO", 2.0, 4.11), (0, "POSIX", 4.0, 4.01),
+                    (1, "MPIIO", 0.5, 1.12), (1, "POSIX", 1.01, 1.02),
+                    (1, "MPIIO", 2.5, 4.12), (1, "POSIX", 4.01, 4.02)])
+    run = Run("darshan", "test", 2, 14.0, complete(pd.DataFrame(rows)),
+              pd.DataFrame(columns=OST_COLUMNS), ("POSIX", "MPI-IO", "DXT_POSIX", "DXT_MPIIO"),
+              mounts=(("/", "rootfs"), ("/nfs", "nfs"), ("/nfsother", "lustre")),
+              dxt=lambda: dxt)
+    wait = next(f for f in diagnose(run) if f.rule == "mpiio-write-waits")
+    # Before: 1.0, 2.0, 0.51, 1.51 s (median 1.255); after: 0.1 s each time.
+    assert wait.counters["DXT median seconds before the POSIX call"] == pytest.approx(1.255)
+    assert wait.counters["DXT most POSIX requests at once"] == 1
+    assert "returned 0.10 s after it ended; at most 1 POSIX write(s)" in wait.evidence
+    assert "(file system: nfs)" in wait.evidence and "fcntl" in wait.advice
+    assert run.file_system("/nfsother/x") == "lustre" and run.file_system("/nfs") == "nfs"
+    assert run.file_system("relative/x") == ""
+
+
+def test_the_benchmark_reports_each_tools_median_and_the_tools_take_turns(tmp_path, monkeypatch) -> None:
+    """Five runs per tool and log, lab first then Drishti first and so on; the findings of the
+    first run, the median of the five wall times, the largest peak."""
+    from iolab.diagnosis import benchmark
+
+    (tmp_path / "ground_truth.json").write_text(
+        '{"a.darshan": {"must": [{"rule": "stdio"}], "must_not": []}}')
+    calls: list[str] = []
+    times = {"lab": iter([0.9, 0.5, 0.4, 0.6, 0.3]), "drishti": iter([0.2, 0.8, 0.7, 0.1, 0.6])}
+
+    def fake(tool: str):
+        def run(*args) -> benchmark.Measured:
+            calls.append(tool)
+            return benchmark.Measured({"stdio"}, {"stdio": "a"}, next(times[tool]),
+                                      50.0 + len(calls))
+        return run
+
+    monkeypatch.setattr(benchmark, "run_lab", fake("lab"))
+    monkeypatch.setattr(benchmark, "run_drishti", fake("drishti"))
+    [row] = benchmark.compare(tmp_path, tmp_path / "drishti", repeats=5)
+    assert calls == ["lab", "drishti", "drishti", "lab", "lab", "drishti", "drishti", "lab",
+                     "lab", "drishti"]
+    assert (row["lab_seconds"], row["drishti_seconds"]) == (0.5, 0.6)
+    assert (row["lab_peak_MiB"], row["drishti_peak_MiB"]) == (59.0, 60.0)
+    assert row["lab_hits"] == row["drishti_hits"] == 1 and row["repeats"] == 5

@@ -24,7 +24,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Run `iolab diagnose` and, with --drishti, Drishti on each log of "
             "tests/fixtures/darshan, each in a fresh process, and score both against the "
-            "logs' ground truth: findings, misses, false alarms, wall seconds, peak memory. "
+            "logs' ground truth: findings, misses, false alarms, median wall seconds of "
+            "5 runs (the tools taking turns), largest peak memory. "
             f"Saves workspace/lab/{RESULT}. `make bench-diagnosis` builds Drishti's own "
             "environment (.venv-drishti) first."
         ),
@@ -64,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"{tool}: {frame[f'{tool}_hits'].sum()} of {frame.must.sum()} findings, "
                   f"{frame[f'{tool}_misses'].map(len).sum()} missed, "
                   f"{frame[f'{tool}_false_alarms'].map(len).sum()} false alarms; slowest log "
-                  f"{frame[f'{tool}_seconds'].max():.2f} s, largest peak "
+                  f"{frame[f'{tool}_seconds'].max():.2f} s (median of {frame.repeats.max()} runs), largest peak "
                   f"{frame[f'{tool}_peak_MiB'].max():.0f} MiB")
     from iolab.diagnosis.benchmark import scaling
 

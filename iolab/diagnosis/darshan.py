@@ -83,10 +83,9 @@ def read_log(path: Path | str) -> DarshanLog:
 
 def _sum(frame: pd.DataFrame, *names: str) -> pd.Series:
     """The sum of those columns the frame has (Darshan versions differ); 0 if none."""
-    present = [name for name in names if name in frame]
-    if not present:
-        return pd.Series(0.0, index=frame.index)
-    return frame[present].sum(axis=1).astype("float64")
+    present = [frame[name].to_numpy(dtype="float64") for name in names if name in frame]
+    total = np.nansum(present, axis=0) if present else np.zeros(len(frame))
+    return pd.Series(total, index=frame.index)  # column by column: no frame built per sum
 
 
 def _collective(frame: pd.DataFrame, p: str) -> pd.Series:
@@ -165,9 +164,13 @@ class DarshanLog:
             layers = [self._layer_records(layer, prefix) for layer, prefix in LAYERS.items()]
             layers = [frame for frame in layers if not frame.empty]
             records = pd.concat(layers, ignore_index=True) if layers else empty_records()
+            records["origin"] = origins(records["path"])  # once for all layers' paths
             self._run = Run("darshan", self.name, job["processes"], job["run_time_s"],
                             complete(records), self.ost_layout(),
-                            tuple(self.report.modules), job)
+                            tuple(self.report.modules), job,
+                            tuple((str(point), str(kind))
+                                  for point, kind in self.report.data.get("mounts") or ()),
+                            self.dxt_frame)
         return self._run
 
     def _layer_records(self, layer: str, p: str) -> pd.DataFrame:
@@ -221,7 +224,6 @@ class DarshanLog:
             records[f"{side}_rank"] = _or_nan(frame, f"{p}_{upper}_RANK").where(shared)
             records[f"{side}_rank_s"] = _or_nan(frame, f"{p}_F_{upper}_RANK_TIME").where(shared)
             records[f"{side}_rank_bytes"] = _or_nan(frame, f"{p}_{upper}_RANK_BYTES").where(shared)
-        records["origin"] = origins(records["path"])
         return records
 
     def ost_layout(self) -> pd.DataFrame:

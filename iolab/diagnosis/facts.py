@@ -11,6 +11,7 @@ whole-column operations, so a log of 100,000 records costs the same per record a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pandas as pd
 
@@ -73,11 +74,33 @@ class Run:
     osts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=OST_COLUMNS))
     modules: tuple[str, ...] = ()  # what the source measured (Darshan's module names)
     facts: dict = field(default_factory=dict)  # job facts for the report (exe, start, ...)
+    mounts: tuple[tuple[str, str], ...] = ()  # (mount point, file system type): Darshan's table
+    dxt: Callable[[], pd.DataFrame] | None = None  # DXT's traced requests, read on demand
+    _requests: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    _layers: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def file_system(self, path: str) -> str:
+        """The type of the file system holding `path`, by the mount table ("" if unknown)."""
+        holding = [(point, kind) for point, kind in self.mounts
+                   if path == point or path.startswith(point.rstrip("/") + "/")]
+        return max(holding, key=lambda mount: len(mount[0]))[1] if holding else ""
+
+    def requests(self) -> pd.DataFrame:
+        """Every traced request (rank, layer, path, operation, offset, length, start_s, end_s),
+        empty without DXT; read the first time a rule asks, as most rules never need it."""
+        if self._requests is None:
+            self._requests = self.dxt() if self.dxt is not None else pd.DataFrame(
+                columns=["rank", "layer", "path", "operation", "offset", "length", "start_s",
+                         "end_s"])
+        return self._requests
 
     def data(self, layer: str | None = None) -> pd.DataFrame:
-        """The application's own records, of one layer or all."""
-        frame = self.records[self.records.origin == "data"]
-        return frame if layer is None else frame[frame.layer == layer]
+        """The application's own records, of one layer or all (selected once per layer: every
+        rule asks, and on a small log the selecting costs more than the rule)."""
+        if layer not in self._layers:
+            frame = self.records[self.records.origin == "data"]
+            self._layers[layer] = frame if layer is None else frame[frame.layer == layer]
+        return self._layers[layer]
 
 
 def empty_records() -> pd.DataFrame:

@@ -45,10 +45,13 @@ def origins(paths: pd.Series, prefixes: Sequence[str] = ()) -> np.ndarray:
     """origin_of for a whole column of paths at once."""
     paths = paths.astype(str)
     environment = paths.str.contains(_ENVIRONMENT)
-    for prefix in prefixes:
-        prefix = prefix.rstrip("/")
-        if prefix:
-            environment |= (paths == prefix) | paths.str.startswith(prefix + "/")
-    system = paths.isin(_STREAMS) | np.logical_or.reduce(
-        [(paths == root) | paths.str.startswith(root + "/") for root in _SYSTEM_ROOTS])
+    own = [prefix.rstrip("/") for prefix in prefixes if prefix.rstrip("/")]
+    if own:
+        environment |= _under(paths, own)
+    system = paths.isin(_STREAMS) | _under(paths, _SYSTEM_ROOTS)
     return np.where(environment, "environment", np.where(system, "system", "data"))
+
+
+def _under(paths: pd.Series, folders: Sequence[str]) -> pd.Series:
+    """Which paths are one of `folders` or lie below one (one pass over the column)."""
+    return paths.isin(folders) | paths.str.startswith(tuple(f"{folder}/" for folder in folders))

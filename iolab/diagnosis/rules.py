@@ -56,6 +56,11 @@ ENVIRONMENT_MIN_CALLS = 100
 #: The lab's own (Drishti has no such rule): a single request of at most SMALL_BYTES that
 #: took this long waited (a lock, a busy server): no disk needs a second for a MiB.
 STALL_S = 1.0
+#: The lab's own (Drishti compares no layers): independent MPI-IO time of which at least this
+#: share lies above the POSIX calls the library made, at least WAIT_PER_CALL_S per call on
+#: average, was spent waiting in the library (its own work per call takes microseconds).
+LIBRARY_WAIT_SHARE = 0.5
+WAIT_PER_CALL_S = 0.001
 #: A finding worth less than this share of the run, or less than MINOR_S, is minor.
 MINOR_SHARE = 0.01
 MINOR_S = 1.0
@@ -89,14 +94,24 @@ def busiest_rank_seconds(records: pd.DataFrame, seconds: pd.Series) -> float:
     own total (or, without it, an even share over the ranks)."""
     if records.empty:
         return 0.0
-    per_rank = records["rank"] >= 0
-    own = seconds[per_rank].groupby(records.loc[per_rank, "rank"]).sum()
-    shared = records[~per_rank]
-    total = shared.read_time_s + shared.write_time_s + shared.meta_time_s
+    rank = records["rank"].to_numpy()
+    value = np.nan_to_num(seconds.reindex(records.index).to_numpy(dtype="float64"))
+    per_rank = rank >= 0
+    own = 0.0
+    if per_rank.any():  # numpy, not groupby: this runs once per finding, on every log
+        _, which = np.unique(rank[per_rank], return_inverse=True)
+        own = float(np.bincount(which, weights=value[per_rank]).max())
+    if per_rank.all():
+        return own
+    shared = ~per_rank
+    total = (records.read_time_s.to_numpy() + records.write_time_s.to_numpy()
+             + records.meta_time_s.to_numpy())[shared]
     ranks = max(int(records.attrs.get("processes", 1)), 1)
-    slowest_share = (shared.slowest_rank_s / total.where(total > 0)).clip(upper=1.0)
-    share = slowest_share.fillna(1.0 / ranks)
-    return float((own.max() if len(own) else 0.0) + (seconds[~per_rank] * share).sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.minimum(records.slowest_rank_s.to_numpy(dtype="float64")[shared]
+                           / np.where(total > 0, total, np.nan), 1.0)
+    share = np.where(np.isnan(share), 1.0 / ranks, share)
+    return own + float(np.sum(value[shared] * share))
 
 
 def _share(part: float, whole: float) -> float:
@@ -626,8 +641,121 @@ def stalled_requests(run: Run) -> list[Finding]:
     return found
 
 
-RULES = (direction_rules, misaligned, metadata, independent_mpiio, rank_imbalance, lustre,
-         stdio, rereads, syncs, environment, stalled_requests)
+MPIIO_WAIT_FIX = {
+    "nfs": "on NFS, ROMIO wraps its reads and writes in fcntl byte-range locks (MPICH's NFS "
+           "driver, ad_nfs_read.c and ad_nfs_write.c), so the ranks queue at the lock "
+           "server: put files written through MPI-IO on the parallel file system or on "
+           "node-local disk, or write with collective calls (MPI_File_write_all) so that a "
+           "few aggregators take few locks for large pieces",
+    "": "the library waited, not the disk: atomic mode (MPI_File_set_atomicity) locks every "
+        "access, a sync after every write waits for the server, and ranks can wait for one "
+        "another inside a call; use non-atomic mode, sync once at the end, and collective "
+        "calls on a parallel file system",
+}
+
+
+def _requests_within(requests: pd.DataFrame, path: str, side: str) -> pd.DataFrame:
+    """DXT: each MPI-IO request on `path` in direction `side` with the POSIX requests it
+    made (same rank, inside its interval): seconds before the first began and after the
+    last ended."""
+    mine = requests[(requests.path == path) & (requests.operation == side)]
+    above = mine[mine.layer == "MPIIO"].sort_values("start_s")
+    below = mine[mine.layer == "POSIX"].sort_values("start_s")
+    if above.empty or below.empty:
+        return pd.DataFrame(columns=["before_s", "after_s"])
+    above = above.assign(call=np.arange(len(above)), call_start=above.start_s,
+                         call_end=above.end_s)
+    inner = pd.merge_asof(below, above[["rank", "call", "call_start", "call_end"]],
+                          left_on="start_s", right_on="call_start", by="rank")
+    inner = inner[inner.end_s <= inner.call_end]
+    per_call = inner.groupby("call").agg(first=("start_s", "min"), last=("end_s", "max"),
+                                         call_start=("call_start", "first"),
+                                         call_end=("call_end", "first"))
+    return pd.DataFrame({"before_s": per_call["first"] - per_call.call_start,
+                         "after_s": per_call.call_end - per_call["last"]})
+
+
+def _most_at_once(requests: pd.DataFrame) -> int:
+    """The most requests in flight at one moment (a sweep over their starts and ends)."""
+    if requests.empty:
+        return 0
+    times = np.concatenate([requests.start_s.to_numpy(), requests.end_s.to_numpy()])
+    steps = np.concatenate([np.ones(len(requests)), -np.ones(len(requests))])
+    order = np.lexsort((steps, times))  # at a tie, an end comes before a start
+    return int(np.cumsum(steps[order]).max())
+
+
+def mpiio_waits(run: Run) -> list[Finding]:
+    """Independent MPI-IO calls that took far longer than the POSIX calls they made: the time
+    went to waiting inside the library (locks, syncs, other ranks), not to the file system.
+
+    Per file, rank and direction: the MPI-IO seconds minus the POSIX seconds of the same file
+    and rank (Darshan times both layers), on records without a collective call (a collective
+    call also exchanges data between ranks, which is no wait, and Darshan does not split its
+    time from the independent calls'). DXT, where the log has it, shows when in each call
+    the wait came and how many POSIX requests were ever in flight at once."""
+    mpiio, posix = _data(run, "MPI-IO"), _data(run, "POSIX")
+    if mpiio.empty or posix.empty:
+        return []
+    below = posix.groupby(["path", "rank"])[["read_time_s", "write_time_s"]].sum()
+    found = []
+    for side in ("read", "write"):
+        seconds = f"{side}_time_s"
+        independent = mpiio[(mpiio[f"{side}s"] > 0) & (mpiio.collective == 0)]
+        pairs = independent.join(below[[seconds]].add_suffix("_posix"), on=["path", "rank"],
+                                 how="inner")
+        if pairs.empty:
+            continue
+        wait = (pairs[seconds] - pairs[f"{seconds}_posix"]).clip(lower=0)
+        if (wait.sum() < LIBRARY_WAIT_SHARE * pairs[seconds].sum()
+                or wait.sum() < WAIT_PER_CALL_S * pairs[f"{side}s"].sum()):
+            continue
+        pairs.attrs["processes"] = run.processes
+        worst_path = wait.groupby(pairs.path).sum().idxmax()
+        on_file = pairs[pairs.path == worst_path]
+        ranks = on_file[on_file["rank"] >= 0]
+        shown = ranks if len(ranks) else on_file
+        spans = {layer: (shown[column].min(), shown[column].max())
+                 for layer, column in (("MPI-IO", seconds), ("POSIX", f"{seconds}_posix"))}
+        share = wait[on_file.index].sum() / on_file[seconds].sum()
+        proof = _names(run, {"mpi": (f"MPIIO_F_{side.upper()}_TIME", "MPI-IO seconds"),
+                             "posix": (f"POSIX_F_{side.upper()}_TIME", "POSIX seconds")})
+        per = "per rank" if len(ranks) else "in all"
+        evidence = (f"{side}s through MPI-IO on {worst_path} took {spans['MPI-IO'][0]:,.2f} to "
+                    f"{spans['MPI-IO'][1]:,.2f} s {per} ({proof['mpi']}), the POSIX {side}s "
+                    f"beneath them {spans['POSIX'][0]:,.3f} to {spans['POSIX'][1]:,.3f} s "
+                    f"({proof['posix']}): {share:.0%} of the MPI-IO time was spent in the "
+                    "library, not in the file system")
+        counters = {proof["mpi"]: float(on_file[seconds].sum()),
+                    proof["posix"]: float(on_file[f"{seconds}_posix"].sum())}
+        traced = run.requests() if "DXT_MPIIO" in run.modules else pd.DataFrame()
+        if len(traced):
+            calls = _requests_within(traced, worst_path, side)
+            at_once = _most_at_once(traced[(traced.path == worst_path)
+                                           & (traced.operation == side)
+                                           & (traced.layer == "POSIX")])
+            if len(calls):
+                evidence += (f"; DXT: in the median MPI-IO {side} the POSIX {side} began "
+                             f"{calls.before_s.median():,.2f} s after the call and the call "
+                             f"returned {calls.after_s.median():,.2f} s after it ended; at most "
+                             f"{at_once} POSIX {side}(s) of its {on_file['rank'].nunique()} "
+                             "rank record(s) were in flight at any moment")
+                counters.update({"DXT median seconds before the POSIX call": float(calls.before_s.median()),
+                                 "DXT most POSIX requests at once": float(at_once)})
+        kind = run.file_system(worst_path)
+        found.append(Finding(
+            f"mpiio-{side}-waits", f"MPI-IO {side}s waiting above the file system",
+            busiest_rank_seconds(pairs, wait), evidence + (f" (file system: {kind})" if kind else ""),
+            MPIIO_WAIT_FIX.get(kind, MPIIO_WAIT_FIX[""]),
+            files=_top(pairs, wait),
+            ranks=[int(r) for r in wait[pairs["rank"] >= 0].groupby(pairs["rank"]).sum()
+                   .sort_values(ascending=False).index[:TOP_FILES]],
+            counters=counters))
+    return found
+
+
+RULES = (direction_rules, misaligned, metadata, independent_mpiio, mpiio_waits, rank_imbalance,
+         lustre, stdio, rereads, syncs, environment, stalled_requests)
 
 
 def minor_line(run: Run) -> float:
