@@ -314,3 +314,20 @@ def test_the_benchmark_reports_each_tools_median_and_the_tools_take_turns(tmp_pa
     assert (row["lab_seconds"], row["drishti_seconds"]) == (0.5, 0.6)
     assert (row["lab_peak_MiB"], row["drishti_peak_MiB"]) == (59.0, 60.0)
     assert row["lab_hits"] == row["drishti_hits"] == 1 and row["repeats"] == 5
+
+
+def test_equal_work_in_unequal_mpiio_time_is_seen_at_the_mpiio_layer_when_independent() -> None:
+    """Four ranks write 64 MiB each; write() takes 0.03 s on every rank, but one rank spends
+    9 s in its MPI-IO writes and the others 3 s: the spread is only visible at MPI-IO. With
+    collective calls the longer ranks are the aggregators doing the others' work: no finding."""
+    rows = [row for rank, mpi_s in enumerate((3.0, 3.0, 3.0, 9.0))
+            for row in layered("/nfs/out", rank, mpi_s, 0.03)]
+    found = {f.rule: f for f in diagnose(run_of(rows, processes=4, run_time_s=14.0))}
+    spread = found["rank-imbalance-time"]
+    assert spread.cost_s == pytest.approx(4.5) and spread.ranks == [3]
+    assert "9.0 s in MPI-IO calls against 4.5 s on average" in spread.evidence
+    assert spread.counters == pytest.approx({"MPIIO_F_SLOWEST_RANK_TIME": 9.0,
+                                             "mean seconds per rank": 4.5})
+    collective = [row for rank, mpi_s in enumerate((3.0, 3.0, 3.0, 9.0))
+                  for row in layered("/nfs/out", rank, mpi_s, 0.03, collective=4)]
+    assert "rank-imbalance-time" not in rules(run_of(collective, processes=4, run_time_s=14.0))

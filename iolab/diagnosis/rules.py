@@ -340,16 +340,21 @@ def independent_mpiio(run: Run) -> list[Finding]:
                                     "MPIIO_COLL_*": float(mpiio.collective.sum()), **proof})]
 
 
-def rank_imbalance(run: Run) -> list[Finding]:
-    """Per file: ranks that moved different bytes (the application's split) or equal bytes
-    in different time (the file system or the striping)."""
-    posix = _data(run, "POSIX")
-    if posix.empty:
-        return []
-    moved = posix.bytes_read + posix.bytes_written
-    seconds = posix.read_time_s + posix.write_time_s + posix.meta_time_s
+def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
+    """Per file of one layer: how many ranks, the most and least bytes a rank moved, the
+    slowest rank's seconds and the mean, and which ranks (per-rank records give every rank;
+    a shared record Darshan's fastest and slowest). At MPI-IO only files without a collective
+    call count: in a collective call the aggregators do the file system's work for the
+    others, so their longer time is their role, not a wait."""
+    records = _data(run, layer)
+    if layer == "MPI-IO":
+        records = records[records.collective == 0]
+    if records.empty:
+        return pd.DataFrame()
+    moved = records.bytes_read + records.bytes_written
+    seconds = records.read_time_s + records.write_time_s + records.meta_time_s
     # Files several ranks wrote with per-rank records: extremes by rank.
-    own = posix[posix["rank"] >= 0].assign(moved=moved, seconds=seconds)
+    own = records[records["rank"] >= 0].assign(moved=moved, seconds=seconds)
     per_file = own.groupby("path").agg(ranks=("rank", "nunique"), most_bytes=("moved", "max"),
                                        least_bytes=("moved", "min"), slowest_s=("seconds", "max"),
                                        mean_s=("seconds", "mean"))
@@ -360,7 +365,7 @@ def rank_imbalance(run: Run) -> list[Finding]:
     per_file["slow_bytes"] = own.loc[by_path.seconds.idxmax()].set_index("path")["moved"]
     per_file = per_file[per_file.ranks > 1]
     # Shared records: Darshan keeps the fastest and slowest rank, their bytes and seconds.
-    shared = posix[posix["rank"] < 0]
+    shared = records[records["rank"] < 0]
     extremes = shared[["fastest_rank_bytes", "slowest_rank_bytes"]]
     shared_file = pd.DataFrame({
         "ranks": run.processes, "most_bytes": extremes.max(axis=1).to_numpy(),
@@ -374,14 +379,27 @@ def rank_imbalance(run: Run) -> list[Finding]:
         "slow_bytes": shared.slowest_rank_bytes.to_numpy()}, index=shared.path.to_numpy())
     files = [frame for frame in (per_file, shared_file) if len(frame)]
     if not files:
-        return []
-    files = pd.concat(files)
-    files = files.dropna(subset=["most_bytes", "slowest_s"])
+        return pd.DataFrame()
+    files = pd.concat(files).dropna(subset=["most_bytes", "slowest_s"])
     files["cost_s"] = (files.slowest_s - files.mean_s).clip(lower=0)
+    return files.assign(layer=layer)
+
+
+def rank_imbalance(run: Run) -> list[Finding]:
+    """Per file: ranks that moved different bytes (the application's split) or equal bytes
+    in different time (the file system or the striping). Bytes are judged at POSIX, where
+    they reach the file system; time at POSIX and at independent MPI-IO, whichever shows
+    more (an MPI-IO call's waits for locks and other ranks never reach POSIX)."""
+    posix_files = _rank_spread(run, "POSIX")
+    layers = [frame for frame in (posix_files, _rank_spread(run, "MPI-IO")) if len(frame)]
+    if not layers:
+        return []
+    files = pd.concat(layers)
     # Below a tenth of the minor line a file's spread is noise, not even worth listing.
     files = files[files.cost_s >= NOISE_SHARE * minor_line(run)]
-    byte_spread = ((files.most_bytes - files.least_bytes) / files.most_bytes.where(files.most_bytes > 0)).fillna(0)
-    by_bytes = files[(byte_spread > BYTES_IMBALANCE) & (files.most_bytes >= IMBALANCE_MIN_BYTES)]
+    posix = files[files.layer == "POSIX"]
+    byte_spread = ((posix.most_bytes - posix.least_bytes) / posix.most_bytes.where(posix.most_bytes > 0)).fillna(0)
+    by_bytes = posix[(byte_spread > BYTES_IMBALANCE) & (posix.most_bytes >= IMBALANCE_MIN_BYTES)]
     time_spread = ((files.slowest_s - files.mean_s) / files.slowest_s.where(files.slowest_s > 0)).fillna(0)
     # Equal work: the slowest and fastest ranks moved about the same, or so little that the
     # bytes cannot explain the seconds.
@@ -389,6 +407,9 @@ def rank_imbalance(run: Run) -> list[Finding]:
               <= BYTES_IMBALANCE * files[["slow_bytes", "fast_bytes"]].max(axis=1))
              | (files.most_bytes < IMBALANCE_MIN_BYTES))
     by_time = files[(time_spread > TIME_IMBALANCE) & equal & ~files.index.isin(by_bytes.index)]
+    # A file once, at the layer where its ranks' spread costs most.
+    by_time = by_time.sort_values("cost_s", ascending=False, kind="stable")
+    by_time = by_time[~by_time.index.duplicated()]
     found = []
     if len(by_bytes):
         worst = by_bytes.sort_values("cost_s", ascending=False).iloc[0]
@@ -418,17 +439,21 @@ def rank_imbalance(run: Run) -> list[Finding]:
                       "bytes of the lightest rank": float(worst.least_bytes),
                       "seconds of the slowest rank": float(worst.slowest_s)}))
     if len(by_time):
-        worst = by_time.sort_values("cost_s", ascending=False).iloc[0]
+        worst = by_time.iloc[0]
+        at_posix = worst.layer == "POSIX"
         found.append(Finding(
-            "rank-imbalance-time", "ranks slow on equal work", float(by_time.cost_s.max()),
+            "rank-imbalance-time", "ranks slow on equal work", float(worst.cost_s),
             f"on {worst.name} ({int(worst.ranks):,} ranks) ranks moved about the same bytes "
-            f"but the slowest spent {worst.slowest_s:,.1f} s against {worst.mean_s:,.1f} s "
-            "on average",
+            f"but the slowest spent {worst.slowest_s:,.1f} s in {worst.layer} calls against "
+            f"{worst.mean_s:,.1f} s on average",
             "equal work taking unequal time points at the file system: check the file's "
-            "striping (lfs getstripe) and whether some OSTs or nodes are slower",
-            files=list(by_time.sort_values("cost_s", ascending=False).index[:TOP_FILES]),
+            "striping (lfs getstripe) and whether some OSTs or nodes are slower" if at_posix
+            else "equal work taking unequal time inside MPI-IO calls: the ranks waited there, "
+                 "for locks or for one another, in turn (see the MPI-IO waits finding if it is "
+                 "raised); collective calls on a parallel file system even the turns out",
+            files=list(by_time.index[:TOP_FILES]),
             ranks=[int(worst.slow_rank)],
-            counters={"POSIX_F_SLOWEST_RANK_TIME": float(worst.slowest_s),
+            counters={f"{'POSIX' if at_posix else 'MPIIO'}_F_SLOWEST_RANK_TIME": float(worst.slowest_s),
                       "mean seconds per rank": float(worst.mean_s)}))
     return found
 
