@@ -411,3 +411,50 @@ def test_an_interrupt_hidden_by_an_extension_import_is_still_one(monkeypatch) ->
     except ImportError as hidden:
         assert hidden.__cause__ is None and hidden.__suppress_context__
         assert isinstance(errors.interrupt_behind(hidden), errors.Interrupted)
+
+
+RUN_CLI_PROGRAM = """
+import atexit, sys, threading, time
+from pathlib import Path
+from iolab.core.errors import run_cli
+out = Path(sys.argv[1])
+
+def main():
+    atexit.register(lambda: (out / "atexit").write_text("ran"))
+    if "thread" in sys.argv:
+        threading.Thread(target=lambda: (time.sleep(0.3), (out / "thread").write_text("done"))
+                         ).start()
+    sys.stdout.write("line\\n" * 100_000)  # more than any pipe or buffer holds
+    return 3
+
+run_cli(main)
+"""
+
+
+@pytest.mark.parametrize("with_thread", [False, True])
+def test_a_finished_command_skips_only_the_teardown(tmp_path: Path, with_thread: bool) -> None:
+    """run_cli ends with os._exit (pandas' teardown is 50 ms of a 0.3 s diagnosis): the exit
+    status, every line written, atexit handlers and a running non-daemon thread all survive."""
+    done = subprocess.run([sys.executable, "-c", RUN_CLI_PROGRAM, str(tmp_path),
+                           *(["thread"] if with_thread else [])],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.count("line\n") == 100_000
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").exists() == with_thread
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """`iolab ... | head` closes the pipe: the command stops quietly with 141, as cat does."""
+    from iolab.core.errors import PIPE_CLOSED_EXIT
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first line
+    try:
+        done = subprocess.run([sys.executable, "-c", RUN_CLI_PROGRAM, str(tmp_path)],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == PIPE_CLOSED_EXIT, done.stderr
+    assert done.stderr == ""
+    assert (tmp_path / "atexit").read_text() == "ran"

@@ -11,6 +11,7 @@ says so (it raises Interrupted with that outcome); otherwise the sentence claims
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -20,6 +21,9 @@ from typing import Callable, Iterator, NoReturn
 
 #: The exit status of an interrupted command, whether by Ctrl-C or SIGTERM (128 + SIGINT).
 INTERRUPTED_EXIT = 130
+#: The exit status when the reader of our output went away (`| head`): 128 + SIGPIPE, what the
+#: shell reports for `cat` stopped the same way.
+PIPE_CLOSED_EXIT = 141
 
 
 class LabError(Exception):
@@ -98,12 +102,34 @@ def run_cli(main: Callable[[], int | None]) -> NoReturn:
         sys.exit(2)
     except KeyboardInterrupt as err:
         exit_interrupted(err)
+    except BrokenPipeError:  # `| head` has all it wanted: stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        leave(PIPE_CLOSED_EXIT)
     except Exception as err:
         interrupt = interrupt_behind(err)
         if interrupt is None:
             raise
         exit_interrupted(interrupt)
-    sys.exit(code or 0)
+    leave(code or 0)
+
+
+def leave(code: int) -> NoReturn:
+    """End a finished command at once: atexit handlers run and output is flushed, but the
+    interpreter's teardown, which only frees memory the kernel takes back anyway, is skipped.
+
+    With pandas loaded that teardown is about 50 ms, a sixth of diagnosing a small Darshan
+    log (measured here). A non-daemon thread still running is joined as usual instead.
+    """
+    if any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+           if thread is not threading.main_thread()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        os._exit(PIPE_CLOSED_EXIT)
+    os._exit(code)
 
 
 def exit_interrupted(err: KeyboardInterrupt) -> NoReturn:

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from iolab.core.errors import LabError
-from iolab.diagnosis.facts import OST_COLUMNS, Run, complete, empty_records
+from iolab.diagnosis.facts import (OST_COLUMNS, REQUEST_COLUMNS, Run, complete,
+                                   empty_records)
 from iolab.diagnosis.origins import origins
 
 INSTALL_HINT = ("install PyDarshan with `make darshan` (PyPI `darshan`, wheels for CPython "
@@ -286,7 +287,7 @@ class DarshanLog:
         return pd.DataFrame(rows)
 
     def dxt_frame(self) -> pd.DataFrame:
-        """Every traced request (DXT): rank, layer, path, operation, offset, length, start, end."""
+        """Every traced request (DXT), in REQUEST_COLUMNS."""
         pieces = []
         for module in ("DXT_POSIX", "DXT_MPIIO"):
             if module not in self.report.records:
@@ -298,12 +299,11 @@ class DarshanLog:
                         pieces.append(segments.assign(
                             rank=int(record["rank"]), layer=module[4:], operation=operation,
                             path=self.names.get(record["id"], str(record["id"]))))
-        columns = ["rank", "layer", "path", "operation", "offset", "length", "start_s", "end_s"]
         if not pieces:
-            return pd.DataFrame(columns=columns)
+            return pd.DataFrame(columns=REQUEST_COLUMNS)
         frame = pd.concat(pieces, ignore_index=True).rename(
             columns={"start_time": "start_s", "end_time": "end_s"})
-        return frame[columns]
+        return frame[REQUEST_COLUMNS]
 
     def ost_frame(self) -> pd.DataFrame:
         """Per Lustre OST: the files on it, their bytes and transfer seconds, each counted once.

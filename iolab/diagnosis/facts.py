@@ -15,6 +15,9 @@ from typing import Callable
 
 import pandas as pd
 
+#: Every column of Run.requests, DXT's traced requests, one row per call.
+REQUEST_COLUMNS = ["rank", "layer", "path", "operation", "offset", "length", "start_s", "end_s"]
+
 #: Every column of Run.records, in order: what it counts, per (layer, path, rank).
 RECORD_COLUMNS = {
     "layer": "POSIX, MPI-IO, STDIO, H5F, H5D, PNETCDF_FILE, PNETCDF_VAR (Darshan) or TRACE",
@@ -86,12 +89,11 @@ class Run:
         return max(holding, key=lambda mount: len(mount[0]))[1] if holding else ""
 
     def requests(self) -> pd.DataFrame:
-        """Every traced request (rank, layer, path, operation, offset, length, start_s, end_s),
-        empty without DXT; read the first time a rule asks, as most rules never need it."""
+        """Every traced request (REQUEST_COLUMNS), empty without DXT; read the first time a
+        rule asks, as most rules never need it."""
         if self._requests is None:
-            self._requests = self.dxt() if self.dxt is not None else pd.DataFrame(
-                columns=["rank", "layer", "path", "operation", "offset", "length", "start_s",
-                         "end_s"])
+            self._requests = (self.dxt() if self.dxt is not None
+                              else pd.DataFrame(columns=REQUEST_COLUMNS))
         return self._requests
 
     def data(self, layer: str | None = None) -> pd.DataFrame:
