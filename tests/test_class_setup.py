@@ -204,6 +204,17 @@ def test_the_benchmark_counts_a_learner_overtaken_in_the_queue() -> None:
     assert _overtaken(unfair) == 2
 
 
+def test_the_benchmark_bounds_a_class_by_its_cpu_seconds() -> None:
+    """4 learners of 1.5 CPU-s each on 2 cores: the last cannot finish before 3 s, 3x a
+    lone learner's 1 s; twice alone for all four needs 3 cores (6 CPU-s in 2 s)."""
+    from iolab.classmode.bench import cpu_floor
+
+    class_ = [{"first_cpu": 1.5}] * 4
+    assert cpu_floor(class_, cores=2, lone_s=1.0) == {
+        "first_cpu_total_s": 6.0, "first_cpu_median_s": 1.5, "first_result_floor_s": 3.0,
+        "first_result_floor_ratio": 3.0, "cores_for_twice_alone": 3}
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may create users: the refusal is for others")
 def test_the_benchmark_refuses_an_ordinary_user_in_one_sentence() -> None:
     done = subprocess.run([sys.executable, "-m", "iolab", "class", "bench", "--learners", "2"],

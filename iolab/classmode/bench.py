@@ -42,7 +42,7 @@ WALL_KEYS = ("user", "node", "workspace_fs", "readers", "fio", "checks")
 #: One learner: the first result (the archive reader on the shared data, on the wall), then a
 #: heavy step in the queue, asked for at once. Prints its timestamps as JSON.
 LEARNER = f"""
-import json, sys, time
+import json, os, sys, time
 from iolab.classmode.wall import publish
 from iolab.core.class_folder import active_class, heavy_turn
 from iolab.core.workspace import default_dataset_dir, ensure_writable_dir, results_dir, workdir
@@ -53,11 +53,13 @@ timing_frame(time_readers(default_dataset_dir(), names=("read_archive",), repeat
     results_dir() / "readers.csv", index=False)
 publish(active_class())
 first = time.time()
+first_cpu = sum(os.times()[:4])  # user and system seconds, its own and its children's
 with heavy_turn("bench") as ticket:
     got = time.time()
     run_mdtest(workdir(), {HEAVY_FILES}, 1, progress=False)
 arrived = int(ticket[:20]) / 1e9  # the queue's own arrival time, in the ticket's name
-print(json.dumps({{"first": first, "arrived": arrived, "got": got, "done": time.time()}}))
+print(json.dumps({{"first": first, "first_cpu": first_cpu, "arrived": arrived, "got": got,
+                  "done": time.time()}}))
 """
 
 #: What another learner must not be able to do; prints what it could.
@@ -145,8 +147,9 @@ def _learn(names: list[str], stage: Path, root: Path) -> list[dict]:
         if proc.returncode:
             raise LabError(f"learner {name} failed: {err.strip().splitlines()[-1]}")
         stamps = json.loads(out)
+        cpu = stamps.pop("first_cpu")
         results.append({"learner": name, **{key: stamps[key] - started[name] for key in stamps},
-                        "asked_at": stamps["arrived"], "got_at": stamps["got"]})
+                        "first_cpu": cpu, "asked_at": stamps["arrived"], "got_at": stamps["got"]})
     return results
 
 
@@ -154,6 +157,18 @@ def _overtaken(results: list[dict]) -> int:
     """Pairs where the later arrival in the queue got its turn clearly before the earlier."""
     return sum(1 for a in results for b in results
                if a["asked_at"] < b["asked_at"] and b["got_at"] + 0.5 < a["got_at"])
+
+
+def cpu_floor(results: list[dict], cores: int, lone_s: float) -> dict:
+    """What the cores allow, whatever the scheduling: the last of N first results cannot come
+    before all their CPU seconds are spent, spread over every core; and for N at once to end
+    within twice the lone learner's time, the cores must do all that work in that time."""
+    total = sum(result["first_cpu"] for result in results)
+    return {"first_cpu_total_s": round(total, 1),
+            "first_cpu_median_s": round(statistics.median(r["first_cpu"] for r in results), 2),
+            "first_result_floor_s": round(total / cores, 1),
+            "first_result_floor_ratio": round(total / cores / lone_s, 1),
+            "cores_for_twice_alone": math.ceil(total / (2 * lone_s))}
 
 
 def _shared(root: Path) -> tuple[int, int]:
@@ -199,6 +214,8 @@ def run_class_bench(learners: int) -> dict:
             "first_result_max_s": round(max(firsts), 2),
             "first_result_ratio": round(statistics.median(firsts) / lone["first"], 1),
             "first_result_max_ratio": round(max(firsts) / lone["first"], 1),
+            "lone_first_cpu_s": round(lone["first_cpu"], 2),
+            **cpu_floor(together, os.cpu_count() or 1, lone["first"]),
             "queue_wait_median_s": round(statistics.median(waits), 2),
             "queue_wait_max_s": round(max(waits), 2),
             "queue_wait_bound_s": round(math.ceil(learners / SLOTS) * max(heavy), 2),
