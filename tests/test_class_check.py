@@ -128,6 +128,27 @@ def test_room_is_judged_for_the_whole_class(tmp_path: Path, monkeypatch) -> None
     assert chosen is None or chosen.name != "home"
 
 
+def test_each_place_shows_the_quota_its_tool_states(tmp_path: Path, monkeypatch) -> None:
+    """The preflight quotes `quota` for each place, and says so when no tool answers."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    quota = tools / "quota"
+    quota.write_text("#!/bin/sh\n[ \"$1 $2 $3\" = \"-s -w -f\" ] || exit 1\n"
+                     "echo 'Disk quotas for user alice (uid 1000):'\n"
+                     "echo \"$4 12M 50G 55G - 8123 500k 550k -\"\n")
+    quota.chmod(0o755)
+    checks, _ = check_places(class_load(1), discover_locations(probe=False))
+    home = next(c for c in checks if c.name == "room in home")
+    assert "your quota: Disk quotas for user alice (uid 1000): | " in home.found
+    assert "8123 500k 550k" in home.found
+    quota.unlink()
+    checks, _ = check_places(class_load(1), discover_locations(probe=False))
+    home = next(c for c in checks if c.name == "room in home")
+    assert home.found.endswith("your quota: unknown (neither `lfs quota` nor `quota` answered)")
+
+
 def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin"}

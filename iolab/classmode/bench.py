@@ -26,6 +26,7 @@ from pathlib import Path
 from iolab.classmode.setup import setup_class
 from iolab.classmode.teardown import clean_class
 from iolab.classmode.wall import read_wall
+from iolab.core.budget import LIMITS
 from iolab.core.class_folder import CLASS_ENV, read_class
 from iolab.core.errors import LabError
 from iolab.measure.context import machine_context, machine_label
@@ -46,6 +47,7 @@ import json, os, sys, time
 from iolab.classmode.wall import publish
 from iolab.core.class_folder import active_class, heavy_turn
 from iolab.core.workspace import default_dataset_dir, ensure_writable_dir, results_dir, workdir
+from iolab.measure.footprint import PhaseSampler
 from iolab.measure.readers import time_readers, timing_frame
 from iolab.storage.mdrates import run_mdtest
 ensure_writable_dir(workdir())
@@ -56,10 +58,13 @@ first = time.time()
 first_cpu = sum(os.times()[:4])  # user and system seconds, its own and its children's
 with heavy_turn("bench") as ticket:
     got = time.time()
-    run_mdtest(workdir(), {HEAVY_FILES}, 1, progress=False)
+    with PhaseSampler({{"workspace": workdir()}}, interval_s=0.02) as sampler:
+        sampler.begin("heavy")  # its first sample is the workspace after the first result
+        run_mdtest(workdir(), {HEAVY_FILES}, 1, progress=False)
+held = sampler.phases[0].peak["workspace"]
 arrived = int(ticket[:20]) / 1e9  # the queue's own arrival time, in the ticket's name
 print(json.dumps({{"first": first, "first_cpu": first_cpu, "arrived": arrived, "got": got,
-                  "done": time.time()}}))
+                  "done": time.time(), "held_files": held.files, "held_bytes": held.bytes}}))
 """
 
 #: What another learner must not be able to do; prints what it could.
@@ -147,9 +152,9 @@ def _learn(names: list[str], stage: Path, root: Path) -> list[dict]:
         if proc.returncode:
             raise LabError(f"learner {name} failed: {err.strip().splitlines()[-1]}")
         stamps = json.loads(out)
-        cpu = stamps.pop("first_cpu")
+        counts = {key: stamps.pop(key) for key in ("first_cpu", "held_files", "held_bytes")}
         results.append({"learner": name, **{key: stamps[key] - started[name] for key in stamps},
-                        "first_cpu": cpu, "asked_at": stamps["arrived"], "got_at": stamps["got"]})
+                        **counts, "asked_at": stamps["arrived"], "got_at": stamps["got"]})
     return results
 
 
@@ -221,6 +226,11 @@ def run_class_bench(learners: int) -> dict:
             "queue_wait_bound_s": round(math.ceil(learners / SLOTS) * max(heavy), 2),
             "heavy_step_median_s": round(statistics.median(heavy), 2),
             "overtaken_pairs": _overtaken(together),
+            # the most one learner held in their workspace (peak, sampled every 20 ms), and
+            # the files a run may hold in this class (the node's budget over the queue's slots)
+            "learner_files_max": max(result["held_files"] for result in together),
+            "learner_bytes_max": max(result["held_bytes"] for result in together),
+            "budget_files_per_run": LIMITS["files"].most // SLOTS,
             "shared_files_added": shared_after[0] - shared_before[0],
             "shared_bytes_added": shared_after[1] - shared_before[1],
             "allowed_across_learners": [line for line in allowed if line],

@@ -20,7 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iolab.classmode.load import Load
+from iolab.measure.context import mount_for
 from iolab.measure.tools import fuse_problem, ptrace_problem
+from iolab.storage.advise import quota_text
 from iolab.storage.locations import Location, discover_locations
 
 #: Seconds a Slurm client command may take before the check gives up on it.
@@ -138,7 +140,8 @@ def check_slurm() -> tuple[Check, Check]:
 
 
 def check_places(load: Load, places: list[Location]) -> tuple[list[Check], Location | None]:
-    """Room for the class in each shared place, and the place the workspaces should go."""
+    """Room for the class in each shared place (free space and inodes, and the quota as
+    `lfs quota` or `quota` states it), and the place the workspaces should go."""
     judged = []
     for place in sorted((p for p in places if p.name in WORKSPACE_PREFERENCE),
                         key=lambda p: WORKSPACE_PREFERENCE.index(p.name)):
@@ -147,8 +150,11 @@ def check_places(load: Load, places: list[Location]) -> tuple[list[Check], Locat
         if place.free_inodes is not None and place.free_inodes < load.files_all:
             short.append(f"{load.files_all:,} inodes needed, {place.free_inodes:,} free")
         inodes = "unknown" if place.free_inodes is None else f"{place.free_inodes:,}"
+        quota = quota_text(place.fs_type, mount_for(place.base).mount_point)
+        if quota == "n/a":
+            quota = "unknown (neither `lfs quota` nor `quota` answered)"
         found = (f"{place.base} ({place.fs_type}): {place.free_bytes / 1e9:,.1f} GB and "
-                 f"{inodes} inodes free")
+                 f"{inodes} inodes free; your quota: {quota}")
         if short:
             judged.append((place, Check(
                 f"room in {place.name}", "fail",

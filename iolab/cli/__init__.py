@@ -101,4 +101,4 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> NoReturn:
     """The `iolab` command that `pip install -e .` puts beside the venv's python."""
-    run_cli(main)
+    run_cli(main, fast_exit=True)
