@@ -64,6 +64,13 @@ def test_the_facts_of_each_log(diagnosed, name: str) -> None:
             assert int(layers.loc[layer, "records"]) == want["records"]
             assert int(layers.loc[layer, "bytes_read"]) == want["bytes_read"]
             assert int(layers.loc[layer, "bytes_written"]) == want["bytes_written"]
+    if "APMPI" in facts:  # each rank's MPI time, read record by record
+        want = facts["APMPI"]
+        assert (len(run.mpi), run.mpi.node.nunique()) == (want["ranks"], want["nodes"])
+        assert run.mpi.mpi_s.median() == pytest.approx(want["mpi_s_median"], rel=1e-3)
+        assert run.mpi.wait_s.median() == pytest.approx(want["wait_s_median"], rel=1e-3)
+    else:
+        assert run.mpi.empty
 
 
 @needs_darshan

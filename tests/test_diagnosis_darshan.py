@@ -137,6 +137,44 @@ def test_the_html_report_is_one_self_contained_page(tmp_path, capsys) -> None:
     assert "http://" not in text and "https://" not in text and "<script" not in text
 
 
+E3SM = LOGS / "e3sm_io_heatmaps_and_dxt" / "e3sm_io_heatmap_only.darshan"
+
+
+@needs_darshan
+def test_apmpi_shows_the_ranks_waiting_for_the_io_ranks(tmp_path, capsys) -> None:
+    """e3sm's APMPI: 512 ranks on 8 nodes of 64; the page has the per-rank scatter and the
+    per-node table, and the finding comes first (GROUND_TRUTH.md gives its counters)."""
+    log = darshan.read_log(E3SM)
+    nodes = log.mpi_nodes_frame()
+    assert list(nodes.ranks) == [64] * 8 and nodes.node.is_unique
+    found = diagnose(log.run())
+    assert found[0].rule == "ranks-wait-for-io" and len(found[0].ranks) == 8
+    assert found[0].evidence.startswith("456 of 512 ranks did no I/O of their own")
+    page = tmp_path / "e3sm.html"
+    assert command("diagnose", str(E3SM), "--html", str(page)) == 0
+    text = page.read_text()
+    assert "I/O and MPI waiting per rank (APMPI)" in text and "MPI time per node (APMPI)" in text
+
+
+def test_a_misread_apmpi_module_is_read_again_in_a_fresh_process() -> None:
+    """PyDarshan 3.5 misreads the second APMPI module of a process (every rank's record
+    zeros of rank 0, one short): such rows are refused, and a log read twice still has its
+    512 ranks on 8 nodes."""
+    header = {"magic": darshan.APMPI_MAGIC, "rank": 0}
+    counters = {"MPI_TOTAL_COMM_TIME": 2.0, "MPI_BARRIER_TOTAL_TIME": 1.0,
+                "MPI_WAITALL_TOTAL_TIME": 0.5}
+    good = [header, *({"rank": r, "node_name": "n0", "all_counters": counters} for r in range(3))]
+    assert darshan.apmpi_rows(good, 3) == [(r, "n0", 2.0, 1.5) for r in range(3)]
+    misread = [header, *({"rank": 0, "node_name": "", "all_counters": counters} for _ in range(2))]
+    assert darshan.apmpi_rows(misread, 3) is None
+    assert darshan.apmpi_rows([{"rank": 0, "node_name": "n0", "all_counters": {}}], 1) is None
+    if importlib.util.find_spec("darshan") is None:
+        pytest.skip("needs darshan (PyDarshan) for the real log")
+    for _ in range(2):
+        mpi = darshan.read_log(E3SM).run().mpi
+        assert (len(mpi), mpi.node.nunique(), sorted(mpi["rank"])) == (512, 8, list(range(512)))
+
+
 IOR = LOGS / "ior_pnetcdf_hdf5"
 
 

@@ -331,3 +331,51 @@ def test_equal_work_in_unequal_mpiio_time_is_seen_at_the_mpiio_layer_when_indepe
     collective = [row for rank, mpi_s in enumerate((3.0, 3.0, 3.0, 9.0))
                   for row in layered("/nfs/out", rank, mpi_s, 0.03, collective=4)]
     assert "rank-imbalance-time" not in rules(run_of(collective, processes=4, run_time_s=14.0))
+
+
+def apmpi_run(io_by_rank: dict[int, float], wait_by_rank: dict[int, float],
+              shared_io_s: float = 0.0, run_time_s: float = 100.0) -> Run:
+    """Ranks with their POSIX write seconds (none for a rank that did no I/O), their MPI
+    waiting (APMPI), and optionally a shared record's seconds."""
+    rows = [record("/scratch/out.nc", rank, writes=10, bytes_written=10 * 4 * MiB,
+                   seq_writes=10, write_time_s=seconds)
+            for rank, seconds in io_by_rank.items()]
+    if shared_io_s:
+        rows.append(record("/scratch/shared.nc", -1, writes=10, bytes_written=10 * 4 * MiB,
+                           seq_writes=10, write_time_s=shared_io_s))
+    mpi = pd.DataFrame({"rank": list(wait_by_rank), "node": [f"n{r // 4}" for r in wait_by_rank],
+                        "mpi_s": [w + 1.0 for w in wait_by_rank.values()],
+                        "wait_s": list(wait_by_rank.values())})
+    return Run("darshan", "test", len(wait_by_rank), run_time_s, complete(pd.DataFrame(rows)),
+               pd.DataFrame(columns=OST_COLUMNS), ("POSIX", "APMPI"), mpi=mpi)
+
+
+def test_ranks_without_io_waiting_for_those_with_it_cost_the_difference() -> None:
+    """2 of 8 ranks write for 40 s and wait 10 s in barriers; the 6 others write nothing and
+    wait 50 s: they waited 40 s longer, for the writers."""
+    io = {0: 40.0, 4: 40.0}
+    wait = {rank: 10.0 if rank in io else 50.0 for rank in range(8)}
+    found = next(f for f in diagnose(apmpi_run(io, wait)) if f.rule == "ranks-wait-for-io")
+    assert found.cost_s == pytest.approx(40.0) and not found.minor
+    assert found.ranks == [0, 4] and found.files == ["/scratch/out.nc"]
+    assert found.evidence.startswith("6 of 8 ranks did no I/O of their own and waited a median "
+                                     "50 s in MPI_Barrier and MPI_Wait calls, against 10 s for "
+                                     "the 2 ranks on 2 node(s) that did the I/O")
+    assert found.counters["correlation of I/O and MPI waiting across ranks"] == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize("case", ["waits follow the I/O", "everyone does I/O", "mostly shared",
+                                  "three ranks", "no APMPI"])
+def test_ranks_wait_for_io_needs_the_waiting_to_fall_as_io_rises(case: str) -> None:
+    io = {0: 40.0, 4: 40.0}
+    wait = {rank: 10.0 if rank in io else 50.0 for rank in range(8)}
+    if case == "waits follow the I/O":  # the writers also waited longest: no one waited for them
+        wait = {rank: 50.0 if rank in io else 10.0 for rank in range(8)}
+    elif case == "everyone does I/O":
+        io = {rank: 40.0 for rank in range(8)}
+    run = apmpi_run(io, wait, shared_io_s=200.0 if case == "mostly shared" else 0.0)
+    if case == "three ranks":
+        run = apmpi_run({0: 40.0}, {0: 10.0, 1: 50.0, 2: 50.0})
+    if case == "no APMPI":
+        run.mpi = run.mpi.iloc[0:0]
+    assert "ranks-wait-for-io" not in rules(run)

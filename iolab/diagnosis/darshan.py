@@ -16,24 +16,33 @@ time over all ranks (the busiest rank's share is its sum divided by the ranks).
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from iolab.core.errors import LabError
-from iolab.diagnosis.facts import (OST_COLUMNS, REQUEST_COLUMNS, Run, complete,
+from iolab.diagnosis.facts import (MPI_COLUMNS, OST_COLUMNS, REQUEST_COLUMNS, Run, complete,
                                    empty_records)
 from iolab.diagnosis.origins import origins
 
 INSTALL_HINT = ("install PyDarshan with `make darshan` (PyPI `darshan`, wheels for CPython "
                 "3.7 to 3.12)")
 _SMALL_BINS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M")  # Darshan's bins below 1 MiB
+#: Seconds a fresh interpreter may take to read one log's APMPI module.
+CHILD_TIMEOUT_S = 120
+#: APMPI's counters of the calls in which a rank waits for others.
+MPI_WAIT_COUNTERS = ("MPI_BARRIER_TOTAL_TIME", "MPI_WAIT_TOTAL_TIME", "MPI_WAITALL_TOTAL_TIME",
+                     "MPI_WAITANY_TOTAL_TIME", "MPI_WAITSOME_TOTAL_TIME")
 #: See _small: a record whose mean request is at least this is not "small" in the last bin.
 MEDIUM_BYTES = 256 * 1024
 SIZE_BINS = (*_SMALL_BINS, "1M_4M", "4M_10M", "10M_100M", "100M_1G", "1G_PLUS")
 #: The layers read into records, with their counter prefix; HEATMAP, APMPI and APXC are
-#: listed among the modules but hold no per-file records.
+#: listed among the modules but hold no per-file records (APMPI's per-rank MPI time is read
+#: by DarshanLog.mpi_frame; no log at hand has APXC's Cray network counters).
 LAYERS = {"POSIX": "POSIX", "MPI-IO": "MPIIO", "STDIO": "STDIO", "H5F": "H5F", "H5D": "H5D",
           "PNETCDF_FILE": "PNETCDF_FILE", "PNETCDF_VAR": "PNETCDF_VAR"}
 
@@ -79,7 +88,7 @@ def read_log(path: Path | str) -> DarshanLog:
     except Exception as err:
         raise LabError(f"{path} could not be read as a Darshan log ({err}); check that it "
                        "is a complete *.darshan file") from None
-    return DarshanLog(report, path.name)
+    return DarshanLog(report, path.name, path)
 
 
 def _sum(frame: pd.DataFrame, *names: str) -> pd.Series:
@@ -111,12 +120,66 @@ def _small(frame: pd.DataFrame, prefix: str, moved: pd.Series, requests: pd.Seri
     return below + _sum(frame, f"{prefix}{_SMALL_BINS[-1]}").where(mean.fillna(0) < MEDIUM_BYTES, 0)
 
 
+#: The magic number of APMPI's header record: the letters "APMPI".
+APMPI_MAGIC = int.from_bytes(b"APMPI", "big")
+#: Reads one log's APMPI rows in a fresh interpreter (see apmpi_rows); prints them as JSON.
+_APMPI_CHILD = """
+import json, sys
+import darshan
+from iolab.diagnosis.darshan import apmpi_rows
+with darshan.DarshanReport(sys.argv[1], read_all=False) as report:
+    report.mod_read_all_apmpi_records("APMPI", warnings=False)
+print(json.dumps(apmpi_rows(report.records.get("APMPI"))))
+"""
+
+
+def apmpi_rows(collection, processes: int | None = None) -> list[tuple] | None:
+    """(rank, node, MPI seconds, waiting seconds) of each APMPI record after the header;
+    with `processes`, None unless there is one record for each rank 0 .. processes - 1.
+
+    PyDarshan's to_df cannot tabulate APMPI, so the records are read one by one. Darshan's
+    reader of the module keeps state for the whole process: in PyDarshan 3.5 the second log
+    with APMPI read in one process comes back misread, its header intact but every rank's
+    record zeros of rank 0, one record short (seen on both corpus logs with APMPI). APMPI
+    writes one record per rank, so a misread shows in the ranks.
+    """
+    if collection is None or not len(collection):
+        return []
+    try:
+        if collection[0]["magic"] != APMPI_MAGIC:
+            return None
+        rows = []
+        for index in range(1, len(collection)):
+            record = collection[index]
+            counters = record["all_counters"]
+            rows.append((int(record["rank"]), str(record["node_name"]),
+                         float(counters.get("MPI_TOTAL_COMM_TIME", 0.0)),
+                         float(sum(counters.get(name, 0.0) for name in MPI_WAIT_COUNTERS))))
+    except KeyError:
+        return None
+    if processes is not None and sorted(row[0] for row in rows) != list(range(processes)):
+        return None
+    return rows
+
+
+def _apmpi_rows_in_child(path: Path) -> list[tuple]:
+    """APMPI's rows read by a fresh interpreter, where the reader has not been used yet."""
+    done = subprocess.run([sys.executable, "-c", _APMPI_CHILD, str(path)], capture_output=True,
+                          text=True, timeout=CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    rows = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
+    if rows is None:
+        raise LabError(f"the APMPI module of {path} could not be read ({done.stderr.strip()[-200:]}); "
+                       "diagnose this log in a process of its own: python -m iolab diagnose LOG")
+    return [tuple(row) for row in rows]
+
+
 class DarshanLog:
     """One Darshan log: its records as Run facts, and tidy frames for tables and plots."""
 
-    def __init__(self, report, name: str) -> None:
+    def __init__(self, report, name: str, path: Path | None = None) -> None:
         self.report = report
         self.name = name
+        self.path = path
         self.names = dict(report.name_records)
         self._run: Run | None = None
         self._tabulated: dict[str, pd.DataFrame] = {}
@@ -171,7 +234,7 @@ class DarshanLog:
                             tuple(self.report.modules), job,
                             tuple((str(point), str(kind))
                                   for point, kind in self.report.data.get("mounts") or ()),
-                            self.dxt_frame)
+                            self.dxt_frame, self.mpi_frame())
         return self._run
 
     def _layer_records(self, layer: str, p: str) -> pd.DataFrame:
@@ -285,6 +348,26 @@ class DarshanLog:
                  "writes": int(_sum(frame, f"{prefix}_SIZE_WRITE_{agg}{size}").sum())}
                 for size in SIZE_BINS]
         return pd.DataFrame(rows)
+
+    def mpi_frame(self) -> pd.DataFrame:
+        """Per rank, its seconds in MPI calls and in those that wait for other ranks (APMPI),
+        in MPI_COLUMNS; empty without the module. Read again by a fresh interpreter when
+        this process's read does not hold every rank once (see apmpi_rows)."""
+        if "APMPI" not in self.report.modules:
+            return pd.DataFrame(columns=list(MPI_COLUMNS))
+        rows = apmpi_rows(self.report.records.get("APMPI"), self.job()["processes"])
+        if rows is None and self.path is not None:
+            rows = _apmpi_rows_in_child(self.path)
+        return pd.DataFrame(rows or [], columns=list(MPI_COLUMNS))
+
+    def mpi_nodes_frame(self) -> pd.DataFrame:
+        """Per node, its ranks' seconds in MPI and waiting in it (APMPI; empty without)."""
+        mpi = self.run().mpi
+        if mpi.empty:
+            return pd.DataFrame()
+        return mpi.groupby("node", as_index=False, sort=True).agg(
+            ranks=("rank", "size"), mpi_median_s=("mpi_s", "median"),
+            wait_median_s=("wait_s", "median"), wait_max_s=("wait_s", "max")).round(2)
 
     def dxt_frame(self) -> pd.DataFrame:
         """Every traced request (DXT), in REQUEST_COLUMNS."""

@@ -64,6 +64,14 @@ RECORD_COLUMNS = {
 #: Every column of Run.osts: one row per file and OST that holds a stripe of it.
 OST_COLUMNS = ("path", "ost", "stripe_size", "stripe_count")
 
+#: Every column of Run.mpi: one row per rank, its time in MPI calls (Darshan's APMPI module).
+MPI_COLUMNS = {
+    "rank": "MPI rank",
+    "node": "the node the rank ran on",
+    "mpi_s": "seconds in all MPI communication calls (MPI_TOTAL_COMM_TIME)",
+    "wait_s": "of those, seconds in MPI_Barrier and the MPI_Wait family: waiting for others",
+}
+
 
 @dataclass
 class Run:
@@ -79,6 +87,7 @@ class Run:
     facts: dict = field(default_factory=dict)  # job facts for the report (exe, start, ...)
     mounts: tuple[tuple[str, str], ...] = ()  # (mount point, file system type): Darshan's table
     dxt: Callable[[], pd.DataFrame] | None = None  # DXT's traced requests, read on demand
+    mpi: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(MPI_COLUMNS)))
     _requests: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     _layers: dict = field(default_factory=dict, repr=False, compare=False)
 

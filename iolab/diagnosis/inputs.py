@@ -35,7 +35,8 @@ def _figures(run: Run, sizes: pd.DataFrame, osts: pd.DataFrame | None = None,
     drawn = {"Request sizes (the application's files)": plots.size_bars(sizes),
              "Time per rank": plots.rank_time_bars(plots.rank_seconds(run)),
              "Bytes and time per OST": plots.ost_bars(osts if osts is not None else pd.DataFrame()),
-             "DXT timeline": plots.dxt_timeline(dxt if dxt is not None else pd.DataFrame())}
+             "DXT timeline": plots.dxt_timeline(dxt if dxt is not None else pd.DataFrame()),
+             "I/O and MPI waiting per rank (APMPI)": plots.io_and_wait(run)}
     return {title: figure for title, figure in drawn.items() if figure is not None}
 
 
@@ -47,7 +48,8 @@ def from_darshan(path: Path | str, *, figures: bool = True) -> Diagnosis:
     run = log.run()
     osts = log.ost_frame()
     tables = {"I/O per layer": log.modules_frame(), "Files by bytes moved": log.files_frame(),
-              "POSIX request sizes": log.size_histogram("POSIX"), "Bytes and time per OST": osts}
+              "POSIX request sizes": log.size_histogram("POSIX"), "Bytes and time per OST": osts,
+              "MPI time per node (APMPI)": log.mpi_nodes_frame()}
     drawn = _figures(run, tables["POSIX request sizes"], osts, log.dxt_frame()) if figures else {}
     return Diagnosis(run, diagnose(run), tables, drawn)
 

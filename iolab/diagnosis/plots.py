@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from iolab.diagnosis.facts import Run  # noqa: E402
+from iolab.diagnosis.rules import rank_io_seconds  # noqa: E402
 
 READ, WRITE, META = "#1b9e77", "#d95f02", "#7570b3"
 
@@ -56,6 +57,21 @@ def rank_time_bars(seconds: pd.DataFrame) -> Figure | None:
     ax.set_ylabel("time in I/O calls (s)")
     ax.set_title("Time per rank (per-rank records)")
     ax.legend()
+    plt.close(figure)
+    return figure
+
+
+def io_and_wait(run: Run) -> Figure | None:
+    """Per rank, its I/O seconds against its seconds waiting in MPI (APMPI): ranks that wait
+    for the I/O ranks line up from top left to bottom right."""
+    if len(run.mpi) < 2:
+        return None
+    figure, ax = plt.subplots(figsize=(7, 3))
+    ax.scatter(rank_io_seconds(run).to_numpy(), run.mpi.wait_s.to_numpy(), s=12, color=WRITE,
+               alpha=0.6)
+    ax.set_xlabel("time in POSIX and STDIO calls (s)")
+    ax.set_ylabel("time in MPI_Barrier and MPI_Wait (s)")
+    ax.set_title("I/O and MPI waiting, one dot per rank (APMPI)")
     plt.close(figure)
     return figure
 

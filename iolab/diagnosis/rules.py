@@ -62,6 +62,10 @@ STALL_S = 1.0
 LIBRARY_WAIT_SHARE = 0.5
 WAIT_PER_CALL_S = 0.001
 #: A finding worth less than this share of the run, or less than MINOR_S, is minor.
+#: ranks-wait-for-io: across ranks, MPI waiting must fall this strongly as I/O time rises
+#: (Pearson's r), and the I/O ranks are those with at least this share of the busiest's I/O.
+WAIT_CORRELATION = -0.8
+IO_RANK_SHARE = 0.5
 MINOR_SHARE = 0.01
 MINOR_S = 1.0
 #: The lab's own: a file's imbalance costing under this share of the minor line is noise.
@@ -779,8 +783,81 @@ def mpiio_waits(run: Run) -> list[Finding]:
     return found
 
 
+WAIT_FOR_IO_FIX = (
+    "the job runs at the pace of the ranks doing its I/O, so the findings on their files are "
+    "where its time goes; then spread the I/O over more ranks (more MPI-IO aggregators: the "
+    "cb_nodes hint; more writers) or take it off the others' path (dedicated I/O ranks, or "
+    "asynchronous I/O such as HDF5's asynchronous VOL connector)")
+
+
+def rank_io_seconds(run: Run) -> pd.Series:
+    """Per rank of run.mpi, its seconds in POSIX and STDIO calls on the application's files,
+    from its own records (0 for a rank with none)."""
+    data = run.data()
+    data = data[data.layer.isin(("POSIX", "STDIO")) & (data["rank"] >= 0)]
+    seconds = data.read_time_s + data.write_time_s + data.meta_time_s
+    return seconds.groupby(data["rank"].astype("int64")).sum().reindex(
+        run.mpi["rank"].astype("int64"), fill_value=0.0)
+
+
+def ranks_wait_for_io(run: Run) -> list[Finding]:
+    """Ranks with little I/O waiting in MPI for the ranks with much (APMPI's per-rank MPI time).
+
+    Per rank: its seconds in POSIX and STDIO calls on the application's files (the layer the
+    data meets the file system; MPI-IO's time would count it twice) and its seconds in
+    MPI_Barrier and the MPI_Wait family. When, across ranks, the waiting falls as the I/O
+    rises (r at most WAIT_CORRELATION), the ranks with little I/O were waiting for the ranks
+    with much; the cost is how much longer the median such rank waited than the median I/O
+    rank. Only per-rank records can be split by rank: if shared records hold most of the
+    I/O time, the rule says nothing."""
+    if len(run.mpi) < 4:
+        return []
+    data = run.data()
+    data = data[data.layer.isin(("POSIX", "STDIO"))]
+    seconds = data.read_time_s + data.write_time_s + data.meta_time_s
+    own = data["rank"] >= 0
+    if seconds[own].sum() <= seconds[~own].sum():
+        return []
+    ranks = run.mpi.set_index("rank")
+    io_s = rank_io_seconds(run)
+    if io_s.max() <= 0 or io_s.std() == 0 or ranks.wait_s.std() == 0:
+        return []
+    heavy = io_s >= IO_RANK_SHARE * io_s.max()
+    if heavy.all():
+        return []
+    r = float(np.corrcoef(io_s.to_numpy(), ranks.wait_s.to_numpy())[0, 1])
+    others_wait, io_wait = ranks.wait_s[~heavy].median(), ranks.wait_s[heavy].median()
+    if r > WAIT_CORRELATION or others_wait <= io_wait:
+        return []
+    io_ranks = io_s[heavy].sort_values(ascending=False, kind="stable")
+    on_io_ranks = data[own & data["rank"].isin(io_ranks.index)]
+    nodes = ranks.node[heavy].nunique()
+    little = io_s[~heavy].max()
+    evidence = (f"{int((~heavy).sum())} of {len(ranks)} ranks did "
+                + ("no I/O of their own" if little < 0.05 else f"at most {little:,.1f} s of I/O")
+                + " and waited a median "
+                f"{others_wait:,.0f} s in MPI_Barrier and MPI_Wait calls, against "
+                f"{io_wait:,.0f} s for the {int(heavy.sum())} ranks on {nodes} node(s) that "
+                f"did the I/O ({io_ranks.median():,.0f} s of POSIX and STDIO time each, median); "
+                f"across the ranks, the waiting falls as the I/O time rises (r = {r:.2f}): the "
+                "others were waiting for the I/O ranks")
+    return [Finding(
+        "ranks-wait-for-io", "ranks waiting in MPI for the ranks doing I/O",
+        float(others_wait - io_wait), evidence, WAIT_FOR_IO_FIX,
+        files=_top(on_io_ranks, on_io_ranks.read_time_s + on_io_ranks.write_time_s
+                   + on_io_ranks.meta_time_s),
+        ranks=[int(rank) for rank in io_ranks.index[:TOP_FILES]],
+        counters={"MPI_BARRIER_TOTAL_TIME + MPI_WAIT*_TOTAL_TIME, median of the other ranks":
+                  float(others_wait),
+                  "MPI_BARRIER_TOTAL_TIME + MPI_WAIT*_TOTAL_TIME, median of the I/O ranks":
+                  float(io_wait),
+                  "POSIX_F_*_TIME + STDIO_F_*_TIME, median of the I/O ranks":
+                  float(io_ranks.median()),
+                  "correlation of I/O and MPI waiting across ranks": r})]
+
+
 RULES = (direction_rules, misaligned, metadata, independent_mpiio, mpiio_waits, rank_imbalance,
-         lustre, stdio, rereads, syncs, environment, stalled_requests)
+         lustre, stdio, rereads, syncs, environment, stalled_requests, ranks_wait_for_io)
 
 
 def minor_line(run: Run) -> float:
