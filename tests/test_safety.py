@@ -27,6 +27,7 @@ import random
 import shutil
 import signal
 import subprocess
+import tempfile
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -1171,3 +1172,32 @@ def test_two_runs_into_one_result_file(name: str, tmp_path: Path) -> None:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     assert result_complete(name, out) and not leftovers(tmp_path)
+
+
+def _interrupted_right_after_mkdir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make tempfile.mkdtemp send this process Ctrl-C as soon as the directory exists: the
+    moment CI once caught (`iolab mdrates` interrupted at its start left its directory)."""
+    real = tempfile.mkdtemp
+
+    def mkdtemp(*args, **kwargs) -> str:
+        path = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+
+
+@pytest.mark.parametrize("make", ["fresh_run_dir", "run_directory", "perception"])
+def test_ctrl_c_the_moment_a_run_directory_is_made_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: str) -> None:
+    from iolab.core.workspace import fresh_run_dir
+    from iolab.storage.perception import run_dir
+    from iolab.storage.sweep import run_directory
+    opened = {"fresh_run_dir": lambda: fresh_run_dir(tmp_path, "iolab-test-"),
+              "run_directory": lambda: run_directory(tmp_path, "test"),
+              "perception": lambda: run_dir(tmp_path, "test", 0, 1)}[make]
+    _interrupted_right_after_mkdir(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        with opened():
+            pytest.fail("the interrupt must end the run before its body starts")
+    assert list(tmp_path.iterdir()) == []

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-from pathlib import Path
 
 from iolab.core.errors import LabError
 from iolab.core.options import path_option

@@ -26,13 +26,14 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
 from iolab.core.class_folder import active_class
-from iolab.core.errors import LabError
-from iolab.core.owned import (fd_has_marker, has_marker, make_private_dir, open_dir,
-                              remove_owned, write_marker)
+from iolab.core.errors import LabError, interrupts_held
+from iolab.core.owned import (discard_owned, fd_has_marker, has_marker, make_private_dir,
+                              open_dir, remove_owned, write_marker)
 
 #: Headroom kept free beyond what a write needs (bytes, inodes).
 SPACE_MARGIN_BYTES = 256 * 1024**2
@@ -524,3 +525,22 @@ def remove_tree(path: Path) -> None:
         raise LabError(f"refusing to delete {path}: {mounted[0]} is mounted inside it; "
                        f"unmount it (`fusermount3 -u {mounted[0]}` or `umount`) first")
     remove_owned(path)
+
+
+@contextlib.contextmanager
+def fresh_run_dir(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new directory <prefix>XXXXXXXX in `parent`, removed with its contents afterwards.
+
+    It is made with interrupts held, inside the try whose finally removes it: a Ctrl-C at the
+    very moment of the mkdir (CI caught `iolab mdrates` leaving its directory so) cannot
+    leave it behind.
+    """
+    path: Path | None = None
+    try:
+        with interrupts_held():
+            path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        yield path
+    finally:
+        if path is not None and not discard_owned(path):
+            warnings.warn(f"could not remove all of {public_text(path)}; delete it by hand",
+                          stacklevel=3)

@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from iolab.core.errors import LabError
+from iolab.core.errors import LabError, interrupts_held
 from iolab.core.owned import remove_owned
 from iolab.core.workspace import check_capacity, remove_tree, scratch_dir, workdir
 from iolab.hpc import lustre
@@ -118,17 +118,19 @@ def lustre_location(extra: tuple[Path, ...] = ()) -> Location | None:
 @contextlib.contextmanager
 def trial_directory(location: Location, bytes_needed: int, files: int) -> Iterator[Path]:
     """A fresh directory on `location` for the trial, deleted with its contents afterwards."""
-    if location.name == "workspace" or workdir() in Path(location.base).resolve().parents:
-        base = scratch_dir("stripes")
-        cleanup = remove_tree
-    else:
-        base = Path(tempfile.mkdtemp(prefix="stripes-", dir=user_dir(location)))
-        cleanup = remove_owned
+    in_workspace = (location.name == "workspace"
+                    or workdir() in Path(location.base).resolve().parents)
+    cleanup = remove_tree if in_workspace else remove_owned
+    base: Path | None = None
     try:
+        with interrupts_held():  # made inside the try that removes it, even on a Ctrl-C
+            base = (scratch_dir("stripes") if in_workspace else
+                    Path(tempfile.mkdtemp(prefix="stripes-", dir=user_dir(location))))
         check_capacity(base, bytes_needed, files)
         yield base
     finally:
-        cleanup(base)
+        if base is not None:
+            cleanup(base)
 
 
 def run_trial(location: Location, stripe_counts: tuple[int, ...] = DEFAULT_COUNTS,

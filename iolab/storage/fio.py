@@ -56,7 +56,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -66,10 +65,9 @@ import pandas as pd
 from iolab.core.budget import excess, lifted, refusal
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, sigterm_as_interrupt
-from iolab.core.owned import discard_owned
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import (atomic_output, check_capacity, ensure_writable_dir, existing_dir,
-                                  public_text)
+                                  fresh_run_dir, public_text)
 from iolab.measure.context import machine_context
 from iolab.measure.recorded import Recordings
 from iolab.storage.fio_parse import fio_frame, latency_cdf, loads_fio, parse_size_bytes
@@ -458,8 +456,7 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
     notes = ["ran at nice 19 in the idle I/O class, which only the BFQ scheduler honours (not "
              "`none`, not a network file system's server)"] if gentle else []
     with heavy_turn(f"fio {profile.name}"):
-        run_dir = Path(tempfile.mkdtemp(prefix="fio-", dir=directory))
-        try:
+        with fresh_run_dir(directory, "fio-") as run_dir:
             with sigterm_as_interrupt():
                 direct_io = probe_o_direct(run_dir)
                 if direct_io.supported is False:
@@ -469,8 +466,6 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
                     notes.append(f"O_DIRECT: {direct_io.note}")
                 command = fio_command(profile, run_dir, run_dir / OUTPUT_NAME)
                 text = _run_fio(command, run_dir)
-        finally:
-            discard_owned(run_dir)
     if json_out is not None:
         ensure_writable_dir(Path(json_out).parent)
         with atomic_output(json_out) as partial:

@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.cluster import STORAGE_VARIABLES
-from iolab.core.errors import LabError
+from iolab.core.errors import LabError, interrupts_held
 from iolab.core.owned import (discard_owned, has_marker, opened_parent, remove_marked,
                               write_marker)
 from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, MADE_MARKER_TEXT, WorkspaceEntry,
@@ -258,22 +258,22 @@ def private_scratch(location: Location, name: str) -> Iterator[Path]:
     if location.name == "workspace":
         ensure_writable_dir(workdir())
     inside = user_dir(location) if has_marker(location.path, LOCATION_MARKER) else location.base
+    folder: Path | None = None
     try:
-        folder = Path(tempfile.mkdtemp(prefix=f".{location.path.name}-{name}-", dir=inside))
-    except OSError as err:
-        raise LabError(f"cannot write in {inside}: {_error_note(err)}") from None
-    try:
-        # Marked, so that `clean` finds it should this process be killed before its
-        # `finally`; the job works one level down, where the marker is not in its listings.
-        write_marker(folder, MADE_MARKER, MADE_MARKER_TEXT)
-        (folder / SCRATCH_WORK).mkdir()
-    except OSError as err:
-        discard_owned(folder)
-        raise LabError(f"cannot write in {inside}: {_error_note(err)}") from None
-    try:
+        with interrupts_held():  # made and marked inside the try that removes it, or not at all
+            try:
+                folder = Path(tempfile.mkdtemp(prefix=f".{location.path.name}-{name}-",
+                                               dir=inside))
+                # Marked, so that `clean` finds it should this process be killed before its
+                # `finally`; the job works one level down, where the marker is not listed.
+                write_marker(folder, MADE_MARKER, MADE_MARKER_TEXT)
+                (folder / SCRATCH_WORK).mkdir()
+            except OSError as err:
+                raise LabError(f"cannot write in {inside}: {_error_note(err)}") from None
         yield folder / SCRATCH_WORK
     finally:
-        discard_owned(folder)
+        if folder is not None:
+            discard_owned(folder)
 
 
 def _probed(location: Location) -> Location:

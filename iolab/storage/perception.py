@@ -44,8 +44,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from io import BytesIO
@@ -55,7 +53,7 @@ import pandas as pd
 
 from iolab.core.errors import LabError
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import check_capacity, existing_dir, public_text
+from iolab.core.workspace import check_capacity, existing_dir, fresh_run_dir, public_text
 from iolab.measure.cache import EVICT_METHOD, Eviction, Residency, evict
 from iolab.measure.context import fs_kind, mount_for
 from iolab.measure.timing import Measurement, time_command
@@ -190,12 +188,8 @@ def run_dir(directory: Path | str, test: str, bytes_needed: int,
     """
     parent = _existing_dir(directory)
     check_capacity(parent, bytes_needed, inodes_needed)
-    path = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{test}-", dir=parent))
-    try:
+    with fresh_run_dir(parent, f"{RUN_PREFIX}{test}-") as path:
         yield path
-    finally:
-        if not discard_owned(path):
-            warnings.warn(f"could not remove {path} completely; delete it by hand", stacklevel=3)
 
 
 def _on_disk_bytes(files: int, file_bytes: int) -> int:

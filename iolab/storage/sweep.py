@@ -37,9 +37,7 @@ import contextlib
 import os
 import re
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,9 +47,8 @@ from tqdm import tqdm
 from iolab.core.budget import check
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, sigterm_as_interrupt
-from iolab.core.owned import discard_owned
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import check_capacity, existing_dir, public_text
+from iolab.core.workspace import check_capacity, existing_dir, fresh_run_dir, public_text
 from iolab.measure.cache import evict
 from iolab.measure.context import machine_context, mount_for
 
@@ -153,13 +150,9 @@ def run_directory(directory: Path | str, name: str) -> Iterator[Path]:
     A benchmark writes only there, so cleaning up can never touch anything else in
     `directory`, and the finally clause removes it after an error, Ctrl-C or SIGTERM as well.
     """
-    run_dir = Path(tempfile.mkdtemp(prefix=f"iolab-{name}-", dir=existing_directory(directory)))
-    try:
+    with fresh_run_dir(existing_directory(directory), f"iolab-{name}-") as run_dir:
         with sigterm_as_interrupt():
             yield run_dir
-    finally:
-        if not discard_owned(run_dir):
-            warnings.warn(f"could not remove all of {public_text(run_dir)}; delete it by hand")
 
 
 def _write_all(fd: int, data: memoryview) -> None:
