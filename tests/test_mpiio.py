@@ -261,3 +261,27 @@ def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     assert err.strip() == "interrupted: nothing half-written is kept."
     assert list(workspace.glob("tmp/mpiio-*")) == []
     assert _processes_mentioning(str(workspace)) == []
+
+
+@needs_mpi
+def test_the_notebooks_first_cell_leaves_no_shared_memory_when_its_kernel_is_stopped():
+    """Notebook 08's set-up cell runs in the Jupyter kernel, which is stopped without MPI's
+    finalisation: had it initialised MPI (a singleton), MPICH's /dev/shm/mpich_shm_<pid>_0
+    would stay behind on a shared login node after every run of the notebook."""
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / "08-mpi-io.ipynb").read_text())["cells"]
+    setup = next("".join(cell["source"]) for cell in cells
+                 if cell["cell_type"] == "code" and "mpi_available" in "".join(cell["source"]))
+    program = ("import os\n" + setup
+               + "\nprint('PID', os.getpid(), flush=True)\nos._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT / "notebooks",
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "MPICH" in done.stdout or "MPI" in done.stdout, done.stdout
+    pid = int(done.stdout.split("PID")[1].split()[0])
+    left = [p for p in Path("/dev/shm").glob(f"mpich_shm_{pid:x}_*")
+            if p.stat().st_uid == os.getuid()]
+    for segment in left:  # named after our own child's pid, owned by us: ours to remove
+        segment.unlink()
+    assert not left, f"the set-up cell left {left}"
