@@ -19,8 +19,8 @@ def read(dataset_dir):
         for member in tar:
             if member.isfile():
                 members.append((member.name, tar.extractfile(member).read()))
-    observed = [(name, len(data)) for name, data in members]
-    return rc.Reading(rc.parse_once(data.decode() for _name, data in members), observed)
+    return rc.Reading(rc.parse_once(data.decode() for _name, data in members),
+                      rc.named_sizes(members))
 
 
 if __name__ == "__main__":

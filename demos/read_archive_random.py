@@ -32,9 +32,8 @@ def read(dataset_dir, seed):
         for name, offset, size in index:
             raw.seek(offset)
             members.append((name, raw.read(size)))
-    observed = [(name, len(data)) for name, data in members]
-    return rc.Reading(rc.parse_once(data.decode() for _name, data in members), observed,
-                      order=[name for name, _data in members])
+    return rc.Reading(rc.parse_once(data.decode() for _name, data in members),
+                      rc.named_sizes(members), order=rc.member_order(members))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ def read(dataset_dir):
     for path in files:
         with open(path) as handle:
             texts.append(handle.read())
-    # The characters read are its bytes: the data is ASCII.
-    observed = [(rc.relative_name(dataset_dir, path), len(text)) for path, text in zip(files, texts)]
-    return rc.Reading(rc.parse_once(texts), observed)
+    return rc.Reading(rc.parse_once(texts), rc.file_sizes(dataset_dir, files, texts))
 
 
 if __name__ == "__main__":

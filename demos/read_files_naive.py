@@ -23,8 +23,8 @@ def read_one(path):
 def read(dataset_dir):
     files = rc.csv_files(dataset_dir)
     frames = [read_one(path) for path in files]
-    observed = [(rc.relative_name(dataset_dir, path), len(frame)) for path, frame in zip(files, frames)]
-    return rc.Reading(pd.concat(frames, ignore_index=True), observed, unit="rows")
+    return rc.Reading(pd.concat(frames, ignore_index=True), rc.file_sizes(dataset_dir, files, frames),
+                      unit="rows")
 
 
 if __name__ == "__main__":

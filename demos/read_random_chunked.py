@@ -25,9 +25,8 @@ def stream_members(path):
 def read(dataset_dir, buffer, seed):
     members = stream_members(rc.archive_path(dataset_dir))
     shuffled = list(rc.buffered_shuffle(members, buffer, random.Random(seed)))
-    observed = [(name, len(data)) for name, data in shuffled]
-    return rc.Reading(rc.parse_once(data.decode() for _name, data in shuffled), observed,
-                      order=[name for name, _data in shuffled])
+    return rc.Reading(rc.parse_once(data.decode() for _name, data in shuffled),
+                      rc.named_sizes(shuffled), order=rc.member_order(shuffled))
 
 
 if __name__ == "__main__":

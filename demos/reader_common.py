@@ -4,11 +4,21 @@ Each reader differs only in how it gets the bytes of the 7300 small CSV files of
 storage; parsing, checking and reporting are the same code, so differences in time and
 system calls come from the access pattern alone.
 
-A reader uses a dataset only when it matches its manifest (iolab.core.dataset): after reading,
+The timer holds only what every reader does alike: finding the files (or opening the
+archive), reading their bytes, and the one parse. Everything else waits until the timer has
+stopped: the tally of what was read (names and sizes), the comparison with the manifest, the
+order written for --order-out. A test traces the calls made inside the timed region and
+fails if anything else creeps in, because the lessons compare these times with each other
+and with the classic demo's readers: bookkeeping inside the timer would be the lab's own
+Python passed off as the cost of small files.
+
+A reader uses a dataset only when it matches its manifest (iolab.core.manifest): after reading,
 the files or archive members it saw, their sizes, the rows and the sum of the activity
 levels are compared with the manifest, which costs no extra I/O, so the system calls on the
 data stay those of the access pattern; --verify also checks every checksum first (extra
 reads). A missing, partial or damaged dataset is reported in one sentence with exit code 2.
+Start-up is timed too (a process's wall time), so this module imports only what a reader
+needs: pandas, the manifest's format and the option checks; the rest comes when it is used.
 """
 
 from __future__ import annotations
@@ -16,15 +26,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
+import itertools
 import os
 import random
 import stat
-import tarfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, Sequence, Sized, TypeVar
 
 from iolab.core.errors import LabError, quiet_interrupts, run_cli
 
@@ -32,9 +40,8 @@ quiet_interrupts()  # before pandas: Ctrl-C during a slow import is one sentence
 
 import pandas as pd  # noqa: E402
 
-from iolab.core import dataset as ds  # noqa: E402
+from iolab.core import manifest as ds  # noqa: E402
 from iolab.core.options import SEEDS, Bounds, int_option, path_option  # noqa: E402
-from iolab.core.workspace import atomic_output, output_file  # noqa: E402
 
 COLUMNS = ["index", "hour", "activity_level"]
 #: Members held in the shuffle buffer.
@@ -50,14 +57,32 @@ class DatasetProblem(LabError):
     """Missing or damaged input: reported as one sentence, not a traceback."""
 
 
-@dataclass
-class Reading:
-    """What a reader got: the parsed rows, and (path, amount) per file or member read."""
+Tally = Callable[[], "list[tuple[str, int]]"]
 
-    frame: pd.DataFrame
-    observed: list[tuple[str, int]]
-    unit: str = "bytes"
-    order: list[str] | None = None  # the member names in the order read, for --order-out
+
+class Reading:
+    """What a reader got: the parsed rows, and how to tally what it read once the timer stops.
+
+    `tally()` gives (path, amount) per file or member read, in the order read; `unit` says
+    what the amount is ("bytes" or "rows"); `order()` the member names in the order read,
+    for --order-out. Both are functions so that the bookkeeping runs after the timer.
+    """
+
+    __slots__ = ("frame", "tally", "unit", "order")
+
+    def __init__(self, frame: pd.DataFrame, tally: Tally, unit: str = "bytes",
+                 order: Callable[[], list[str]] | None = None) -> None:
+        self.frame, self.tally, self.unit, self.order = frame, tally, unit, order
+
+
+def named_sizes(members: list[tuple[str, bytes]]) -> Tally:
+    """The tally of archive members read as (name, bytes) pairs."""
+    return lambda: [(name, len(data)) for name, data in members]
+
+
+def member_order(members: list[tuple[str, bytes]]) -> Callable[[], list[str]]:
+    """The member names in the order they were read, for --order-out."""
+    return lambda: [name for name, _data in members]
 
 
 def parse_args(description: str, *, seed: bool = False, buffer: bool = False) -> argparse.Namespace:
@@ -83,17 +108,18 @@ def parse_args(description: str, *, seed: bool = False, buffer: bool = False) ->
         parser.exit(2, f"error: {err}\n")
 
 
-def csv_files(dataset_dir: Path) -> list[Path]:
-    """Every daily CSV under DIR/data, in sorted order.
+def csv_files(dataset_dir: Path) -> list[str]:
+    """Every daily CSV under DIR/data, in sorted order, as path strings.
 
     A link, FIFO, socket or device where a month folder or a data file should be is refused
     in one sentence: reading through a link leaves the dataset, and opening a FIFO waits
     forever. The file types come with the directory listing itself (d_type), so the check
-    costs no system call and the counts the lessons show are those of the plain loop.
+    costs no system call and the counts the lessons show are those of the plain loop. Paths
+    are strings, as a plain loop builds them: a Path object per file is a cost of its own.
     """
-    root = dataset_dir / ds.DATA_DIR
+    root = os.path.join(dataset_dir, ds.DATA_DIR)
     try:
-        real_folder = stat.S_ISDIR(root.lstat().st_mode)  # data/ as a link leads elsewhere
+        real_folder = stat.S_ISDIR(os.lstat(root).st_mode)  # data/ as a link leads elsewhere
     except OSError:
         real_folder = False
     if not real_folder:
@@ -107,24 +133,32 @@ def csv_files(dataset_dir: Path) -> list[Path]:
     return files
 
 
-def _entries(folder: Path, want_dirs: bool) -> list[Path]:
-    """The sorted entries of `folder`, all real folders (want_dirs) or all regular files."""
+def _entries(folder: str, want_dirs: bool) -> list[str]:
+    """The sorted paths in `folder`, all real folders (want_dirs) or all regular files."""
     with os.scandir(folder) as listing:
-        entries = sorted(listing, key=lambda entry: entry.name)
-    for entry in entries:
-        ok = entry.is_dir(follow_symlinks=False) if want_dirs else \
-            entry.is_file(follow_symlinks=False)
-        if not ok:
+        entries = [(entry.name, entry.path, entry.is_dir(follow_symlinks=False) if want_dirs
+                    else entry.is_file(follow_symlinks=False)) for entry in listing]
+    entries.sort()
+    for _name, path, right_type in entries:
+        if not right_type:
+            data_dir = folder if want_dirs else os.path.dirname(folder)
             raise DatasetProblem(
-                f"{entry.path} is not a {'folder' if want_dirs else 'regular file'} (a link, "
+                f"{path} is not a {'folder' if want_dirs else 'regular file'} (a link, "
                 f"FIFO, socket or device), so it is not read; recreate the dataset with "
-                f"{ds.create_command(folder.parent if want_dirs else folder.parent.parent)}")
-    return [Path(entry.path) for entry in entries]
+                f"{ds.create_command(os.path.dirname(data_dir))}")
+    return [path for _name, path, _right_type in entries]
 
 
-def relative_name(dataset_dir: Path, path: Path) -> str:
-    """A data file's path as the manifest writes it (data/...), computed without a system call."""
-    return path.relative_to(dataset_dir).as_posix()
+def file_sizes(dataset_dir: Path, files: list[str], amounts: Sequence[Sized]) -> Tally:
+    """The tally of a per-file read: each file's name as the manifest writes it (data/...)
+    and the length of what was read from it: characters, which are its bytes (the data is
+    ASCII), or rows of a parsed frame. No system call."""
+    return lambda: _tally_files(dataset_dir, files, amounts)
+
+
+def _tally_files(dataset_dir: Path, files: list[str], amounts: Sequence[Sized]) -> list[tuple[str, int]]:
+    skip = len(os.path.join(dataset_dir, ""))
+    return [(path[skip:], len(amount)) for path, amount in zip(files, amounts)]
 
 
 def archive_path(dataset_dir: Path) -> Path:
@@ -145,6 +179,8 @@ def archive_path(dataset_dir: Path) -> Path:
 @contextlib.contextmanager
 def archive_problems(path: Path) -> Iterator[None]:
     """Report a truncated or damaged tar in one sentence instead of tarfile's traceback."""
+    import tarfile  # only the archive readers come here, and they have imported it already
+
     try:
         yield
     except (tarfile.TarError, EOFError) as err:
@@ -171,21 +207,19 @@ def buffered_shuffle(items: Iterable[T], size: int, rng: random.Random) -> Itera
     Reading stays sequential; only the order inside each chunk changes, so the shuffle is
     local. The final flush matters: without it up to size-1 items are silently dropped.
     """
-    chunk: list[T] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            rng.shuffle(chunk)
-            yield from chunk
-            chunk = []
-    rng.shuffle(chunk)
-    yield from chunk
+    stream = iter(items)
+    while chunk := list(itertools.islice(stream, size)):
+        rng.shuffle(chunk)
+        yield from chunk
 
 
-def write_order(path: Path | None, names: list[str] | None) -> None:
+def write_order(path: Path | None, order: Callable[[], list[str]] | None) -> None:
     """Record the order members were read in, for checking how random a shuffle was; whole
     or not at all, and only for a reading that matched the manifest."""
-    if path is not None and names is not None:
+    if path is not None and order is not None:
+        from iolab.core.workspace import atomic_output
+
+        names = order()
         with atomic_output(path) as partial:
             partial.write_text("".join(f"{name}\n" for name in names))
 
@@ -198,11 +232,11 @@ def activity_sum(frame: pd.DataFrame) -> int:
     return int(levels.sum())
 
 
-def check_reading(dataset_dir: Path, manifest: dict, reading: Reading) -> None:
+def check_reading(dataset_dir: Path, manifest: dict, frame: pd.DataFrame,
+                  observed: list[tuple[str, int]], unit: str = "bytes") -> None:
     """Refuse a reading that differs from the manifest: a file or member missing, extra or of
     the wrong size, or other rows or values than the manifest's."""
-    problems = ds.compare_reading(manifest, reading.observed, reading.unit, len(reading.frame),
-                                  activity_sum(reading.frame))
+    problems = ds.compare_reading(manifest, observed, unit, len(frame), activity_sum(frame))
     if problems:
         raise DatasetProblem(f"the dataset in {dataset_dir} does not match its manifest: "
                              f"{problems[0]}; check it with {ds.verify_command(dataset_dir)}")
@@ -210,11 +244,13 @@ def check_reading(dataset_dir: Path, manifest: dict, reading: Reading) -> None:
 
 def check_checksums(dataset_dir: Path, manifest: dict, source: str) -> None:
     """--verify: every checksum of what the reader will read, before reading it."""
+    from iolab.core import dataset  # the verifiers: only with --verify
+
     if source == FILES:
-        problems = ds.verify_files(dataset_dir, manifest)
+        problems = dataset.verify_files(dataset_dir, manifest)
     else:
         archive_path(dataset_dir)
-        problems = ds.verify_archive(dataset_dir)
+        problems = dataset.verify_archive(dataset_dir)
     if problems:
         hint = f"; rebuild it with {ds.create_command(dataset_dir)}" if source == FILES else ""
         raise DatasetProblem(f"the dataset in {dataset_dir} does not match its manifest: "
@@ -225,6 +261,8 @@ def report(reader: str, seconds: float, frame: pd.DataFrame, members: int, as_js
     """Print the result: time, rows and mean, as text or as one JSON line."""
     rows, mean = len(frame), float(frame["activity_level"].mean())
     if as_json:
+        import json
+
         print(json.dumps({"reader": reader, "time_s": seconds, "rows": rows, "mean": mean,
                           "members": members}))
     else:
@@ -238,13 +276,16 @@ def run_reader(reader: str, args: argparse.Namespace, source: str,
                read: Callable[[], Reading]) -> None:
     """Load the manifest, time `read`, check what it read against the manifest, report it.
 
-    Only the reading is timed; the manifest is read before and the checks run after it.
-    A problem is one sentence with exit code 2, an interrupt one sentence with 130.
+    Only the reading is timed (listing, open/read, the one parse); the manifest is read
+    before, and the tally and the checks run after it. A problem is one sentence with exit
+    code 2, an interrupt one sentence with 130.
     """
     order_out = getattr(args, "order_out", None)
 
     def main() -> None:
         if order_out is not None:
+            from iolab.core.workspace import output_file
+
             output_file(order_out, "--order-out")  # before reading: say so now, not after
         try:
             manifest = ds.load_manifest(args.data)
@@ -253,13 +294,14 @@ def run_reader(reader: str, args: argparse.Namespace, source: str,
             start = time.perf_counter()
             reading = read()
             seconds = time.perf_counter() - start
-            check_reading(args.data, manifest, reading)
+            observed = reading.tally()
+            check_reading(args.data, manifest, reading.frame, observed, reading.unit)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, KeyError,
                 OSError) as err:
             detail = " ".join(str(err).split())  # pandas' messages end in a line break
             raise LabError(f"the dataset could not be read ({type(err).__name__}: {detail}); check "
                            f"it with {ds.verify_command(args.data)}") from None
         write_order(order_out, reading.order)
-        report(reader, seconds, reading.frame, len(reading.observed), args.json)
+        report(reader, seconds, reading.frame, len(observed), args.json)
 
     run_cli(main)

@@ -145,15 +145,16 @@ def regular_files(dataset_dir: Path, folder: str, fix: str) -> set[str]:
 Check = Callable[[object, str], "str | None"]
 
 
+#: What each field_check accepts, for checking a long list of records a field at a time.
+_ACCEPTS: dict[Check, Callable[[object], bool]] = {}
+
+
 def field_check(accepts: Callable[[object], bool], what: str) -> Check:
     """A Check that passes what `accepts` and otherwise says the field is not `what`."""
     def check(value: object, name: str) -> str | None:
         return None if accepts(value) else f"{name} is not {what}"
+    _ACCEPTS[check] = accepts
     return check
-
-
-def _whole(value: object, low: int, high: int) -> bool:
-    return type(value) is int and low <= value <= high  # exactly int: true and false are not counts
 
 
 def _is_day(value: object) -> bool:
@@ -164,9 +165,11 @@ def _is_day(value: object) -> bool:
     return True
 
 
-COUNT = field_check(lambda v: _whole(v, 0, MAX_FIELD_INT),
+# exactly int: true and false are not counts
+COUNT = field_check(lambda v: type(v) is int and 0 <= v <= MAX_FIELD_INT,  # type: ignore[operator]
                     f"a whole number from 0 to {MAX_FIELD_INT}")
-INTEGER = field_check(lambda v: _whole(v, -MAX_FIELD_INT, MAX_FIELD_INT), "a whole number")
+INTEGER = field_check(lambda v: type(v) is int and -MAX_FIELD_INT <= v <= MAX_FIELD_INT,  # type: ignore[operator]
+                      "a whole number")
 # abs() <= bound also rules out NaN and infinity (JSON's 1e999 reads as infinity)
 NUMBER = field_check(lambda v: type(v) in (int, float)
                      and abs(v) <= MAX_FIELD_INT,  # type: ignore[arg-type]
@@ -193,13 +196,38 @@ def record_problem(record: object, schema: Mapping[str, Check], name: str = "") 
 
 
 def list_of(schema: Mapping[str, Check]) -> Check:
-    """A Check for a list of JSON objects, each checked against `schema`."""
+    """A Check for a list of JSON objects, each checked against `schema`.
+
+    A manifest lists thousands of files and every reader loads it at start-up, so the items
+    are first checked a field at a time over the whole list (the loops run in C); only when
+    that finds something are they checked one by one, to name the first field at fault.
+    """
     def check(value: object, name: str) -> str | None:
         if not isinstance(value, list):
             return f"{name} is not a list"
+        if _every_field_accepted(value, schema):
+            return None
         return next((problem for i, item in enumerate(value)
                      if (problem := record_problem(item, schema, f"{name}[{i}]"))), None)
     return check
+
+
+def _every_field_accepted(items: list, schema: Mapping[str, Check]) -> bool:
+    """True when every item is a plain JSON object whose fields all pass `schema`; False when
+    any does not, or a check is not a field_check (then the caller checks item by item)."""
+    if not all(type(item) is dict for item in items):
+        return False
+    for key, check in schema.items():
+        accepts = _ACCEPTS.get(check)
+        if accepts is None:
+            return False
+        try:
+            values = [item[key] for item in items]
+        except KeyError:
+            return False
+        if not all(map(accepts, values)):
+            return False
+    return True
 
 
 def read_checked_json(path: Path, problem_of: Callable[[object], str | None], what: str,

@@ -73,3 +73,25 @@ def site_grid(grid: pd.DataFrame, value: str = "in_reader_median_s", *,
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def classic_bars(ratios: pd.DataFrame, floors: dict[str, float], *,
+                 ax: Axes | None = None) -> Axes:
+    """The lab's and the classic demo's readers by their own timers, side by side, with the
+    raw `cat` floors as lines: what each reader adds above moving the bytes."""
+    ax = ax or plt.subplots(figsize=(7, 0.8 + 0.6 * len(ratios)))[1]
+    positions = range(len(ratios))
+    ax.barh([p - 0.2 for p in positions], ratios["lab_own_median_s"], height=0.4,
+            color=DATA_COLOUR, label="the lab's reader")
+    ax.barh([p + 0.2 for p in positions], ratios["classic_own_median_s"], height=0.4,
+            color=OTHER_COLOUR, label="the classic demo's reader")
+    ax.set_yticks(list(positions), ratios["reader"])
+    ax.invert_yaxis()
+    for (label, seconds), style in zip(sorted(floors.items()), (":", "--", "-.")):
+        if label.startswith("cat "):
+            ax.axvline(seconds, color="black", linestyle=style, label=label)
+    ax.set_xlabel("reader's own timer (s), median of the rounds")
+    ax.set_title("The lab's readers and the classic demo's, same dataset, taking turns")
+    ax.legend(fontsize="small", loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    return ax

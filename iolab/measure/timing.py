@@ -184,16 +184,18 @@ def _json_result(stdout_tail: bytearray) -> dict | None:
 
 
 @dataclass
-class _Run:
-    """One timed run: seconds of wall, user and system time, and its JSON result if any."""
+class Run:
+    """One timed run: seconds of wall, user and system time, its JSON result if any, and the
+    end of what it printed (for programs that print text, such as the classic demo's readers)."""
 
     wall_s: float
     user_s: float
     sys_s: float
     result: dict | None
+    output: str = ""
 
 
-def _run_once(cmd: list[str], cwd: Path | str | None, env: dict | None) -> _Run:
+def run_once(cmd: list[str], cwd: Path | str | None = None, env: dict | None = None) -> Run:
     """Run `cmd` once; wall time around the child, its CPU time from wait4's rusage.
 
     wait4 reports the child's own CPU time plus that of the processes it waited for, so a
@@ -242,7 +244,8 @@ def _run_once(cmd: list[str], cwd: Path | str | None, env: dict | None) -> _Run:
         )
         detail = _last_line(tails[1]) or "it printed no error message"
         raise LabError(f"`{display}` {how} ({detail}); run it by hand to see the full error")
-    return _Run(wall_s, usage.ru_utime, usage.ru_stime, _json_result(tails[0]))
+    return Run(wall_s, usage.ru_utime, usage.ru_stime, _json_result(tails[0]),
+               tails[0].decode("utf-8", errors="replace"))
 
 
 def _resident_pct_after(prepared: object) -> float | None:
@@ -296,7 +299,7 @@ def time_command(
             timed = index >= warmup
             if timed and before_each is not None:
                 prepared.append(before_each())
-            run = _run_once(cmd, cwd, env)
+            run = run_once(cmd, cwd, env)
             if timed:
                 runs.append(run)
             bar.update()
