@@ -7,12 +7,15 @@
 #   make test-fast  the unit tests only (no notebooks, no mounts, no MPI runs, no Slurm): minutes
 #   make jupyter    JupyterLab on your own copies of the notebooks (in the workspace)
 #   make html       the site from the committed notebooks, into _build/html
-#   make bench      this machine's timings: generation, each reader, and the raw-read floor
+#   make bench      this machine's timings: generation, each reader, and the raw-read floor;
+#                   CLASSIC=DIR also runs the classic demo's readers (a checkout of its repository)
 #   make bench-diagnosis  the lab's diagnosis against Drishti on 15 real Darshan logs
 #   make torch      optional: PyTorch for the DataLoader and checkpoint lessons
 #   make darshan    optional: PyDarshan, to read Darshan logs in lesson 12
 #   make lock       maintainers: re-resolve requirements-lock.txt against the public index
 #   make record     maintainers: re-execute the notebooks in place, recording their results
+#   make check-sources  maintainers, with the network: which quoted outside sources changed since
+#                   they were read (reference/sources.json)
 #   make record-slurm  maintainers, as root: the job scripts on a two-node test Slurm, recorded
 #                   for the page "Your jobs across nodes" (reference/node-runs-recorded/)
 #   make clean      remove everything the lab wrote (workspace, builds); distclean also .venv
@@ -38,7 +41,7 @@ LOCK_DATE := 2026-11-25
 CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
   sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-.PHONY: lab test test-fast jupyter html bench bench-diagnosis torch darshan lock record record-slurm clean distclean
+.PHONY: lab test test-fast jupyter html bench bench-diagnosis torch darshan lock record record-slurm check-sources clean distclean
 
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -80,8 +83,14 @@ html: $(STAMP)
 	$(PY) -m sphinx -W -n -b html . _build/html
 	@echo "Site: _build/html/index.html"
 
+# Standard library only, so it runs with any supported Python, before .venv exists.
+check-sources:
+	@$(PYTHON) -m iolab.core.sources reference/sources.json
+
+# CLASSIC=DIR: a checkout of coderefinery/ttt4hpc-io-examples, whose readers run unchanged
+# beside the lab's, taking turns on the same dataset.
 bench: $(STAMP)
-	$(PY) -m iolab bench
+	$(PY) -m iolab bench $(if $(CLASSIC),--classic "$(CLASSIC)")
 
 # Drishti (PyPI drishti-io) gets an environment of its own: it is compared with, never a
 # dependency of, the lab. Building it needs the package index once.

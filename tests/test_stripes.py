@@ -1,7 +1,8 @@
 """The layout model, the striping advice and the real-Lustre trial plan.
 
 Layouts used: a plain 4-OST one, the CSC Mahti 24-OST file (rows 0-2 and 22-23 of its obdidx
-table are printed on docs.csc.fi, seeds/004; the rows in between are filled in for the test),
+table were printed by a revision of CSC's page, csc-user-guide commit 9f0ab3797; the rows in
+between are filled in for the test),
 the 3-component PFL file of the Lustre manual, a PFL layout whose later components start off
 their stripe-width (and one off its stripe size), Data-on-MDT, and an overstriped layout.
 """

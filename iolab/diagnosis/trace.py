@@ -46,8 +46,10 @@ from iolab.measure.strace_run import (check_command, require_strace, run_scratch
 from iolab.measure.syscall_fallback import run_counting_io
 
 METHODS = ("auto", "strace", "proc-io")
-#: Request-size classes (bytes, upper bound exclusive), the bins Darshan's POSIX module uses
-#: up to 1 GiB, merged into five a learner can read at a glance.
+#: Request-size classes (bytes, upper bound exclusive): the lab's own five, on powers of two a
+#: learner can read at a glance. They are not Darshan's bins, whose bounds are decimal (100 B,
+#: 1 KB, 10 KB, 100 KB, 1 MB, 4 MB, 10 MB, 100 MB, 1 GB); only the 1 MiB bound is shared in
+#: spirit (Darshan's 1 MB, Drishti's small-request limit).
 SIZE_BINS = ((4 * 1024, "<4KiB"), (64 * 1024, "4KiB-64KiB"), (1024**2, "64KiB-1MiB"),
              (16 * 1024**2, "1MiB-16MiB"), (float("inf"), ">=16MiB"))
 #: A small request, as Darshan's histogram and Drishti count it: under 1 MiB.

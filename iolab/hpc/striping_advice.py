@@ -2,9 +2,11 @@
 
 A rule of thumb is only as good as the site it came from, so every function here returns its
 reason and its source with the number, and `advice_table` puts the sites side by side. The
-rules (summarised in the lab's research notes, ../shared/notes/lustre-mpiio-slurm.md §1.4):
+rules, each from the page named with it:
 
-- CSC (docs.csc.fi, "Lustre file system", best practices; seeds/004): stripe count about the
+- CSC ("Lustre file system", best practices, csc-user-guide at commit 099b423,
+  https://github.com/CSCfi/csc-user-guide/blob/099b423eddcd0d6e66b7768c37d00db5e05bafd4/docs/computing/lustre.md):
+  stripe count about the
   square root of the file size in GB ("90 GB ... use at least 9 OSTs"); the count a factor of,
   and not more than, the number of processes doing parallel I/O; no striping for one file per
   process; stripe size 1 MB.
@@ -28,7 +30,7 @@ GB = 10**9
 MiB = 1024**2
 GiB = 1024**3
 
-CSC = "CSC docs, Lustre file system: best practices (seeds/004)"
+CSC = "CSC docs, Lustre file system: best practices (csc-user-guide@099b423)"
 LUSTRE_WIKI = "Lustre wiki, striping best practice"
 NERSC = "NERSC Cori Lustre page: stripe_small/medium/large"
 
@@ -94,8 +96,9 @@ def advise_stripe_count(size_bytes: int, writers: int = 1, file_per_process: boo
     """
     _checked(size_bytes, writers)
     if file_per_process:
-        return Advice(1, "one file per process: each file already goes to its own OST, "
-                         "no need to stripe", CSC)
+        return Advice(1, "one file per process: each file lies whole on one OST and the files "
+                         "spread over the OSTs (more files than OSTs share some), so striping "
+                         "each adds no bandwidth", CSC)
     if size_bytes < MiB:
         return Advice(1, "under 1 MiB: the file fits in one stripe, striping only adds "
                          "OST round trips", LUSTRE_WIKI)

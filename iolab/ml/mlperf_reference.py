@@ -17,7 +17,8 @@ import pandas as pd
 from iolab.ml.accelerator import needed_MBps
 
 MLPERF_SOURCE = "derived from MLPerf Storage v2.0 workload configs"
-NERC_SOURCE = "MOC/NERC storage benchmarks: MLPerf Storage UNet3D, 1 emulated GPU (seeds/002)"
+NERC_SOURCE = ("MOC/NERC storage benchmarks: MLPerf Storage UNet3D, 1 emulated GPU "
+               "(CCI-MOC/storage-benchmarks@56ae298, results/)")
 
 #: workload, samples per batch, record size (MB), compute s per step on H100 and A100, pass AU.
 _WORKLOADS = [
