@@ -94,7 +94,7 @@ def take_turns(dataset_dir: Path, scripts: dict[str, Path], workdir: Path, expec
     turns = []
     for round_number in range(repeats + 1):
         for lab_name, script in scripts.items():
-            sides = [("lab", lab_name), ("classic", script)]
+            sides: list[tuple[str, str | Path]] = [("lab", lab_name), ("classic", script)]
             for side, what in sides if round_number % 2 == 0 else sides[::-1]:
                 turn = _one_turn(lab_name, side, what, dataset_dir, workdir, expected_mean,
                                  round_number)
