@@ -255,12 +255,20 @@ def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     while not list(workspace.glob("tmp/mpiio-*/shared.dat")) and proc.poll() is None:
         assert time.monotonic() < deadline, "the demo never started writing"
         time.sleep(0.05)
+    # The shared-memory segments the ranks have mapped, read as the lab reads them.
+    groups = {os.getpgid(int(pid)) for pid in _processes_mentioning(str(workspace))} - {os.getpgid(0)}
+    segments = set().union(*(mpiio.shared_segments(group) for group in groups))
+    assert segments, "MPICH's ranks on one node share memory: the test should see a segment"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.strip() == "interrupted: nothing half-written is kept."
     assert list(workspace.glob("tmp/mpiio-*")) == []
     assert _processes_mentioning(str(workspace)) == []
+    left = [name for name, inode in segments
+            if (Path(mpiio.SHARED_SEGMENT_DIR) / name).exists()
+            and (Path(mpiio.SHARED_SEGMENT_DIR) / name).stat().st_ino == inode]
+    assert left == [], f"the stopped run left MPICH's shared memory behind: {left}"
 
 
 @needs_mpi

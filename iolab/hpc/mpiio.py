@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections import Counter
@@ -60,6 +61,8 @@ LESSON_HINTS = ("striping_unit", "cb_config_list", "cb_nodes", "romio_cb_write",
 RUN_TIMEOUT_S = 600
 #: How long the ranks get to exit after SIGTERM before they are killed.
 STOP_TIMEOUT_S = 10
+#: Where MPICH's shared-memory segments live: ranks stopped before MPI_Finalize leave theirs.
+SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX = "/dev/shm", "mpich_shm_"
 
 MISSING_MPIEXEC = (
     "mpiexec was not found next to {python} nor on PATH; install MPICH and mpi4py without root "
@@ -285,14 +288,66 @@ def _start(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.communicate(timeout=STOP_TIMEOUT_S)
-            return
-        except subprocess.TimeoutExpired:
+    """Stop every process of the run's group, then remove the shared-memory segments its
+    ranks had mapped: stopped before MPI_Finalize, MPICH leaves them in /dev/shm, a few MiB
+    each, on a login node shared by everybody."""
+    segments = shared_segments(proc.pid)
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.communicate(timeout=STOP_TIMEOUT_S)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        remove_segments(segments)
+
+
+def shared_segments(group: int) -> set[tuple[str, int]]:
+    """(name, inode) of each MPICH segment in /dev/shm that a process of `group` has mapped,
+    read from /proc/PID/maps: proof that the segment is this run's, not another job's."""
+    found: set[tuple[str, int]] = set()
+    prefix = os.path.join(SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
+        try:
+            if os.getpgid(int(entry.name)) != group:
+                continue
+            with open(f"/proc/{entry.name}/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    fields = line.rstrip("\n").split(None, 5)
+                    if len(fields) == 6 and fields[5].startswith(prefix) \
+                            and not fields[5].endswith(" (deleted)"):
+                        found.add((os.path.basename(fields[5]), int(fields[4])))
+        except (OSError, ValueError):  # gone meanwhile, or another user's process
+            continue
+    return found
+
+
+def remove_segments(segments: set[tuple[str, int]]) -> None:
+    """Unlink each segment still under its name with the inode the ranks had mapped, owned by
+    this user. /dev/shm is sticky, so nobody else can rename or replace a file of ours there;
+    a name now holding another inode is someone else's segment and stays."""
+    if not segments:
+        return
+    try:
+        folder = os.open(SHARED_SEGMENT_DIR, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        for name, inode in segments:
+            try:
+                found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                if (found.st_ino, found.st_uid) == (inode, os.getuid()) and \
+                        stat.S_ISREG(found.st_mode):
+                    os.unlink(name, dir_fd=folder)
+            except FileNotFoundError:  # MPICH removed it itself
+                continue
+    finally:
+        os.close(folder)
 
 
 def _result(stdout: str, stderr: str, code: int, cmd: list[str]) -> dict:
