@@ -305,25 +305,44 @@ def _stop_group(proc: subprocess.Popen) -> None:
         remove_segments(segments)
 
 
-def shared_segments(group: int) -> set[tuple[str, int]]:
-    """(name, inode) of each MPICH segment in /dev/shm that a process of `group` has mapped,
-    read from /proc/PID/maps: proof that the segment is this run's, not another job's."""
+def shared_segments(root: int) -> set[tuple[str, int]]:
+    """(name, inode) of each MPICH segment in /dev/shm that process `root` or one of its
+    descendants has mapped, read from /proc/PID/maps: proof that the segment is this run's,
+    not another job's. Descendants, not a group or session: Hydra starts every rank in a
+    session of its own."""
     found: set[tuple[str, int]] = set()
     prefix = os.path.join(SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX)
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for pid in _descendants(root):
         try:
-            if os.getpgid(int(entry.name)) != group:
-                continue
-            with open(f"/proc/{entry.name}/maps", encoding="utf-8", errors="replace") as maps:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
                 for line in maps:
                     fields = line.rstrip("\n").split(None, 5)
                     if len(fields) == 6 and fields[5].startswith(prefix) \
                             and not fields[5].endswith(" (deleted)"):
                         found.add((os.path.basename(fields[5]), int(fields[4])))
-        except (OSError, ValueError):  # gone meanwhile, or another user's process
+        except (OSError, ValueError):  # gone meanwhile
             continue
+    return found
+
+
+def _descendants(root: int) -> set[int]:
+    """`root` and every process below it, from each process's parent in /proc/PID/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as stat_file:
+                parent = int(stat_file.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, pending = set(), [root]
+    while pending:
+        pid = pending.pop()
+        if pid not in found:
+            found.add(pid)
+            pending.extend(children.get(pid, ()))
     return found
 
 
