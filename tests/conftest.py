@@ -123,6 +123,19 @@ def _users_problem() -> str | None:
     return None
 
 
+def _mounts_problem() -> str | None:
+    if os.geteuid() != 0:
+        return "making a bind mount (mount --bind) needs root"
+    missing = [tool for tool in ("mount", "umount") if shutil.which(tool) is None]
+    return f"{' and '.join(missing)} not found" if missing else None
+
+
+def _cephfs_problem() -> str | None:
+    from iolab.storage.cephfs import cephfs_problem
+
+    return cephfs_problem()
+
+
 #: The browsers the site's browser tests drive (test_site_browser.py), first found first.
 BROWSERS = ("chromium", "chromium-browser")
 #: The WebDriver that drives them (Debian's chromium-driver, the same version as chromium).
@@ -160,6 +173,11 @@ AREAS = {
                     "make darshan (CPython 3.7 to 3.12)", _darshan_problem),
 }
 NEEDS_PREFIX = "needs "
+    "cephfs": Area("a private CephFS started and mounted by the lab (tests/test_cephfs.py)",
+                   "ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common",
+                   "apt-get install --no-install-recommends ceph-mon ceph-mgr ceph-osd ceph-mds "
+                   "ceph-fuse ceph-common (as root), and read-write access to /dev/fuse",
+                   _cephfs_problem),
 
 
 @functools.cache

@@ -27,7 +27,7 @@ from iolab.core.errors import run_cli
 #: and alone needs no third-party package.
 COMMAND_MODULES = (
     "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "diagnose", "time",
-    "over_sshfs", "perception", "fio", "sweep", "mdrates", "lustre", "hygiene", "checkpoint", "mpiio",
+    "over_sshfs", "perception", "fio", "sweep", "mdrates", "lustre", "pfs", "hygiene", "checkpoint", "mpiio",
     "node_runs", "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis", "check", "classroom",
 )
 
@@ -42,7 +42,7 @@ BY_LESSON = (
     ("04 the page cache, a network file system", ("over-sshfs",)),
     ("05 benchmarking storage with fio", ("fio",)),
     ("06 file sizes and metadata", ("sweep", "mdrates", "perception")),
-    ("07 Lustre striping", ("lustre",)),
+    ("07 Lustre striping, and a parallel file system of your own", ("lustre", "pfs")),
     ("08 MPI-IO, and jobs across nodes", ("mpiio", "node-runs")),
     ("09 feeding a DataLoader", ("accelerator",)),
     ("10 checkpoints", ("checkpoint",)),

@@ -66,6 +66,7 @@ class WorkspaceEntry(enum.Enum):
     def __init__(self, dirname: str, holds: str) -> None:
         self.dirname = dirname
         self.holds = holds
+    PFS = "pfs", "the private CephFS of `iolab pfs up`: its daemons' data, keys and logs"
 
     def path(self) -> Path:
         """This entry in the current workspace (it may not exist yet); in a class, the
@@ -456,8 +457,9 @@ def check_capacity(path: Path, bytes_needed: int, inodes_needed: int) -> None:
             f"{(bytes_needed + SPACE_MARGIN_BYTES) / 1e6:.0f} MB needed with a safety margin; "
             "free some space or point IOLAB_WORKDIR (or --data) at a larger file system"
         )
-    # f_files == 0 means the file system does not count inodes (e.g. btrfs, some FUSE mounts).
-    if st.f_files and st.f_favail < inodes_needed + INODE_MARGIN:
+    # f_files == 0 means the file system does not count inodes (e.g. btrfs, some FUSE mounts);
+    # CephFS's client reports -1 free inodes, its way of saying they are not counted.
+    if st.f_files and st.f_favail >= 0 and st.f_favail < inodes_needed + INODE_MARGIN:
         raise LabError(
             f"not enough free inodes in {path}: {st.f_favail} free, "
             f"{inodes_needed + INODE_MARGIN} needed with a safety margin; remove small files "

@@ -195,11 +195,15 @@ class Run:
     output: str = ""
 
 
-def run_once(cmd: list[str], cwd: Path | str | None = None, env: dict | None = None) -> Run:
+def run_once(cmd: list[str], cwd: Path | str | None = None, env: dict | None = None,
+             timeout: float | None = None, late: str = "") -> Run:
     """Run `cmd` once; wall time around the child, its CPU time from wait4's rusage.
 
     wait4 reports the child's own CPU time plus that of the processes it waited for, so a
-    shell wrapper is counted fully, and nothing else this process runs is mixed in.
+    shell wrapper is counted fully, and nothing else this process runs is mixed in. With
+    `timeout`, a child still running after that many seconds is killed and the LabError
+    says so, followed by `late` (what to check): a server that stopped answering (a
+    network or parallel file system) must not make the lab wait forever.
     """
     display = shlex.join(cmd)
     start = time.perf_counter()
@@ -224,13 +228,24 @@ def run_once(cmd: list[str], cwd: Path | str | None = None, env: dict | None = N
     ]
     for reader in readers:
         reader.start()
+    watchdog = threading.Timer(timeout, proc.kill) if timeout is not None else None
+    if watchdog is not None:
+        watchdog.start()
     try:
         _, status, usage = os.wait4(proc.pid, 0)
     except BaseException:  # Ctrl-C or a notebook interrupt: leave no orphan behind.
         proc.kill()
         proc.wait()
         raise
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     wall_s = time.perf_counter() - start
+    if timeout is not None and wall_s >= timeout and status != 0:
+        for reader in readers:
+            reader.join(timeout=1)
+        raise LabError(f"`{display}` did not finish within {timeout:.0f} s and was stopped"
+                       f"{'; ' + late if late else ''}")
     proc.returncode = os.waitstatus_to_exitcode(status)
     for reader in readers:
         reader.join()

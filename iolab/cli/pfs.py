@@ -1,0 +1,128 @@
+"""`python -m iolab pfs up | status | layout | measure | down`: a private CephFS on this machine.
+
+(iolab.storage.cephfs; the lessons' measurements on it: iolab.hpc.cephfs_lessons.)
+
+For a laptop, a VM, a compute node or CI, where no parallel file system is at hand: its
+servers' counters show what the lessons' effects cost a real one. It is the size of a
+benchmark, so on a login node it is refused unless the node is yours alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from iolab.cli.options import add_budget_option
+from iolab.core.errors import LabError
+from iolab.core.options import Bounds, int_option, path_option
+from iolab.core.tables import to_markdown
+from iolab.storage import cephfs
+
+#: OSDs to start: one is a working file system, four show striping across servers.
+OSDS = Bounds(1, 8, "OSDs", "each OSD is a daemon of about 50-80 MB and a file of "
+              f"{cephfs.OSD_FILE_MIB} MiB (sparse); eight already outnumber a laptop's cores")
+#: Stripe count of the layout check's file.
+STRIPES = Bounds(1, 8, "stripes", "the cluster has at most 8 OSDs")
+
+
+def setup_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "pfs", help="a private CephFS on this machine: up, status, down",
+        description=("Start a real parallel file system as you (a Ceph monitor, manager, OSDs "
+                     "on files, a metadata server; cephx on; loopback only), mount it with "
+                     "ceph-fuse in the workspace, and end it leaving nothing behind."))
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    start = actions.add_parser("up", help="start the cluster and mount it")
+    start.add_argument("--osds", type=int_option("--osds", OSDS), default=cephfs.DEFAULT_OSDS,
+                       help=f"OSDs to start (default: {cephfs.DEFAULT_OSDS})")
+    add_budget_option(start)
+    layout = actions.add_parser("layout", help="write a file with a layout and check every "
+                                "object against the lab's striping model (lesson 07)")
+    layout.add_argument("--stripe-count", type=int_option("--stripe-count", STRIPES), default=4,
+                        help="stripe count of the test file (default: 4)")
+    measure = actions.add_parser("measure", help="the lessons' measurements on your cluster: "
+                                 "layouts (07) and the five readers with the servers' counters (02)")
+    measure.add_argument("--out", type=path_option("--out"),
+                         help="also write the record as JSON to this file")
+    for name, text in (("status", "daemons, OSDs, MDS, mount and memory of your cluster"),
+                       ("down", "unmount and end everything the cluster started")):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("--json", action="store_true", help="print one JSON object")
+    start.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.action == "up":
+        cluster = cephfs.up(args.osds, compute_node=args.compute_node,
+                            progress=lambda step: print(f"starting: {step}", file=sys.stderr))
+        return _print_status(cluster, args.json)
+    if args.action in ("status", "layout", "measure"):
+        cluster = cephfs.current()
+        if cluster is None:
+            raise LabError("no CephFS of yours is up; start one with `python -m iolab pfs up`")
+        if args.action == "layout":
+            return _print_layout(cluster, args.stripe_count)
+        if args.action == "measure":
+            return _measure(cluster, args.out)
+        return _print_status(cluster, args.json)
+    ended = cephfs.down()
+    if args.json:
+        print(json.dumps({"ended": ended}))
+    else:
+        print("CephFS ended: nothing of it is left" if ended else "no CephFS of yours was up")
+    return 0
+
+
+def _print_status(cluster: cephfs.Cluster, as_json: bool) -> int:
+    state = cephfs.status(cluster)
+    if as_json:
+        print(json.dumps(state))
+        return 0
+    alive = sum(state["daemons_alive"].values())
+    print(f"CephFS {state['ceph_version']} mounted at {state['mount_point']}"
+          f"{'' if state['mounted'] else ' (NOT mounted)'}")
+    print(f"  {state['osds_up']} of {state['osds']} OSDs up, metadata server "
+          f"{'active' if state['mds_active'] else 'NOT active'}, health {state['health']}")
+    print(f"  {alive} of {len(state['daemons_alive'])} processes alive, "
+          f"{state['resident_mib']} MiB resident; up in {state['started_s']} s; "
+          f"monitor on 127.0.0.1:{state['mon_port']}")
+    print("  end it with `python -m iolab pfs down`")
+    return 0
+
+
+def _print_layout(cluster: cephfs.Cluster, stripe_count: int) -> int:
+    from iolab.hpc.cephfs_lessons import layout_check
+
+    import pandas as pd
+
+    check = layout_check(cluster, stripe_count)
+    print(to_markdown(pd.DataFrame(check["objects"])))
+    print(f"\n{check['agree']} of {check['objects_checked']} objects agree with the model "
+          f"(stripe unit 1 MiB, stripe count {stripe_count}, object size 4 MiB, a file of "
+          f"{check['file_bytes']:,} bytes)")
+    print(f"bytes per OSD, model: {check['model_bytes_per_osd']}; the OSDs' own write counters: "
+          f"{check['counted_write_bytes_per_osd']}")
+    return 0 if check["agree"] == check["objects_checked"] else 1
+
+
+def _measure(cluster: cephfs.Cluster, out) -> int:
+    import pandas as pd
+
+    from iolab.core.workspace import atomic_output
+    from iolab.hpc.cephfs_lessons import measure_all
+
+    print("measuring layouts and the five readers (the dataset is made on the CephFS first; "
+          "a few minutes)...", file=sys.stderr)
+    record = measure_all(cluster)
+    for layout in record["layouts"]:
+        print(f"stripe count {layout['stripe_count']}: {layout['agree']} of "
+              f"{layout['objects_checked']} objects agree with the model")
+    print()
+    print(to_markdown(pd.DataFrame(record["readers"]).round(3)))
+    if out is not None:
+        with atomic_output(out) as partial:
+            partial.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"\nSaved: {out}")
+    return 0

@@ -1,0 +1,177 @@
+"""The lab's private CephFS: started as the user, measured by its servers, ended leaving nothing.
+
+One cluster (4 OSDs) serves the module; its teardown proves that `down` leaves no process,
+mount, port or file. On this machine kind FUSE is root-only, so CI runs these as root
+(.ci/run part 5); elsewhere they skip with the reason (tests/conftest.py, area "cephfs").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iolab.core.errors import LabError
+from iolab.hpc import ceph_layout as cl
+from iolab.hpc.cephfs_lessons import layout_check
+from iolab.storage import cephfs, cephfs_readers
+
+needs_cephfs = pytest.mark.needs("cephfs")
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex((cephfs.LOOPBACK, port)) == 0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    workspace = tmp_path_factory.mktemp("cephfs") / "ws"
+    saved = os.environ.get("IOLAB_WORKDIR")
+    os.environ["IOLAB_WORKDIR"] = str(workspace)
+    try:
+        started = cephfs.up(4, compute_node=True)
+        folder, mount_point, port = started.folder, started.mount_point, started.mon_port
+        yield started
+        cephfs.down()  # the last test may have ended it already, after a fault
+        # nothing is left: no process, mount, port or file
+        assert _processes_naming(str(folder)) == []
+        assert not os.path.ismount(mount_point) and not mount_point.exists()
+        assert not _listening(port)
+        assert not (workspace / "pfs").exists()
+        assert not started.run_dir.exists()
+        assert cephfs.down() is False  # a second down finds nothing to do
+    finally:
+        if cephfs.current() is not None:
+            cephfs.down()
+        if saved is None:
+            os.environ.pop("IOLAB_WORKDIR", None)
+        else:
+            os.environ["IOLAB_WORKDIR"] = saved
+
+
+def test_a_missing_package_is_one_sentence_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cephfs, "_which", lambda name: None if name == "ceph-mds" else "/x")
+    problem = cephfs.cephfs_problem()
+    assert problem is not None and "ceph-mds is missing" in problem
+    assert "apt-get install --no-install-recommends ceph-mds" in problem
+
+
+def test_a_login_node_is_refused_unless_told(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(cephfs, "cephfs_problem", lambda: None)
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
+    for variable in ("SLURMD_NODENAME", "PBS_JOBID"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(LabError, match="too big for a shared login node.*--i-am-on-a-compute-node"):
+        cephfs.up(4)
+    assert not (tmp_path / "ws" / "pfs").exists()
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_up_gives_a_healthy_mounted_file_system(cluster: cephfs.Cluster) -> None:
+    state = cephfs.status(cluster)
+    assert state["mounted"] and all(state["daemons_alive"].values())
+    assert (state["osds_up"], state["mds_active"], state["health"]) == (4, True, "HEALTH_OK")
+    with pytest.raises(LabError, match="already up"):
+        cephfs.up(1, compute_node=True)
+    probe = cluster.mount_point / "hello.txt"
+    probe.write_text("hello")
+    assert probe.read_text() == "hello"
+    assert os.statvfs(cluster.mount_point).f_bsize > 0
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_keys_are_private_and_cephx_refuses_a_client_without_one(
+        cluster: cephfs.Cluster, tmp_path: Path) -> None:
+    assert stat.S_IMODE(cluster.folder.stat().st_mode) == 0o700
+    keyrings = sorted(cluster.folder.glob("*.keyring"))
+    assert len(keyrings) >= 4
+    assert all(stat.S_IMODE(k.stat().st_mode) == 0o600 for k in keyrings)
+    empty = tmp_path / "empty.keyring"
+    empty.write_text("")
+    refused = subprocess.run(
+        [cephfs._which("ceph") or "ceph", "-c", str(cluster.conf), "-n", "client.admin",
+         "--keyring", str(empty), "--connect-timeout=10", "status"],
+        capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+
+
+@needs_cephfs
+@pytest.mark.slow
+@pytest.mark.parametrize("stripe_count", [1, 4])
+def test_every_object_is_where_the_striping_model_puts_it(cluster: cephfs.Cluster,
+                                                          stripe_count: int) -> None:
+    check = layout_check(cluster, stripe_count)
+    expected = cl.predicted_objects(cl.CephLayout(cl.MIB, stripe_count, 4 * cl.MIB),
+                                    check["file_bytes"])
+    assert check["objects_checked"] == len(expected) == check["agree"]
+    counted = {int(osd): n for osd, n in check["counted_write_bytes_per_osd"].items()}
+    model = {int(osd): n for osd, n in check["model_bytes_per_osd"].items()}
+    assert sum(model.values()) == check["file_bytes"]
+    for osd, written in counted.items():
+        # the data an OSD stores per the model, plus at most a little metadata (journal, xattrs)
+        assert 0 <= written - model.get(osd, 0) < 2**20, (osd, written, model)
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_the_servers_see_one_read_per_small_file_and_few_for_the_archive(
+        cluster: cephfs.Cluster) -> None:
+    files = 300
+    dataset = cephfs_readers.dataset_on(cluster, files=files)
+    rows = cephfs_readers.reader_servers(cluster, dataset, ("read_files", "read_archive"))
+    fresh = rows[rows.client == "fresh"].set_index("reader")
+    # a fresh client reads every small file's object once; the archive is a few large reads
+    assert fresh.loc["read_files", "osd_reads"] >= files
+    assert fresh.loc["read_archive", "osd_reads"] <= 16
+    assert fresh.loc["read_files", "mds_requests"] > 10 * fresh.loc["read_archive", "mds_requests"]
+    warm = rows[rows.client == "warm"].set_index("reader")
+    assert (warm["osd_reads"] == 0).all()  # the warm client had every byte cached
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_a_stopped_osd_is_one_sentence_within_the_timeout(cluster: cephfs.Cluster) -> None:
+    dataset = cephfs_readers.dataset_on(cluster, files=50)
+    stopped = [cluster.pids[f"osd.{n}"] for n in range(cluster.osds)]
+    cephfs.remount(cluster)  # nothing cached: the reader must ask the OSDs
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(LabError, match=r"(did not finish within|got no answer within|waited "
+                                           r"\d+ s for).*(stopped answering|stopped or hung)"):
+            cephfs_readers.reader_servers(cluster, dataset, ("read_archive",), timeout=20)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_down_after_a_stopped_daemon_leaves_nothing(cluster: cephfs.Cluster) -> None:
+    """Runs last: it ends the module's cluster while an OSD and the MDS are stopped."""
+    for name in ("osd.0", "mds.a"):
+        os.kill(cluster.pids[name], signal.SIGSTOP)
+    assert cephfs.down() is True
+    assert _processes_naming(str(cluster.folder)) == []
+    assert not os.path.ismount(cluster.mount_point)
+    assert not cluster.folder.exists()
