@@ -16,6 +16,8 @@
 #   make record     maintainers: re-execute the notebooks in place, recording their results
 #   make check-sources  maintainers, with the network: which quoted outside sources changed since
 #                   they were read (reference/sources.json)
+#   make record-pfs maintainers, where FUSE works: the private CephFS's start-up, memory and the
+#                   lessons measured on it (notebooks/recorded/pfs.json)
 #   make record-slurm  maintainers, as root: the job scripts on a two-node test Slurm, recorded
 #                   for the page "Your jobs across nodes" (reference/node-runs-recorded/)
 #   make clean      remove everything the lab wrote (workspace, builds); distclean also .venv
@@ -41,7 +43,7 @@ LOCK_DATE := 2026-11-25
 CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
   sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-.PHONY: lab test test-fast jupyter html bench bench-diagnosis torch darshan lock record record-slurm check-sources clean distclean
+.PHONY: lab test test-fast jupyter html bench bench-diagnosis torch darshan lock record record-slurm record-pfs check-sources clean distclean
 
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -122,6 +124,12 @@ lock: $(STAMP)
 # record each result that a machine without the tool is shown instead (notebooks/recorded/).
 record: $(STAMP)
 	cd notebooks && IOLAB_RECORD=1 ../$(PY) -m jupyter execute --inplace --timeout=1800 [0-9]*.ipynb
+
+# Where FUSE works (root on Debian's VMs) with the Ceph packages of apt.txt: start and end the
+# private CephFS 3 times (start-up time, memory), then measure the lessons on it, into
+# notebooks/recorded/pfs.json; then re-execute notebooks 02 and 07.
+record-pfs: $(STAMP)
+	$(PY) -m iolab pfs record --out notebooks/recorded/pfs.json --i-am-on-a-compute-node
 
 # As root with Debian's slurmctld, slurmd, slurm-client and munge: starts the tests' two-node
 # Slurm on this machine, submits the four job scripts with --nodes=2 and keeps what they

@@ -166,6 +166,31 @@ def test_a_stopped_osd_is_one_sentence_within_the_timeout(cluster: cephfs.Cluste
 
 
 @needs_cephfs
+@pytest.mark.needs("users")
+@pytest.mark.slow
+def test_another_user_can_neither_reach_the_cluster_nor_see_the_files(
+        cluster: cephfs.Cluster) -> None:
+    """On a shared machine the learner's file system is theirs alone: another local user
+    finds the monitor's port but has no key (cephx refuses), cannot read the keys or the
+    configuration, and cannot look into the mount."""
+    other = "iolab-other"
+    if subprocess.run(["id", other], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", other], check=True)
+
+    def as_other(*cmd: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["runuser", "-u", other, "--", *cmd], capture_output=True,
+                              text=True, timeout=90)
+
+    ceph = cephfs._which("ceph") or "ceph"
+    refused = as_other(ceph, "--mon-host", f"v2:{cephfs.LOOPBACK}:{cluster.mon_port}",
+                       "-n", "client.admin", "--connect-timeout=15", "status")
+    assert refused.returncode != 0
+    assert as_other("cat", str(cluster.folder / "client.admin.keyring")).returncode != 0
+    assert as_other("cat", str(cluster.conf)).returncode != 0
+    assert as_other("ls", str(cluster.mount_point)).returncode != 0
+
+
+@needs_cephfs
 @pytest.mark.slow
 def test_down_after_a_stopped_daemon_leaves_nothing(cluster: cephfs.Cluster) -> None:
     """Runs last: it ends the module's cluster while an OSD and the MDS are stopped."""

@@ -13,4 +13,10 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from iolab.core.workspace import WorkspaceEntry
+
+    if (WorkspaceEntry.PFS.path() / "cluster").exists():  # its daemons and mount go first
+        from iolab.storage.cephfs import down
+
+        down()
     return clean()

@@ -22,6 +22,8 @@ from iolab.storage import cephfs
 #: OSDs to start: one is a working file system, four show striping across servers.
 OSDS = Bounds(1, 8, "OSDs", "each OSD is a daemon of about 50-80 MB and a file of "
               f"{cephfs.OSD_FILE_MIB} MiB (sparse); eight already outnumber a laptop's cores")
+#: Up/down rounds of `pfs record`.
+ROUNDS = Bounds(1, 9, "rounds", "each round starts and ends a whole cluster (about 40 s)")
 #: Stripe count of the layout check's file.
 STRIPES = Bounds(1, 8, "stripes", "the cluster has at most 8 OSDs")
 
@@ -45,6 +47,14 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
                                  "layouts (07) and the five readers with the servers' counters (02)")
     measure.add_argument("--out", type=path_option("--out"),
                          help="also write the record as JSON to this file")
+    record = actions.add_parser("record", help="maintainers: start and end a cluster ROUNDS times "
+                                "(up time, memory, down time), then measure the lessons on one "
+                                "and write the record the notebooks show (make record-pfs)")
+    record.add_argument("--out", type=path_option("--out"), required=True,
+                        help="the JSON record to write, e.g. notebooks/recorded/pfs.json")
+    record.add_argument("--rounds", type=int_option("--rounds", ROUNDS), default=3,
+                        help="up/down rounds for the medians (default: 3)")
+    add_budget_option(record)
     for name, text in (("status", "daemons, OSDs, MDS, mount and memory of your cluster"),
                        ("down", "unmount and end everything the cluster started")):
         action = actions.add_parser(name, help=text)
@@ -54,6 +64,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.action == "record":
+        return _record(args.out, args.rounds, args.compute_node)
     if args.action == "up":
         cluster = cephfs.up(args.osds, compute_node=args.compute_node,
                             progress=lambda step: print(f"starting: {step}", file=sys.stderr))
@@ -125,4 +137,37 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
         with atomic_output(out) as partial:
             partial.write_text(json.dumps(record, indent=1) + "\n")
         print(f"\nSaved: {out}")
+    return 0
+
+
+def _record(out, rounds: int, compute_node: bool | None) -> int:
+    """Rounds of up/down for the medians of start-up time, memory and teardown, then the
+    lessons' measurements on one more cluster; one JSON record."""
+    import statistics
+    import time
+
+    from iolab.core.workspace import atomic_output
+    from iolab.hpc.cephfs_lessons import measure_all
+
+    runs = []
+    for number in range(1, rounds + 1):
+        print(f"round {number} of {rounds}: up, status, down", file=sys.stderr)
+        cluster = cephfs.up(compute_node=compute_node)
+        state = cephfs.status(cluster)
+        start = time.monotonic()
+        cephfs.down()
+        runs.append({"up_s": state["started_s"], "resident_mib": state["resident_mib"],
+                     "down_s": round(time.monotonic() - start, 1)})
+    print("measuring the lessons on a fresh cluster (a few minutes)", file=sys.stderr)
+    cluster = cephfs.up(compute_node=compute_node)
+    try:
+        record = measure_all(cluster)
+    finally:
+        cephfs.down()
+    record["bench"] = {"rounds": runs, **{f"{key}_median": statistics.median(r[key] for r in runs)
+                                          for key in ("up_s", "resident_mib", "down_s")}}
+    with atomic_output(out) as partial:
+        partial.write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps(record["bench"]))
+    print(f"Saved: {out}")
     return 0

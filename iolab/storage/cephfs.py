@@ -36,7 +36,6 @@ from iolab.core.budget import check as check_budget
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.workspace import (WorkspaceEntry, atomic_output, ensure_writable_dir, remove_tree,
                                   socket_dir)
-from iolab.measure.tools import fuse_problem
 
 LOOPBACK = "127.0.0.1"
 FS_NAME = "iolabfs"
@@ -114,6 +113,8 @@ def cephfs_problem() -> str | None:
                 f"cannot start a CephFS of its own: install {' '.join(PACKAGES)} "
                 f"(`apt-get install --no-install-recommends {' '.join(packages)}`, as root); the "
                 "lessons show the recorded run meanwhile")
+    from iolab.measure.tools import fuse_problem  # here: `make clean` may run without pandas
+
     fuse = fuse_problem()
     if fuse:
         return f"{fuse}; the CephFS servers could start, but its client (ceph-fuse) cannot mount"
