@@ -74,6 +74,15 @@ def test_the_facts_of_each_log(diagnosed, name: str) -> None:
 
 
 @needs_darshan
+def test_every_finding_carries_a_stable_rule_id(diagnosed) -> None:
+    """The ids the JSON report promises (rules.RULE_IDS, listed in lesson 12), on every log."""
+    from iolab.diagnosis.rules import RULE_IDS
+
+    raised = {f.rule for _, found in diagnosed.values() for f in found}
+    assert raised and raised <= set(RULE_IDS), raised - set(RULE_IDS)
+
+
+@needs_darshan
 @pytest.mark.parametrize("name", sorted(TRUTH))
 def test_each_log_gets_what_its_counters_prove(diagnosed, name: str) -> None:
     _, found = diagnosed[name]

@@ -85,20 +85,17 @@ def main(args: argparse.Namespace) -> int:
             raise LabError(f"no bundled log is called {args.example!r}; choose one of "
                            f"{', '.join(logs)}")
         result = inputs.from_darshan(logs[args.example], figures=want_figures)
-    else:
-        if not args.input.is_file():
-            raise LabError(f"{args.input} is not a file; pass a Darshan log (*.darshan) or a "
-                           "trace saved with `strace -f -y -T -o FILE`")
-        result = (inputs.from_darshan(args.input, figures=want_figures)
-                  if getattr(args, "darshan_only", False) or inputs.looks_like_darshan(args.input)
-                  else inputs.from_trace(args.input, args.cwd, figures=want_figures))
+    elif getattr(args, "darshan_only", False):
+        result = inputs.from_darshan(args.input, figures=want_figures)
+    else:  # a log or a trace by its content, whatever its name; anything else is refused
+        result = inputs.from_path(args.input, args.cwd, figures=want_figures)
     if args.html:
         args.html.write_text(html_report(result.run, result.findings, result.tables,
                                          result.figures), encoding="utf-8")
     if args.json:
         print(json.dumps(report_dict(result.run, result.findings,
                                      {k: v.head(args.top) for k, v in result.tables.items()}),
-                         default=str))
+                         allow_nan=False))
     else:
         print(job_line(result.run), "", sep="\n")
         for title, frame in result.tables.items():

@@ -11,20 +11,38 @@ record), so the cost grows linearly with the log. Two traps are avoided on purpo
 LUSTRE module may hold one layout record per rank for the same file (joined on the file id
 alone, a file's bytes would be counted once per rank), and a shared record (rank -1) sums its
 time over all ranks (the busiest rank's share is its sum divided by the ranks).
+
+A log is read in a child process (forked, so nothing is imported twice) and handed back
+whole: libdarshan aborts or crashes on some damaged logs (exit 134, 139), and reports other
+damage only on stderr while PyDarshan goes on with what it got. So the child checks the log's
+length against its header's map, reads module by module watching libdarshan's errors, and a
+log that cannot be read whole is refused in one sentence naming what is missing, never
+diagnosed from what was left. Modules Darshan itself marked partial (it ran out of memory and
+kept only some records) are read and named in `DarshanLog.incomplete`.
 """
 
 from __future__ import annotations
 
+import bz2
+import faulthandler
 import importlib.util
-import json
-import subprocess
-import sys
+import os
+import pickle
+import select
+import signal
+import struct
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from iolab.core.errors import LabError
+from iolab.core.safe_input import open_regular, unreadable
 from iolab.diagnosis.facts import (MPI_COLUMNS, OST_COLUMNS, REQUEST_COLUMNS, Run, complete,
                                    empty_records)
 from iolab.diagnosis.origins import origins
@@ -32,8 +50,18 @@ from iolab.diagnosis.origins import origins
 INSTALL_HINT = ("install PyDarshan with `make darshan` (PyPI `darshan`, wheels for CPython "
                 "3.7 to 3.12)")
 _SMALL_BINS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M")  # Darshan's bins below 1 MiB
-#: Seconds a fresh interpreter may take to read one log's APMPI module.
+#: Seconds the child process may take to read one log (the corpus logs take 0.1 to 3).
 CHILD_TIMEOUT_S = 120
+#: Darshan's magic number, at byte 8 of every log since 3.0 (in the writer's byte order).
+DARSHAN_MAGIC = 6567223
+#: Bytes read to recognise a log: the largest header (3.41: 64 modules) and some to spare.
+HEAD_BYTES = 4096
+#: Darshan 1.x and 2.x logs are one gzip or bzip2 stream (*.darshan.gz, *.darshan.bz2).
+_COMPRESSED = {b"\x1f\x8b": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+               b"BZh": bz2.BZ2Decompressor}
+#: Sentence ends of the refusals: what a user can do with a log that cannot be read.
+_FIX_COPY = ("copy it again from the job's Darshan log folder, or diagnose a complete log; "
+             "`darshan-parser` shows what libdarshan can still read")
 #: APMPI's counters of the calls in which a rank waits for others.
 MPI_WAIT_COUNTERS = ("MPI_BARRIER_TOTAL_TIME", "MPI_WAIT_TOTAL_TIME", "MPI_WAITALL_TOTAL_TIME",
                      "MPI_WAITANY_TOTAL_TIME", "MPI_WAITSOME_TOTAL_TIME")
@@ -69,26 +97,245 @@ def example_logs() -> dict[str, Path]:
     return {path.stem: path for path in sorted(folder.glob("*.darshan"))}
 
 
+def log_version(head: bytes) -> str | None:
+    """The log format version ("3.21", "3.41") of a Darshan 3 log from its first bytes; None
+    if they are not a Darshan log's. A Darshan 1.x or 2.x log is refused by name: darshan-util
+    3 and PyDarshan cannot read that format."""
+    version = head[:8].split(b"\0")[0].decode("ascii", "replace")
+    if len(head) >= 16 and DARSHAN_MAGIC in (struct.unpack("<q", head[8:16])[0],
+                                             struct.unpack(">q", head[8:16])[0]):
+        return version
+    for magic, decompressor in _COMPRESSED.items():
+        if head.startswith(magic):
+            try:
+                inner = decompressor().decompress(head)[:8]
+            except (OSError, EOFError, ValueError, zlib.error):
+                return None
+            old = inner.split(b"\0")[0].decode("ascii", "replace")
+            if old[:2] in ("1.", "2."):
+                raise LabError(
+                    f"this is a Darshan {old} log (the 1.x/2.x format, written before Darshan "
+                    "3.0), which PyDarshan and darshan-util 3.x cannot read; read it with "
+                    "`darshan-parser` of darshan-util 2.x, or diagnose a log of Darshan 3 or "
+                    "later")
+    return None
+
+
+def read_head(path: Path, what: str, size: int = HEAD_BYTES) -> bytes:
+    """The first `size` bytes of a regular file; one sentence for a folder, a FIFO (never
+    waited on), a device or a file the user may not read."""
+    try:
+        with open_regular(path) as handle:
+            return handle.read(size)
+    except FileNotFoundError:
+        raise LabError(f"{path} does not exist; pass {what}") from None
+    except IsADirectoryError:
+        raise LabError(f"cannot read {path}: it is a folder, not a regular file; pass {what}"
+                       ) from None
+    except OSError as err:
+        raise unreadable(path, err, f"pass {what}") from None
+
+
+LOG_WANTED = ("a Darshan log (*.darshan), usually in your centre's Darshan log folder or where "
+              "DARSHAN_LOGFILE pointed")
+
+
 def read_log(path: Path | str) -> DarshanLog:
-    """Read a whole Darshan log; one clear sentence if it is missing or not a Darshan log."""
+    """Read a whole Darshan log in a child process; one sentence if it is not a Darshan 3 log,
+    is cut short or damaged, or crashes libdarshan (see the module's docstring)."""
     problem = darshan_problem()
     if problem:
         raise LabError(problem)
-    import darshan
-
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise LabError(f"{path} is not a file; pass a Darshan log (*.darshan), usually in "
-                       "your centre's Darshan log folder or where DARSHAN_LOGFILE pointed")
+    head = read_head(path, LOG_WANTED)
     try:
-        # Everything is read now, and the C library's handle closed at once: left to the
-        # garbage collector, its close can deadlock with the next log's read in a kernel.
-        with darshan.DarshanReport(str(path), read_all=True) as report:
-            pass
-    except Exception as err:
-        raise LabError(f"{path} could not be read as a Darshan log ({err}); check that it "
-                       "is a complete *.darshan file") from None
-    return DarshanLog(report, path.name, path)
+        version = log_version(head)
+    except LabError as err:
+        raise LabError(f"{path}: {err}") from None
+    if version is None:
+        raise LabError(f"{path} could not be read as a Darshan log: "
+                       + ("it is empty (0 bytes)" if not head else
+                          "it does not begin with a Darshan header")
+                       + f"; pass {LOG_WANTED}")
+    report, incomplete = _read_in_child(path)
+    return DarshanLog(report, path.name, path, incomplete)
+
+
+@dataclass(frozen=True)
+class HeaderMap:
+    """Where a Darshan 3 log's regions lie, from its uncompressed header: the job record
+    (from the header's end to the first region), the file names, each module's records."""
+
+    size: int  # bytes of the header itself
+    names: tuple[int, int]  # offset and length of the file names
+    modules: tuple[tuple[int, int], ...]  # offset and length of each module present, file order
+
+
+def header_map(head: bytes, version: str) -> HeaderMap | None:
+    """The header's map; None if `head` is shorter than the header. Format 3.41 (Darshan
+    3.4.1+) keeps 64 modules and a 64-bit partial flag, earlier formats 16 and 32 bits."""
+    little = struct.unpack("<q", head[8:16])[0] == DARSHAN_MAGIC
+    order = "<" if little else ">"
+    slots, names_at = (64, 32) if version >= "3.41" else (16, 24)
+    size = names_at + 16 + slots * (16 + 4)  # + the maps (offset, length) and module versions
+    if len(head) < size:
+        return None
+    maps = [struct.unpack_from(order + "QQ", head, names_at + 16 * i) for i in range(slots + 1)]
+    return HeaderMap(size, maps[0], tuple(m for m in maps[1:] if m[1] > 0))
+
+
+def _missing(header: HeaderMap, present: dict, size: int) -> list[str]:
+    """The parts of the log that end past its last byte, by name: what a cut took."""
+    regions = [(offset, length) for offset, length in (header.names, *header.modules) if length]
+    first = min((offset for offset, _ in regions), default=size)
+    missing = ["the job record"] if size < first else []
+    if header.names[1] and size < sum(header.names):
+        missing.append("the file names")
+    # libdarshan numbers the modules of older formats differently, in the same order
+    named = sorted(present, key=lambda name: present[name]["idx"])
+    same = [present[name]["len"] for name in named] == [m[1] for m in header.modules]
+    cut = [named[number] if same else f"region {number + 1}"
+           for number, (offset, length) in enumerate(header.modules) if size < offset + length]
+    if cut:
+        missing.append(f"the {', '.join(cut)} module{'s' if len(cut) > 1 else ''}")
+    return missing
+
+
+def _stderr_lines() -> Callable[[], list[str]]:
+    """Send this process's stderr (libdarshan prints its errors there) to a file, and return
+    a function giving the error lines written since its last call."""
+    sink = tempfile.TemporaryFile()
+    os.dup2(sink.fileno(), 2)
+    seen = 0
+
+    def errors() -> list[str]:
+        nonlocal seen
+        sink.seek(seen)
+        text = sink.read().decode("utf-8", "replace")
+        seen += len(text.encode("utf-8", "replace"))
+        return [line.strip() for line in text.splitlines()
+                if line.startswith(("Error", "darshan_log_open"))]
+    return errors
+
+
+def _read_module(report, module: str) -> None:
+    """One module's records, by the PyDarshan reader for its kind (as its read_all does)."""
+    if module in ("DXT_POSIX", "DXT_MPIIO"):
+        report.mod_read_all_dxt_records(module, warnings=False)
+    elif module == "LUSTRE":
+        report.mod_read_all_lustre_records(warnings=False)
+    elif module == "APMPI":
+        report.mod_read_all_apmpi_records(warnings=False)
+    elif module == "APXC":
+        report.mod_read_all_apxc_records(warnings=False)
+    elif module == "HEATMAP":
+        report.read_all_heatmap_records()
+    else:
+        report.mod_read_all_records(module, warnings=False)
+
+
+def _read_here(path: Path) -> tuple[str | None, object, tuple[str, ...]]:
+    """(why the log cannot be read, or None; the closed DarshanReport; the modules Darshan
+    marked partial). Runs in the child: libdarshan may abort or crash here."""
+    import darshan
+    from darshan.backend import cffi_backend as backend
+
+    errors = _stderr_lines()
+    with open(path, "rb") as handle:
+        head = handle.read(HEAD_BYTES)
+        size = os.fstat(handle.fileno()).st_size
+    regions = header_map(head, log_version(head) or "")
+    missing = ["its header"] if regions is None else []
+    if regions is not None:
+        log = backend.log_open(str(path))
+        if not log["handle"]:
+            said = "; ".join(errors()) or "no reason given"
+            return f"{path} is damaged: libdarshan cannot open it ({said}); {_FIX_COPY}", None, ()
+        missing = _missing(regions, backend.log_get_modules(log), size)
+        backend.log_close(log)
+    if missing:
+        parts = " and ".join(filter(None, (", ".join(missing[:-1]), missing[-1])))
+        return (f"{path} is cut short or damaged: it ends at byte {size:,}, before the end of "
+                f"{parts} (a job killed while Darshan wrote the log, or an interrupted copy), so "
+                f"it cannot be diagnosed; {_FIX_COPY}"), None, ()
+    report = darshan.DarshanReport(str(path), read_all=False)
+    unread = ["the job record"] if errors() else []
+    report.read_name_records()
+    unread += ["the file names"] if errors() else []
+    for module in list(report.modules):
+        try:
+            _read_module(report, module)
+        except Exception as err:  # PyDarshan meeting data libdarshan handed over damaged
+            unread.append(f"the {module} module ({type(err).__name__})")
+            continue
+        if errors():
+            unread.append(f"the {module} module")
+    if ("APMPI" in report.modules and "the APMPI module" not in unread and apmpi_rows(
+            report.records.get("APMPI"), int(report.metadata["job"]["nprocs"])) is None):
+        unread.append("the APMPI module (not one record per rank)")
+    if unread:  # said before closing the log: libdarshan may abort in its close too
+        return (f"{path} is damaged: libdarshan could not read {', '.join(unread)} whole, so it "
+                f"cannot be diagnosed; {_FIX_COPY}"), None, ()
+    report._cleanup()  # closes libdarshan's handle, which cannot be pickled
+    partial = tuple(name for name, info in report.modules.items() if info.get("partial_flag"))
+    return None, report, partial
+
+
+def _read_in_child(path: Path) -> tuple[object, tuple[str, ...]]:
+    """The DarshanReport of `path` and its partial modules, read by a forked child that sends
+    them back pickled; LabError if the child refuses the log, crashes or takes too long."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns, never runs the parent's exit handlers
+        os.close(reader)
+        faulthandler.disable()  # a crash here is the parent's one sentence, not a dump
+        code = 0
+        try:
+            sent = pickle.dumps(_read_here(path), protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as err:  # noqa: BLE001  (anything, as one sentence for the parent)
+            why = f"{type(err).__name__}: {err}"
+            sent = pickle.dumps((f"{path} could not be read as a Darshan log ({why}); {_FIX_COPY}",
+                                 None, ()))
+            code = 1
+        with os.fdopen(writer, "wb") as out:
+            out.write(sent)
+        os._exit(code)
+    os.close(writer)
+    chunks, deadline, answered = [], time.monotonic() + CHILD_TIMEOUT_S, False
+    try:
+        with os.fdopen(reader, "rb", buffering=0) as incoming:
+            while True:
+                ready, _, _ = select.select([incoming], [], [], max(deadline - time.monotonic(), 0))
+                if not ready:
+                    raise LabError(f"reading {path} took more than {CHILD_TIMEOUT_S} s and was "
+                                   f"stopped: the log is damaged or far larger than a job's log; "
+                                   f"{_FIX_COPY}")
+                chunk = incoming.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        answered = True
+    finally:
+        if not answered:  # a timeout, or Ctrl-C here: the child must not outlive the command
+            _stop(pid)
+        _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise LabError(f"{path} is damaged: libdarshan was killed by {name} while reading it "
+                       f"(exit {128 + os.WTERMSIG(status)}), so it cannot be diagnosed; "
+                       f"{_FIX_COPY}")
+    problem, report, partial = pickle.loads(b"".join(chunks))
+    if problem:
+        raise LabError(problem)
+    return report, partial
+
+
+def _stop(pid: int) -> None:
+    """Kill the child (it may have ended already)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _sum(frame: pd.DataFrame, *names: str) -> pd.Series:
@@ -122,15 +369,6 @@ def _small(frame: pd.DataFrame, prefix: str, moved: pd.Series, requests: pd.Seri
 
 #: The magic number of APMPI's header record: the letters "APMPI".
 APMPI_MAGIC = int.from_bytes(b"APMPI", "big")
-#: Reads one log's APMPI rows in a fresh interpreter (see apmpi_rows); prints them as JSON.
-_APMPI_CHILD = """
-import json, sys
-import darshan
-from iolab.diagnosis.darshan import apmpi_rows
-with darshan.DarshanReport(sys.argv[1], read_all=False) as report:
-    report.mod_read_all_apmpi_records("APMPI", warnings=False)
-print(json.dumps(apmpi_rows(report.records.get("APMPI"))))
-"""
 
 
 def apmpi_rows(collection, processes: int | None = None) -> list[tuple] | None:
@@ -140,8 +378,9 @@ def apmpi_rows(collection, processes: int | None = None) -> list[tuple] | None:
     PyDarshan's to_df cannot tabulate APMPI, so the records are read one by one. Darshan's
     reader of the module keeps state for the whole process: in PyDarshan 3.5 the second log
     with APMPI read in one process comes back misread, its header intact but every rank's
-    record zeros of rank 0, one record short (seen on both corpus logs with APMPI). APMPI
-    writes one record per rank, so a misread shows in the ranks.
+    record zeros of rank 0, one record short (seen on both corpus logs with APMPI). Every log
+    is therefore read in a child forked from a process that never read one (read_log), and
+    the child refuses a log whose rows fail this check: APMPI writes one record per rank.
     """
     if collection is None or not len(collection):
         return []
@@ -162,24 +401,15 @@ def apmpi_rows(collection, processes: int | None = None) -> list[tuple] | None:
     return rows
 
 
-def _apmpi_rows_in_child(path: Path) -> list[tuple]:
-    """APMPI's rows read by a fresh interpreter, where the reader has not been used yet."""
-    done = subprocess.run([sys.executable, "-c", _APMPI_CHILD, str(path)], capture_output=True,
-                          text=True, timeout=CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    rows = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
-    if rows is None:
-        raise LabError(f"the APMPI module of {path} could not be read ({done.stderr.strip()[-200:]}); "
-                       "diagnose this log in a process of its own: python -m iolab diagnose LOG")
-    return [tuple(row) for row in rows]
-
-
 class DarshanLog:
     """One Darshan log: its records as Run facts, and tidy frames for tables and plots."""
 
-    def __init__(self, report, name: str, path: Path | None = None) -> None:
+    def __init__(self, report, name: str, path: Path | None = None,
+                 incomplete: tuple[str, ...] = ()) -> None:
         self.report = report
         self.name = name
         self.path = path
+        self.incomplete = incomplete  # modules Darshan marked partial: records were dropped
         self.names = dict(report.name_records)
         self._run: Run | None = None
         self._tabulated: dict[str, pd.DataFrame] = {}
@@ -234,7 +464,7 @@ class DarshanLog:
                             tuple(self.report.modules), job,
                             tuple((str(point), str(kind))
                                   for point, kind in self.report.data.get("mounts") or ()),
-                            self.dxt_frame, self.mpi_frame())
+                            self.dxt_frame, self.mpi_frame(), self.incomplete)
         return self._run
 
     def _layer_records(self, layer: str, p: str) -> pd.DataFrame:
@@ -351,13 +581,10 @@ class DarshanLog:
 
     def mpi_frame(self) -> pd.DataFrame:
         """Per rank, its seconds in MPI calls and in those that wait for other ranks (APMPI),
-        in MPI_COLUMNS; empty without the module. Read again by a fresh interpreter when
-        this process's read does not hold every rank once (see apmpi_rows)."""
+        in MPI_COLUMNS; empty without the module (read_log checked one record per rank)."""
         if "APMPI" not in self.report.modules:
             return pd.DataFrame(columns=list(MPI_COLUMNS))
         rows = apmpi_rows(self.report.records.get("APMPI"), self.job()["processes"])
-        if rows is None and self.path is not None:
-            rows = _apmpi_rows_in_child(self.path)
         return pd.DataFrame(rows or [], columns=list(MPI_COLUMNS))
 
     def mpi_nodes_frame(self) -> pd.DataFrame:

@@ -88,6 +88,9 @@ class Run:
     mounts: tuple[tuple[str, str], ...] = ()  # (mount point, file system type): Darshan's table
     dxt: Callable[[], pd.DataFrame] | None = None  # DXT's traced requests, read on demand
     mpi: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(MPI_COLUMNS)))
+    #: Modules Darshan marked partial: it ran out of memory and kept only some of their
+    #: records, so what is missing cannot be cleared (a report never calls such a run clean).
+    incomplete: tuple[str, ...] = ()
     _requests: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     _layers: dict = field(default_factory=dict, repr=False, compare=False)
 

@@ -10,10 +10,9 @@ from typing import Sequence
 
 import pandas as pd
 
+from iolab.core.errors import LabError
 from iolab.diagnosis.facts import Run
 from iolab.diagnosis.rules import Finding, diagnose
-
-DARSHAN_SUFFIX = ".darshan"
 
 
 @dataclass
@@ -55,9 +54,13 @@ def from_darshan(path: Path | str, *, figures: bool = True) -> Diagnosis:
 
 
 def from_trace(path: Path | str, cwd: Path | str = ".", *, figures: bool = True) -> Diagnosis:
-    """Diagnose a saved `strace -f -y -T` trace (relative paths resolved against `cwd`)."""
+    """Diagnose a saved `strace -f -y -T` trace (relative paths resolved against `cwd`); a
+    file with no strace call in its first lines is refused, never reported as a clean run."""
     from iolab.diagnosis.trace import profile_saved_trace
 
+    if input_kind(Path(path).expanduser()) != "trace":
+        raise LabError(f"{path} is a Darshan log, not a trace; diagnose it as a log "
+                       "(python -m iolab diagnose LOG)")
     return _from_profile(profile_saved_trace(path, cwd), figures)
 
 
@@ -77,10 +80,46 @@ def _from_profile(profile, figures: bool) -> Diagnosis:
                      profile.stdout + profile.stderr)
 
 
-def looks_like_darshan(path: Path) -> bool:
-    """A Darshan log by name, or by not being text (a trace is text)."""
-    if path.suffix == DARSHAN_SUFFIX:
-        return True
-    with open(path, "rb") as handle:
-        head = handle.read(512)
-    return b"\0" in head
+#: What `diagnose` takes as a file, for the sentence that refuses anything else.
+INPUT_WANTED = ("a Darshan log (*.darshan) or a trace saved with `strace -f -y -T -o FILE "
+                "CMD`")
+#: The lines and bytes of a file looked at to tell an strace trace from other text (a
+#: traced command's execve line alone can be long).
+TRACE_SNIFF_LINES = 50
+TRACE_SNIFF_BYTES = 1024**2
+
+
+def is_strace_text(head: bytes) -> bool:
+    """Whether the first lines hold a call as `strace` prints it (`openat(...) = 3`): a trace
+    always starts with its execve, a log, a script or a zero-byte file holds none."""
+    from iolab.measure.strace_parse import TraceReader
+
+    text = head.decode("utf-8", "replace")
+    lines = text.splitlines()[:TRACE_SNIFF_LINES]
+    return any(True for _ in TraceReader().calls(lines))
+
+
+def input_kind(path: Path) -> str:
+    """'darshan' or 'trace', by the file's content whatever its name; one sentence for
+    anything else (a folder, a FIFO, an empty or text file, a Darshan 2.x log)."""
+    from iolab.diagnosis.darshan import log_version, read_head
+
+    head = read_head(path, INPUT_WANTED, TRACE_SNIFF_BYTES)
+    try:
+        if log_version(head) is not None:
+            return "darshan"
+    except LabError as err:
+        raise LabError(f"{path}: {err}") from None
+    if is_strace_text(head):
+        return "trace"
+    what = "it is empty (0 bytes)" if not head else "it holds no Darshan header and no strace call"
+    raise LabError(f"{path} is neither a Darshan log nor an strace trace: {what}; pass "
+                   f"{INPUT_WANTED}")
+
+
+def from_path(path: Path | str, cwd: Path | str = ".", *, figures: bool = True) -> Diagnosis:
+    """Diagnose a Darshan log or a saved trace, told apart by content (input_kind)."""
+    path = Path(path).expanduser()
+    if input_kind(path) == "darshan":
+        return from_darshan(path, figures=figures)
+    return from_trace(path, cwd, figures=figures)

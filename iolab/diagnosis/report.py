@@ -9,17 +9,55 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 from dataclasses import asdict
 
+import numpy as np
 import pandas as pd
 
 from iolab.diagnosis.facts import Run
 from iolab.diagnosis.rules import MINOR_S, MINOR_SHARE, Finding
 
+#: The version of report_dict's layout (the JSON of `diagnose --json`, described in lesson 12):
+#: raised when a field changes meaning or type, not when one is added.
+SCHEMA_VERSION = 1
+#: The verdict every report carries, one of these stable values (the JSON's "verdict").
+VERDICTS = {
+    "io-costs-time": "at least one finding costs enough to be worth changing",
+    "nothing-worth-changing": "no finding costs enough: the file I/O is not what makes this "
+                              "run slow",
+    "incomplete-log": "no finding costs enough in what the log holds, but Darshan dropped "
+                      "records of a module (it marked it partial), so the run is not cleared",
+}
+
+
+def verdict(run: Run | None, findings: list[Finding]) -> str:
+    """The report's verdict (a key of VERDICTS): a log missing records is never cleared."""
+    if any(not f.minor for f in findings):
+        return "io-costs-time"
+    return "incomplete-log" if run is not None and run.incomplete else "nothing-worth-changing"
+
+
+def json_ready(value: object) -> object:
+    """`value` in JSON's own types: numpy's numbers and booleans as plain ones (json.dumps
+    would otherwise need default=str and print `"False"`), NaN and infinities as null (JSON
+    has none), tuples as lists, anything else as its text."""
+    if isinstance(value, dict):
+        return {str(key): json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None if value is pd.NA or value is pd.NaT else str(value)
+
 
 def findings_records(findings: list[Finding]) -> list[dict]:
     """The findings as JSON-ready dicts, in their ranked order."""
-    return [{**asdict(f), "cost_s": round(f.cost_s, 6)} for f in findings]
+    return [json_ready({**asdict(f), "cost_s": round(f.cost_s, 6)}) for f in findings]
 
 
 def findings_frame(findings: list[Finding]) -> pd.DataFrame:
@@ -68,7 +106,14 @@ def format_findings(findings: list[Finding], run: Run | None = None) -> str:
             lines.append(f"   where: {_where(f)}")
         lines.append("   proof: " + ", ".join(f"{k} = {_number(v)}" for k, v in f.counters.items()))
         lines.append(f"   what to do: {f.advice}.")
-    if not major:
+    if run is not None and run.incomplete:
+        lines.insert(1, "Incomplete log: Darshan ran out of memory for "
+                        f"{', '.join(run.incomplete)} and kept only part of the records; what it "
+                        "dropped is not judged, and the costs below are lower bounds")
+    if not major and run is not None and run.incomplete:
+        lines.append("- no finding costs enough in the records the log holds, but it is "
+                     "incomplete: it cannot clear this run's file I/O")
+    elif not major:
         lines.append("- nothing costs enough to be worth changing: the file I/O is not what "
                      "makes this run slow")
     if minor:
@@ -78,12 +123,14 @@ def format_findings(findings: list[Finding], run: Run | None = None) -> str:
 
 
 def report_dict(run: Run, findings: list[Finding], tables: dict[str, pd.DataFrame]) -> dict:
-    """The whole report as one JSON-ready object."""
-    return {"source": run.source, "name": run.name, "processes": run.processes,
-            "run_time_s": run.run_time_s, "modules": list(run.modules),
-            "job": {k: v for k, v in run.facts.items() if isinstance(v, (str, int, float))},
-            "findings": findings_records(findings),
-            **{name: frame.to_dict(orient="records") for name, frame in tables.items()}}
+    """The whole report as one JSON-ready object, in the layout lesson 12 documents."""
+    return json_ready({
+        "schema_version": SCHEMA_VERSION, "source": run.source, "name": run.name,
+        "processes": run.processes, "run_time_s": run.run_time_s, "modules": list(run.modules),
+        "verdict": verdict(run, findings), "incomplete_modules": list(run.incomplete),
+        "job": {k: v for k, v in run.facts.items() if isinstance(v, (str, int, float, np.number))},
+        "findings": findings_records(findings),
+        **{name: frame.to_dict(orient="records") for name, frame in tables.items()}})
 
 
 #: Job facts the page's table already shows under its own names.
@@ -111,7 +158,13 @@ def html_report(run: Run, findings: list[Finding], tables: dict[str, pd.DataFram
             f"{' (minor)' if f.minor else ''}</h3><p>{esc(f.evidence)}.</p>"
             + (f"<p><b>Where:</b> {esc(_where(f))}</p>" if _where(f) else "")
             + f"<p><b>Proof:</b></p><ul>{proof}</ul><p><b>What to do:</b> {esc(f.advice)}.</p></li>")
-    body = "".join(items) or "<li>No rule fired: the file I/O is not what makes this run slow.</li>"
+    body = "".join(items) or (
+        "<li>No rule fired in the records the log holds, but it is incomplete: it cannot clear "
+        "this run's file I/O.</li>" if run.incomplete else
+        "<li>No rule fired: the file I/O is not what makes this run slow.</li>")
+    note = (f"<p><b>Incomplete log:</b> Darshan ran out of memory for "
+            f"{esc(', '.join(run.incomplete))} and kept only part of the records; what it "
+            "dropped is not judged, and the costs are lower bounds.</p>" if run.incomplete else "")
     plots = "".join(f"<figure><img alt='{esc(title)}' src='data:image/png;base64,{_png(fig)}'>"
                     f"<figcaption>{esc(title)}</figcaption></figure>"
                     for title, fig in figures.items())
@@ -136,6 +189,6 @@ def html_report(run: Run, findings: list[Finding], tables: dict[str, pd.DataFram
             f"<h1>Why is this job slow on the file system?</h1><table>{facts}</table>"
             f"<h2>Findings, costliest first</h2><p>Cost: seconds in the calls each finding "
             f"concerns, on the busiest rank. Minor: under {MINOR_SHARE:.0%} of the run time "
-            f"or {MINOR_S:g} s.</p><ol>{body}</ol>{plots}{frames}"
+            f"or {MINOR_S:g} s.</p>{note}<ol>{body}</ol>{plots}{frames}"
             "<p><small>Made by iolab (the lab's diagnosis rules, iolab.diagnosis).</small></p>"
             "</body></html>")

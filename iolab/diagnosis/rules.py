@@ -859,6 +859,14 @@ def ranks_wait_for_io(run: Run) -> list[Finding]:
 RULES = (direction_rules, misaligned, metadata, independent_mpiio, mpiio_waits, rank_imbalance,
          lustre, stdio, rereads, syncs, environment, stalled_requests, ranks_wait_for_io)
 
+#: Every rule id a finding can carry: stable, as scripts and dashboards key on them (the
+#: JSON report's "rule"; lesson 12 lists them). A rule renamed keeps its old id.
+RULE_IDS = ("small-reads", "small-writes", "random-reads", "random-writes", "misaligned",
+            "metadata", "no-collective-mpiio", "mpiio-read-waits", "mpiio-write-waits",
+            "rank-imbalance-bytes", "rank-imbalance-time", "slow-ost", "few-stripes", "stdio",
+            "reread", "syncs", "environment", "stalled-reads", "stalled-writes",
+            "ranks-wait-for-io")
+
 
 def minor_line(run: Run) -> float:
     """The cost under which a finding is minor: 1 % of the run, and at least a second."""
@@ -870,7 +878,9 @@ def diagnose(run: Run) -> list[Finding]:
     found = [finding for rule in RULES for finding in rule(run)]
     floor = minor_line(run)
     for finding in found:
+        # plain float and bool, not numpy's: a report's JSON has numbers and true/false
+        finding.cost_s = float(finding.cost_s)
         if run.run_time_s > 0:  # more than the run means threads overlapped: count it once
-            finding.cost_s = min(finding.cost_s, run.run_time_s)
-        finding.minor = finding.cost_s < floor
+            finding.cost_s = min(finding.cost_s, float(run.run_time_s))
+        finding.minor = bool(finding.cost_s < floor)
     return sorted(found, key=lambda f: (f.minor, -f.cost_s))
