@@ -4,10 +4,10 @@ The whole run, with its subprocesses and notebook kernels, writes into a tempora
 (IOLAB_WORKDIR), never into the checkout's workspace/; the run fails if that one changed.
 Datasets are built once per session in temporary directories. A test that needs a system
 tool says so with `@pytest.mark.needs("fio")` (or "strace", "sshfs", "slurm", "torch",
-"mpi", "browser", "users"): where the tool is missing or unusable it is skipped with the reason, the
-Debian package that brings it, and how to enable it; the end of the run prints one line per
-skipped area with the command that would enable it. `-m needs_slurm` (any area's name)
-selects the tests of one area.
+"mpi", "browser", "users", "mounts"): where the tool is missing or unusable it is skipped
+with the reason, the Debian package that brings it, and how to enable it; the end of the run
+prints one line per skipped area with the command that would enable it. `-m needs_slurm`
+(any area's name) selects the tests of one area.
 """
 
 from __future__ import annotations
@@ -169,15 +169,17 @@ AREAS = {
     "users": Area("two ordinary users on one machine (tests/test_two_users.py)",
                   "passwd util-linux", "run the tests as root (they create two users)",
                   _users_problem),
+    "mounts": Area("bind mounts in lab folders, which no remover may enter",
+                   "mount", "run the tests as root (mount --bind needs it)", _mounts_problem),
     "darshan": Area("reading Darshan logs with PyDarshan", "none (PyPI: darshan)",
                     "make darshan (CPython 3.7 to 3.12)", _darshan_problem),
-}
-NEEDS_PREFIX = "needs "
     "cephfs": Area("a private CephFS started and mounted by the lab (tests/test_cephfs.py)",
                    "ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common",
                    "apt-get install --no-install-recommends ceph-mon ceph-mgr ceph-osd ceph-mds "
                    "ceph-fuse ceph-common (as root), and read-write access to /dev/fuse",
                    _cephfs_problem),
+}
+NEEDS_PREFIX = "needs "
 
 
 @functools.cache
@@ -292,6 +294,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # the tmp_path_factory fixture's own object: the workspace sits beside the tests' tmp_path
     workspace = session.config._tmp_path_factory.mktemp("workspace")
     os.environ["IOLAB_WORKDIR"] = str(workspace)
+    # The seals of the lab's markers (iolab.core.owned.registry_dir), never the user's own.
+    os.environ["XDG_STATE_HOME"] = str(session.config._tmp_path_factory.mktemp("state"))
     # hypothesis keeps its examples and a cache of constants in ./.hypothesis by default:
     # the tests write nothing into the checkout.
     from hypothesis.configuration import set_hypothesis_home_dir

@@ -22,9 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iolab.core import cleanup, owned
-from iolab.core.owned import PAUSE_ENV, has_marker, remove_owned
-from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, ensure_writable_dir, is_lab_made,
-                                  location_dir, make_location_dir, remove_tree)
+from iolab.core.errors import LabError
+from iolab.core.owned import (PAUSE_ENV, discard_owned, has_marker, parse_mount_id,
+                              remove_owned)
+from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, MADE_MARKER_TEXT,
+                                  ensure_writable_dir, is_lab_made, location_dir,
+                                  make_location_dir, remove_tree, results_dir)
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -269,6 +272,7 @@ ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("forge"), NAMES, NAMES),       # a marker copied into another folder
     st.tuples(st.just("place"), BASES),              # a command works in a shared place
     st.tuples(st.just("squat"), BASES, st.sampled_from(["", "-x1", "-x2"])),  # a taken name
+    st.tuples(st.just("restore"), st.integers(0, 6)),  # a lab folder emptied, then restored
 ), max_size=16)
 
 
@@ -276,6 +280,10 @@ def apply(action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str
           lab_places: set[str]) -> None:
     """One step of a user's and the lab's life in the workspace `ws` and the shared places."""
     kind, name, *rest = action
+    if kind == "restore":
+        if not lab_made:
+            return
+        name = sorted(lab_made)[name % len(lab_made)]
     path = ws / name
     if kind == "lab" and not os.path.lexists(path):
         (ensure_writable_dir(path) / "result.bin").write_bytes(name.encode())
@@ -299,6 +307,17 @@ def apply(action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str
         source = ws / rest[0] / MADE_MARKER
         if source.is_file() and not (path / MADE_MARKER).exists():
             shutil.copy(source, path / MADE_MARKER)
+    elif kind == "restore":
+        backup = outside.parent / "backup"
+        shutil.copytree(path, backup, symlinks=True)  # modes and times kept, as cp -a does
+        for entry in path.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        shutil.copytree(backup, path, symlinks=True, dirs_exist_ok=True)  # into the same folder
+        shutil.rmtree(backup)
+        lab_made.discard(name)  # the user's now: the folder's inode is the same, not the seal
     elif kind == "place":
         place = make_location_dir(location_dir(bases / name))
         (place / "fio.json").write_text("{}")
@@ -316,9 +335,10 @@ def apply(action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str
 @given(actions=ACTIONS, workspace_made_by_lab=st.booleans())
 def test_clean_removes_exactly_the_labs_folders(actions, workspace_made_by_lab: bool,
                                                 monkeypatch) -> None:
-    """After any sequence of lab folders, user files and folders, copies, links, forged
-    markers, shared places and names taken in them, `clean` removes exactly what the lab made:
-    the marked folders at the top of the workspace and the places it made for this user."""
+    """After any sequence of lab folders, user files and folders, copies, restores, links,
+    forged markers, shared places and names taken in them, `clean` removes exactly what the
+    lab made: the marked folders at the top of the workspace and the places it made for this
+    user."""
     with tempfile.TemporaryDirectory() as scratch, monkeypatch.context() as patch:
         ws, outside, bases = (Path(scratch) / name for name in ("ws", "victim", "bases"))
         outside.mkdir()
@@ -450,3 +470,225 @@ def test_clean_finds_the_scratch_folder_of_a_killed_job(tmp_path: Path, monkeypa
     lookalike.mkdir()
     clean_only_in(base, tmp_path / "ws", monkeypatch)
     assert sorted(p.name for p in base.iterdir()) == [lookalike.name]
+
+
+# --------------------------------------------------------------------------- restores
+
+
+@pytest.fixture(params=["birth time", "ctime"])
+def seal(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> str:
+    """What seals the markers: the birth time where the file system keeps one, else ctime
+    (NFS, older ext4 with 128-byte inodes): both cases are run."""
+    real = owned.statx_field
+    if request.param == "ctime":
+        monkeypatch.setattr(owned, "statx_field", lambda fd, want: None
+                            if want == owned.STATX_BTIME else real(fd, want))
+    else:
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            if real(fd, owned.STATX_BTIME) is None:
+                pytest.skip("the tests' temporary folder keeps no birth time (statx)")
+        finally:
+            os.close(fd)
+    return request.param
+
+
+def back_up(folder: Path, backup: Path, tool: str) -> None:
+    """The user's backup of `folder` into the folder `backup`: `tar cpf` or `cp -a`."""
+    if tool == "tar":
+        subprocess.run(["tar", "cpf", str(backup / "backup.tar"), "-C", str(folder.parent),
+                        folder.name], check=True)
+    else:
+        subprocess.run(["cp", "-a", str(folder), str(backup)], check=True)
+
+
+def restore(folder: Path, backup: Path, tool: str) -> None:
+    """Bring `folder` back from `backup` as it was: `tar xpf` or `cp -a`."""
+    if tool == "tar":
+        subprocess.run(["tar", "xpf", str(backup / "backup.tar"), "-C", str(folder.parent)],
+                       check=True)
+    else:
+        subprocess.run(["cp", "-a", str(backup / folder.name), str(folder.parent)], check=True)
+
+
+def delete_and_restore(folder: Path, tmp_path: Path, tool: str, whole: bool) -> None:
+    """Back `folder` up, delete it (`whole`) or everything in it, and restore it."""
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    back_up(folder, backup, tool)
+    if whole:
+        shutil.rmtree(folder)
+    else:  # the folder stays, so its inode is certainly the same after the restore
+        for entry in folder.iterdir():
+            entry.unlink()
+    restore(folder, backup, tool)
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["folder-deleted", "contents-deleted"])
+@pytest.mark.parametrize("tool", ["tar", "cp"])
+def test_a_restored_lab_folder_is_not_the_labs(tool: str, whole: bool, seal: str,
+                                               tmp_path: Path, monkeypatch) -> None:
+    """The user's notes in a lab folder, backed up, deleted and restored: the inode numbers
+    may come back (always, when only the contents were deleted), the marker's seal cannot,
+    so `clean` keeps the restored notes and the lab refuses to write there."""
+    ws = tmp_path / "ws"
+    monkeypatch.setenv("IOLAB_WORKDIR", str(ws))
+    lab = results_dir()
+    (lab / "notes.md").write_text("my notes\n")
+    assert is_lab_made(lab)
+    delete_and_restore(lab, tmp_path, tool, whole)
+    assert (lab / MADE_MARKER).read_bytes() and not is_lab_made(lab)
+    with pytest.raises(LabError, match="not made by the lab for you"):
+        results_dir()
+    clean_here(ws, monkeypatch)
+    assert (lab / "notes.md").read_text() == "my notes\n"
+
+
+@pytest.mark.needs("mounts")
+@pytest.mark.parametrize("tool", ["tar", "cp"])
+def test_a_restore_on_a_fresh_ext4_brings_the_inode_back_but_not_the_labs_mark(
+        tool: str, tmp_path: Path, monkeypatch) -> None:
+    """The case of issue 35 as found: on a fresh ext4, a lab folder deleted and restored gets
+    its old inode numbers back; `clean` must still keep the user's restored notes."""
+    if shutil.which("mkfs.ext4") is None:
+        pytest.skip("mkfs.ext4 not found (Debian package e2fsprogs)")
+    image, disk = tmp_path / "ext4.img", tmp_path / "disk"
+    with image.open("wb") as handle:
+        handle.truncate(64 * 1024**2)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(disk)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot loop-mount an ext4 image here: {mounted.stderr.strip()}")
+    try:
+        ws = disk / "ws"
+        monkeypatch.setenv("IOLAB_WORKDIR", str(ws))
+        lab = results_dir()
+        (lab / "notes.md").write_text("my notes\n")
+        inode = lab.stat().st_ino
+        delete_and_restore(lab, tmp_path, tool, whole=True)  # the backup off the disk
+        assert lab.stat().st_ino == inode  # what fooled the previous proof
+        assert not is_lab_made(lab)
+        clean_here(ws, monkeypatch)
+        assert (lab / "notes.md").read_text() == "my notes\n"
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_the_seal_is_in_the_users_private_registry(tmp_path: Path, monkeypatch) -> None:
+    """One private entry per marker, found again by a fresh interpreter, gone with its folder;
+    a marker whose entry is gone proves nothing."""
+    registry = tmp_path / "state" / "iolab" / "markers"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    ws = ensure_writable_dir(tmp_path / "ws")
+    data = ensure_writable_dir(ws / "dataset")
+    (data / "notes.md").write_text("added later\n")  # ordinary use keeps the mark
+    entries = sorted(registry.iterdir())
+    assert len(entries) == 2 and stat.S_IMODE(registry.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(entry.stat().st_mode) == 0o600 for entry in entries)
+    found = subprocess.run([PY, "-c", "import sys; from iolab.core.workspace import is_lab_made;"
+                            " print(is_lab_made(sys.argv[1]))", str(data)],
+                           capture_output=True, text=True, cwd=ROOT, check=True)
+    assert found.stdout.strip() == "True"
+    clean_here(ws, monkeypatch)
+    assert not ws.exists() and list(registry.iterdir()) == []
+    again = ensure_writable_dir(tmp_path / "again")
+    for entry in registry.iterdir():
+        entry.unlink()
+    assert not is_lab_made(again)
+
+
+def test_a_marker_of_the_previous_version_is_refused_in_one_sentence(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    """A marker bound to its folder without a seal (as the previous version wrote it) is
+    what a restore forges, so it proves nothing: the lab says so, and `clean` keeps it."""
+    ws = tmp_path / "ws"
+    monkeypatch.setenv("IOLAB_WORKDIR", str(ws))
+    lab = ws / "lab"
+    lab.mkdir(parents=True, mode=0o700)
+    fd = owned.open_dir(lab)
+    try:
+        identity = " ".join(f"{key}={value}" for key, value in owned._identity(fd).items())
+    finally:
+        os.close(fd)
+    (lab / MADE_MARKER).write_text(MADE_MARKER_TEXT + f"identity: {identity}\n")
+    (lab / "notes.md").write_text("mine\n")
+    assert not is_lab_made(lab) and owned.has_old_marker(lab, MADE_MARKER)
+    with pytest.raises(LabError, match=r"made by an older version of the lab.*rm -r"):
+        results_dir()
+    clean_here(ws, monkeypatch)
+    assert (lab / "notes.md").read_text() == "mine\n"
+
+
+# --------------------------------------------------------------------------- mount points
+
+
+def test_the_mount_id_is_read_from_fdinfo(tmp_path: Path, monkeypatch) -> None:
+    """/proc/self/fdinfo's mnt_id, parsed; and it names the same mount statx does."""
+    assert parse_mount_id("pos:\t0\nflags:\t02100000\nmnt_id:\t31\nino:\t1234\n") == 31
+    assert parse_mount_id("pos:\t0\nflags:\t0\n") is None
+    assert parse_mount_id("mnt_id:\tnot-a-number\n") is None
+    here, proc = os.open(tmp_path, os.O_RDONLY), os.open("/proc", os.O_RDONLY)
+    try:
+        by_statx = [owned.statx_field(fd, owned.STATX_MNT_ID) for fd in (here, proc)]
+        monkeypatch.setattr(owned, "statx_field", lambda fd, want: None)
+        by_fdinfo = [owned.mount_id(fd) for fd in (here, proc)]
+        assert None not in by_fdinfo and by_fdinfo[0] != by_fdinfo[1]
+        assert by_statx in ([None, None], by_fdinfo)
+    finally:
+        os.close(here)
+        os.close(proc)
+
+
+@pytest.fixture
+def bind_mount():
+    """mount --bind, each mount undone after the test."""
+    mounted: list[Path] = []
+
+    def bind(source: Path, target: Path) -> None:
+        subprocess.run(["mount", "--bind", str(source), str(target)], check=True)
+        mounted.append(target)
+
+    yield bind
+    for target in reversed(mounted):
+        subprocess.run(["umount", str(target)], check=True)
+
+
+@pytest.mark.needs("mounts")
+@pytest.mark.parametrize("mount_ids", ["statx", "fdinfo"])
+def test_no_remover_enters_a_bind_mount(mount_ids: str, tmp_path: Path, monkeypatch,
+                                        bind_mount) -> None:
+    """A bind mount of the same file system has the same device number: `iolab lab`'s
+    discard of lab/notebooks emptied its source and made it 0700. Now no remover enters a
+    mount point, whether it is the folder to delete or one inside it."""
+    if mount_ids == "fdinfo":  # a kernel before 5.8: no STATX_MNT_ID
+        real = owned.statx_field
+        monkeypatch.setattr(owned, "statx_field", lambda fd, want: None
+                            if want == owned.STATX_MNT_ID else real(fd, want))
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "results.csv").write_text("1,2\n")
+    (project / "sub" / "more.csv").write_text("3,4\n")
+    project.chmod(0o755)
+    before = tree(project)
+    ws = tmp_path / "ws"
+    monkeypatch.setenv("IOLAB_WORKDIR", str(ws))
+    lab = results_dir()
+    (lab / "notebooks").mkdir()
+    bind_mount(project, lab / "notebooks")
+    (lab / "site" / "deep").mkdir(parents=True)
+    (lab / "site" / "index.html").write_text("<html>")
+    bind_mount(project, lab / "site" / "deep")
+    assert not discard_owned(lab / "notebooks")
+    with pytest.raises(LabError, match="mounted there"):
+        remove_owned(lab / "notebooks")
+    assert not discard_owned(lab / "site")
+    parent = owned.open_dir(ws)  # as `clean` does, without its check of the mount table
+    try:
+        with pytest.raises(LabError, match="in place: .*mounted there"):
+            owned.remove_marked(parent, "lab", (MADE_MARKER,), lab)
+    finally:
+        os.close(parent)
+    assert tree(project) == before
+    assert stat.S_IMODE(project.stat().st_mode) == 0o755
