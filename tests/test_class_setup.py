@@ -24,7 +24,8 @@ from iolab.core import budget
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, active_class, read_class
 from iolab.core.dataset import DEFAULT_FILES
 from iolab.core.errors import LabError
-from iolab.core.workspace import WorkspaceEntry, default_dataset_dir, user_name, workdir
+from iolab.core.workspace import (MADE_MARKER, WorkspaceEntry, default_dataset_dir, user_name,
+                                  workdir)
 from iolab.measure.footprint import footprint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,8 +69,8 @@ def test_the_class_holds_the_lab_and_verified_datasets(class_dir: Path) -> None:
 def test_learners_may_read_all_but_write_only_their_two_folders(class_dir: Path) -> None:
     for path in [class_dir, *class_dir.rglob("*")]:
         info = path.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            continue
+        if stat.S_ISLNK(info.st_mode) or path.name in (CLASS_MARKER, MADE_MARKER):
+            continue  # a link has no mode of its own; markers stay the instructor's (0600)
         mode = stat.S_IMODE(info.st_mode)
         assert mode & 0o007 == 0, f"{path} is open to others: {mode:04o}"
         assert info.st_gid == os.getgid(), path
@@ -128,7 +129,7 @@ def test_a_setup_cut_short_is_never_joined_and_the_next_one_redoes_it(
     assert stat.S_IMODE(root.stat().st_mode) == 0o700  # nobody sees a half-built class
     with pytest.raises(LabError, match="not a finished class folder"):
         read_class(root)
-    monkeypatch.setattr(class_setup, "build_data", lambda root: (root / "dataset").mkdir())
+    monkeypatch.setattr(class_setup, "build_data", lambda root: None)  # made empty
     class_setup.setup_class(root, 5, say=lambda text: None)
     assert read_class(root).learners == 5
     assert FOLDER_MADE in (root / CLASS_MARKER).read_text()
@@ -141,7 +142,7 @@ def test_clean_removes_what_setup_made_and_learners_left_and_says_how_much(
     root = tmp_path / "mine"
     root.mkdir()  # made by the instructor: the folder itself stays
     monkeypatch.setattr(class_setup, "build_environment", linked_environment)
-    monkeypatch.setattr(class_setup, "build_data", lambda root: (root / "dataset").mkdir())
+    monkeypatch.setattr(class_setup, "build_data", lambda root: None)  # made empty
     class_setup.setup_class(root, 3, say=lambda text: None)
     (root / "wall" / "learner.json").write_text("{}")
     before = footprint([root])
@@ -231,6 +232,11 @@ def test_a_checkout_git_will_not_list_is_copied_by_walking_it(tmp_path: Path) ->
                  "iolab/__pycache__/a.pyc", "iolab/core/x.py"):
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         (source / name).write_text("x")
-    assert class_setup.copy_checkout(source, tmp_path / "copy") == 2
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert class_setup.copy_checkout(source, fd, "copy") == 2
+    finally:
+        os.close(fd)
     assert sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*")
-                  if p.is_file()) == ["iolab/core/x.py", "lessons/01.md"]
+                  if p.is_file() and p.name != CLASS_MARKER) == ["iolab/core/x.py",
+                                                                 "lessons/01.md"]

@@ -21,6 +21,7 @@ import pytest
 
 from iolab.classmode.bench import as_learner as start_as
 from iolab.classmode.bench import make_learners, remove_learners
+from iolab.classmode.layout import CLASS_MARKER
 from iolab.classmode.setup import setup_class
 from iolab.classmode.teardown import clean_class
 from iolab.measure.footprint import footprint
@@ -95,7 +96,7 @@ def test_learners_join_at_once_and_only_read_what_the_class_shares(stage: dict) 
         assert result["created"] == 300
         # The kernel hides the residency of the instructor's files: unknown, never "cached".
         assert result["residency_hidden"] == 1
-    assert os.listdir(root / "queue") == []  # every ticket went with its step
+    assert os.listdir(root / "queue") == [CLASS_MARKER]  # every ticket went with its step
 
 
 def test_no_learner_can_read_or_change_another_learners_or_the_classs_files(
@@ -130,7 +131,11 @@ def test_teardown_leaves_nothing(stage: dict) -> None:
     for name in LEARNERS:
         finished(as_learner(stage, name, "from iolab.cli import run; import sys; "
                                          "sys.argv = ['iolab', 'clean']; run()"))
-        assert os.listdir(stage["homes"][name]) == []
+        home = stage["homes"][name]
+        # No file of the lab's stays: the registry's folders (iolab.core.owned.registry_dir)
+        # remain, without an entry.
+        assert [str(path.relative_to(home)) for path in home.rglob("*")
+                if not path.is_dir()] == []
     freed = clean_class(root)
     assert freed.folder_removed and not root.exists()
     assert freed.files >= files_made

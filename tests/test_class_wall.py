@@ -4,6 +4,7 @@ outliers and progress are exact for known records; the page loads nothing from e
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -18,8 +19,10 @@ from pathlib import Path
 import pytest
 
 from iolab.classmode.exercises import EXERCISES, shown, straddling_records, tar_bytes
-from iolab.classmode.wall import (OUTLIER_FACTOR, figures_frame, outliers, progress_frame,
-                                  publish, read_wall, wall_page, where_i_sit)
+from iolab.classmode.wall import (OUTLIER_FACTOR, figures_frame, learner_name, outliers,
+                                  progress_frame, publish, read_wall, scan_wall, wall_page,
+                                  where_i_sit)
+from iolab.cli.check import main as check_main
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA, read_class
 from iolab.core.workspace import user_name
 
@@ -110,7 +113,7 @@ def test_a_learners_file_is_theirs_readable_by_the_class_and_keeps_earlier_check
     joined = read_class(class_folder)
     path = publish(joined, {"02-tar-size": {"right": False}})
     publish(joined, {"03-random-reads": {"right": True}})
-    assert path == class_folder / "wall" / f"{user_name()}.json"
+    assert path == class_folder / "wall" / f"{learner_name(os.getuid())}.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     record = json.loads(path.read_text())
     assert record["checks"] == {"02-tar-size": {"right": False},
@@ -118,14 +121,133 @@ def test_a_learners_file_is_theirs_readable_by_the_class_and_keeps_earlier_check
     assert [p.name for p in (class_folder / "wall").iterdir()] == [path.name]  # no partials
 
 
-def test_the_wall_trusts_a_files_owner_not_its_name(class_folder: Path) -> None:
+ME = learner_name(os.getuid())
+
+
+def fallback(number: int) -> str:
+    """A name of mine publish may fall back to (ME~HEX.json)."""
+    return f"{ME}~{number:016x}.json"
+
+
+def wall_record(**changed: object) -> dict:
+    """A wall file as publish writes it, with `changed` fields."""
+    return {"node": "n1", "workspace_fs": "ext4", "user": "whoever", "updated": "10:00",
+            "readers": {"read_files": {"wall_median_s": 0.5, "cold_wall_median_s": 1.0,
+                                       "dataset_file_opens": 7300.0, "total_calls": None}},
+            "fio": {}, "checks": {"02-tar-size": {"right": True, "at": "10:00:00"}}, **changed}
+
+
+GOOD = json.dumps(wall_record())
+#: Files a classmate (or a broken run) may leave under a learner's name, and why each is out.
+MALFORMED = {
+    "checks a list": (json.dumps(wall_record(checks=[1])), "not a wall record"),
+    "readers a list": (json.dumps(wall_record(readers=["x"])), "not a wall record"),
+    "a check not an object": (json.dumps(wall_record(checks={"02-tar-size": 1})),
+                              "not a wall record"),
+    "right not true or false": (json.dumps(wall_record(checks={"02-x": {"right": "yes"}})),
+                                "not a wall record"),
+    "escape codes in a reader": (json.dumps(wall_record(readers={"\x1b[2Jr": {}})),
+                                 "not a wall record"),
+    "escape codes in the node": (json.dumps(wall_record(node="n1\x1b]0;owned\x07")),
+                                 "not a wall record"),
+    "mathtext in a reader": (json.dumps(wall_record(readers={"r$\\frac{$": {}})),
+                             "not a wall record"),
+    "an infinite figure": (GOOD.replace("0.5", "1e999"), "not a wall record"),
+    "an unknown figure": (json.dumps(wall_record(readers={"r": {"evil": 1}})),
+                          "not a wall record"),
+    "nested 32,000 deep": ("[" * 32_000 + "]" * 32_000, "not valid JSON"),
+    "not JSON": ("{not json", "not valid JSON"),
+    "not an object": ("[]", "not a wall record"),
+    "larger than the lab writes": (json.dumps(wall_record(pad="x" * 70_000)),
+                                   "larger than 64 KiB"),
+}
+
+
+@pytest.mark.parametrize("content, why", MALFORMED.values(), ids=list(MALFORMED))
+def test_a_malformed_file_is_left_out_counted_and_the_wall_still_renders(
+        class_folder: Path, capsys: pytest.CaptureFixture, content: str, why: str) -> None:
+    from iolab.cli import main as cli_main
+
     wall = class_folder / "wall"
-    (wall / "someone-else.json").write_text(json.dumps({"user": "someone-else", "checks": {}}))
-    (wall / "big.json").write_text(json.dumps({"pad": "x" * 70_000}))
-    (wall / "linked.json").symlink_to(wall / "someone-else.json")
-    (wall / "broken.json").write_text("{not json")
-    records = read_wall(read_class(class_folder))
-    assert [record["user"] for record in records] == [user_name()]
+    (wall / f"{ME}.json").write_text(GOOD)
+    (wall / fallback(1)).write_text(content)
+    os.utime(wall / fallback(1), (2e9, 2e9))  # the newest of mine: it would be the one read
+    found = scan_wall(read_class(class_folder))
+    assert [record["user"] for record in found.records] == [ME]
+    assert found.ignored == {why: 1}
+    assert cli_main(["class", "wall"]) == 0
+    out = capsys.readouterr().out
+    assert f"class wall: 1 of 5 learners; 1 file ignored (1 {why}) -> " in out
+    assert "\x1b" not in out
+
+
+def test_links_fifos_folders_and_misnamed_files_are_left_out_without_waiting(
+        class_folder: Path) -> None:
+    wall = class_folder / "wall"
+    (wall / f"{ME}.json").write_text(GOOD)
+    (wall / "someone-else.json").write_text(GOOD)  # mine, but named after someone else
+    (wall / "notes.txt").write_text("hello")
+    os.mkfifo(wall / fallback(1))  # opened to read, a FIFO would wait for a writer forever
+    (wall / fallback(2)).symlink_to(wall / f"{ME}.json")
+    (wall / fallback(3)).mkdir()
+    found = scan_wall(read_class(class_folder))
+    assert [record["user"] for record in found.records] == [ME]
+    assert found.ignored == {"not named after its owner": 2, "not a regular file": 2,
+                             "a link": 1}
+    assert found.ignored_text() == ("5 files ignored (1 a link, 2 not a regular file, "
+                                    "2 not named after its owner)")
+
+
+def test_a_learner_counts_once_whatever_files_or_hard_links_they_keep(
+        class_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    from iolab.cli import main as cli_main
+
+    wall = class_folder / "wall"
+    (wall / f"{ME}.json").write_text(json.dumps(wall_record(node="old")))
+    os.utime(wall / f"{ME}.json", (1e9, 1e9))
+    (wall / fallback(1)).write_text(json.dumps(wall_record(node="new")))
+    os.link(wall / fallback(1), wall / fallback(2))
+    found = scan_wall(read_class(class_folder))
+    assert [(record["user"], record["node"]) for record in found.records] == [(ME, "new")]
+    assert found.ignored == {"an older copy of a learner's file": 2}
+    assert len(figures_frame(found.records)) == 3  # one learner's figures, once
+    assert cli_main(["class", "wall"]) == 0
+    assert "class wall: 1 of 5 learners; 2 files ignored (2 an older copy of a learner's file)" \
+        in capsys.readouterr().out
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
+def test_a_file_counts_for_its_owner_only_under_their_name(class_folder: Path) -> None:
+    wall = class_folder / "wall"
+    (wall / "uid61001.json").write_text(GOOD)  # a learner without a passwd entry: named so
+    os.chown(wall / "uid61001.json", 61001, 61001)
+    (wall / f"{ME}.json").write_text(GOOD)
+    os.chown(wall / f"{ME}.json", 61002, 61002)  # a classmate's file under my name
+    found = scan_wall(read_class(class_folder))
+    assert [record["user"] for record in found.records] == ["uid61001"]
+    assert found.ignored == {"not named after its owner": 1}
+
+
+def test_my_own_broken_file_does_not_stop_publishing(class_folder: Path) -> None:
+    (class_folder / "wall" / f"{ME}.json").write_text(json.dumps({"checks": [1]}))
+    path = publish(read_class(class_folder), {"02-tar-size": {"right": True}})
+    assert json.loads(path.read_text())["checks"] == {"02-tar-size": {"right": True}}
+    assert scan_wall(read_class(class_folder)).ignored == {}
+
+
+def test_check_and_lab_go_on_without_a_wall(class_folder: Path,
+                                            capsys: pytest.CaptureFixture) -> None:
+    from iolab.cli.lab import to_the_wall
+
+    (class_folder / "wall").rmdir()
+    done = iolab("check", "02", "tar-size", "7,485,440",
+                 env={CLASS_ENV: str(class_folder),
+                      "IOLAB_WORKDIR": str(class_folder.parent / "ws")})
+    assert done.returncode == 0 and done.stdout.startswith("right: ")
+    assert "(not on the class wall: cannot write your results to the class wall" in done.stderr
+    assert "Traceback" not in done.stderr
+    to_the_wall(read_class(class_folder))
+    assert "  not on the class wall: cannot write" in capsys.readouterr().out
 
 
 def learner(user: str, node: str, cold: float) -> dict:
@@ -193,4 +315,70 @@ def test_the_wall_command_says_who_runs_and_who_waits_in_the_queue(
     with turn(class_folder / "queue", 2, "fio"):
         assert cli_main(["class", "wall"]) == 0
     out = capsys.readouterr().out
-    assert f"heavy-step queue (2 at a time): running {user_name()} (fio)\n" in out
+    assert f"heavy-step queue (2 at a time): running {ME} (fio)\n" in out
+
+
+#: A classmate's file under the victim's name, made as the classmate (stdlib only).
+PLANT = """
+import json, sys
+with open(sys.argv[1], "w") as out:
+    json.dump({"checks": [1], "user": "victim"}, out)
+"""
+
+
+def check_as(uid: int, gid: int, home: Path) -> int:
+    """`iolab check 02 tar-size 7485440` in a forked child running as `uid` (the modules it
+    needs are loaded already: the interpreter's own folder may be closed to other users)."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 70
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.environ.update({"HOME": str(home), "IOLAB_WORKDIR": str(home / "ws"),
+                               "XDG_STATE_HOME": str(home / "state")})
+            code = check_main(argparse.Namespace(lesson="02", key="tar-size", value="7485440"))
+        except BaseException as err:  # noqa: BLE001 - reported through the exit code
+            print(f"the victim's check failed: {err!r}", file=sys.stderr)
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@pytest.mark.needs("users")
+def test_a_classmates_file_under_my_name_does_not_stop_my_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real users: the classmate plants wall/<victim>.json; the victim's check still passes and
+    their answer reaches the wall under a name of theirs; the classmate's file is counted out."""
+    import pwd
+    import tempfile
+
+    from iolab.classmode.bench import make_learners, remove_learners
+
+    victim, classmate = "iolab-wall-victim", "iolab-wall-mallory"
+    top = Path(tempfile.mkdtemp(prefix="iolab-wall-users-", dir="/tmp"))
+    top.chmod(0o755)
+    made = make_learners([victim, classmate], "iolab-wall-test", top)
+    try:
+        root = top / "class"
+        (root / "wall").mkdir(parents=True)
+        (root / "wall").chmod(0o1777)  # the class's group, played by everyone: sticky
+        (root / CLASS_FILE).write_text(json.dumps({
+            "schema": CLASS_SCHEMA, "name": "class", "learners": 3, "slots": 1,
+            "workspaces_in": "home", "made_by": "root"}))
+        root.chmod(0o755)
+        planted = root / "wall" / f"{victim}.json"
+        subprocess.run(["runuser", "-u", classmate, "--", "/usr/bin/python3", "-c", PLANT,
+                        str(planted)], check=True)
+        monkeypatch.setenv(CLASS_ENV, str(root))
+        entry = pwd.getpwnam(victim)
+        assert check_as(entry.pw_uid, entry.pw_gid, top / victim) == 0
+        found = scan_wall(read_class(root))
+        assert [(record["user"], record["checks"]) for record in found.records] == [
+            (victim, {"02-tar-size": {"right": True}})]
+        assert found.ignored == {"not named after its owner": 1}
+        assert planted.stat().st_uid == pwd.getpwnam(classmate).pw_uid  # left alone
+    finally:
+        shutil.rmtree(top)
+        remove_learners(made)

@@ -11,9 +11,12 @@ CLASS_MARKER_TEXT = ("a class of the storage I/O lab; `python -m iolab class cle
                      "what its setup made here\n")
 #: Said in the marker when the setup made the class folder itself (clean then removes it).
 FOLDER_MADE = "the folder itself was made by the setup\n"
-#: What the setup makes in the class folder; `class clean` removes exactly these.
-MADE = ("lab", "env", "dataset", "images", "share", "queue", "wall", "activate", "wall.html",
-        CLASS_FILE)
+#: What the setup makes in the class folder; `class clean` removes exactly these, in this
+#: order: first what makes it a class for learners (class.json, `activate`, the kernel spec),
+#: so a clean cut short leaves a folder nobody can join, never an `activate` without its
+#: `env`; the class marker goes last, so the next clean finishes the job.
+MADE = (CLASS_FILE, "activate", "share", "wall.html", "queue", "wall", "env", "lab", "dataset",
+        "images")
 #: Folders learners write into: group-writable, sticky (each deletes only their own files),
 #: setgid (files keep the class's group).
 LEARNER_WRITABLE = ("queue", "wall")

@@ -1,90 +1,240 @@
 """`iolab class clean DIR`: remove a class the instructor set up, and say what was freed.
 
 Only a folder with this instructor's class marker is touched, and in it only what the setup
-makes (iolab.classmode.layout.MADE). Learners' files in `queue/` and `wall/` are removed too:
-they exist only because the class folder let learners write there, and as the owner of those
-sticky folders the instructor may delete them. Each learner's own workspace is theirs:
-`python -m iolab clean`, run by the learner, removes it.
+makes (iolab.classmode.layout.MADE), in that order: what makes it a class for learners
+first, the marker last. Everything goes through held handles: the class folder is opened
+once without following a link and checked through that handle, and every entry is removed
+relative to it, so a class folder's name swapped for a link meanwhile leads nowhere. The
+setup's folders carry its marker and are deleted by the lab's one remover
+(iolab.core.owned.remove_marked). Whatever learners left in `queue/` and `wall/` (files,
+links, FIFOs, folders with content) goes first: it exists only because the class let learners
+write there, and as the owner of those sticky folders the instructor may delete it; links
+are removed, never followed, and a file system mounted there is never entered. What cannot
+be removed is reported, never a traceback, and the marker then stays, so the next clean
+finishes the job. Each learner's own workspace is theirs: `python -m iolab clean`, run by
+the learner, removes it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import pwd
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from iolab.classmode.layout import CLASS_MARKER, FOLDER_MADE, LEARNER_WRITABLE, MADE
+from iolab.core import owned
 from iolab.core.errors import LabError, interrupts_held
-from iolab.core.owned import fd_has_marker, open_dir, remove_owned
+from iolab.core.owned import (fd_has_marker, open_dir, remove_file, remove_marked,
+                              same_mount)
+from iolab.core.workspace import MADE_MARKER
 from iolab.measure.footprint import Footprint, footprint
+
+#: The markers that prove a folder of the class the setup's: each is marked when made, the
+#: datasets' with the lab's creation marker (which their generators expect), the others with
+#: the class marker (iolab.classmode.setup.make_marked_dir).
+FOLDER_MARKERS = (CLASS_MARKER, MADE_MARKER)
+#: How deep clean follows a learner's nested folders (each level holds a handle open).
+MAX_DEPTH = 64
+#: What an entry a learner left is called in the report, by its type.
+KINDS = ((stat.S_ISDIR, "folder"), (stat.S_ISLNK, "link"), (stat.S_ISFIFO, "FIFO"),
+         (stat.S_ISSOCK, "socket"), (stat.S_ISREG, "file"))
 
 
 @dataclass(frozen=True)
 class Freed:
-    """What a clean removed: entries and bytes, and whether the class folder itself went."""
+    """What a clean removed (entries and bytes, whether the class folder itself went, what
+    learners had left in their folders) and what it could not remove, each with why."""
 
     files: int
     bytes: int
     folder_removed: bool
+    leftovers: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
 
 
-def _check_ours(root: Path) -> None:
-    """Refuse a folder that is not a class this user set up (marker bound to the folder)."""
+@contextlib.contextmanager
+def opened_class(root: Path) -> Iterator[tuple[int, int]]:
+    """Handles on the folder holding `root` (resolved once: it may be a link of the
+    instructor's own) and on `root` itself (never a link), checked to be a class this user
+    set up; both stay open for the block, so nothing below is looked up by name again."""
+    missing = (f"{root} does not exist; name the class folder given to "
+               "`iolab class setup`")
     try:
-        fd = open_dir(root)
-    except FileNotFoundError:
-        raise LabError(f"{root} does not exist; name the class folder given to "
-                       "`iolab class setup`") from None
-    except OSError as err:
-        raise LabError(f"{root} is not a folder ({err.strerror})") from None
+        parent = open_dir(root.parent.resolve())
+    except OSError:
+        raise LabError(missing) from None
     try:
-        if os.fstat(fd).st_uid != os.getuid() or not fd_has_marker(fd, CLASS_MARKER):
-            raise LabError(f"{root} is not a class you set up (no class marker of yours); "
-                           "nothing was removed")
+        try:
+            fd = open_dir(root.name, dir_fd=parent)
+        except FileNotFoundError:
+            raise LabError(missing) from None
+        except OSError as err:
+            why = ("a link or a file" if err.errno in (errno.ELOOP, errno.ENOTDIR)
+                   else err.strerror)
+            raise LabError(f"{root} is not a folder ({why})") from None
+        try:
+            if os.fstat(fd).st_uid != os.getuid() or not fd_has_marker(fd, CLASS_MARKER):
+                raise LabError(f"{root} is not a class you set up (no class marker of yours); "
+                               "nothing was removed")
+            yield parent, fd
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(parent)
 
 
-def _remove_learner_files(folder: Path) -> None:
-    """Unlink the regular files and links learners left in `folder` (never a subfolder of
-    theirs, whose contents are not ours to judge); what stays makes the removal fail later."""
-    with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
-        for entry in entries:
-            mode = entry.stat(follow_symlinks=False).st_mode
-            if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
+def marker_text(fd: int) -> str:
+    """The text of the class marker of the open class folder `fd` (proved by opened_class):
+    whether the setup made the folder itself."""
+    marker = os.open(CLASS_MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=fd)
+    try:
+        return os.read(marker, 4096).decode("utf-8", "replace")
+    finally:
+        os.close(marker)
 
 
-def remove_made(root: Path) -> None:
-    """Remove what the setup made in `root` (checked to be this user's class)."""
-    _check_ours(root)
-    for name in LEARNER_WRITABLE:
-        if (root / name).is_dir() and not (root / name).is_symlink():
-            _remove_learner_files(root / name)
+def _described(info: os.stat_result) -> str:
+    """`a FIFO of bob`: an entry's type and owner, for the report."""
+    kind = next((name for test, name in KINDS if test(info.st_mode)), "device")
+    try:
+        owner = pwd.getpwuid(info.st_uid).pw_name
+    except KeyError:
+        owner = f"uid {info.st_uid}"
+    return f"a {kind} of {owner}"
+
+
+def _remove_any(fd: int, name: str, where: str, left: list[str], depth: int = 0) -> bool:
+    """Remove the entry `name` of the open folder `fd`, whoever's and whatever it is: a link
+    itself, never what it leads to; a folder emptied through its own handle, unless a file
+    system is mounted there or it is nested deeper than MAX_DEPTH. True if it is gone; what
+    cannot go is named in `left` once, with why (not again as its folders that stay)."""
+    try:
+        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            if depth >= MAX_DEPTH:
+                left.append(f"{where} (nested deeper than {MAX_DEPTH} folders)")
+                return False
+            child = open_dir(name, dir_fd=fd)
+            try:
+                if not same_mount(fd, child):
+                    left.append(f"{where} (a file system is mounted there)")
+                    return False
+                emptied = all([_remove_any(child, inner, f"{where}/{inner}", left, depth + 1)
+                               for inner in os.listdir(child)])
+            finally:
+                os.close(child)
+            if not emptied:
+                return False
+            os.rmdir(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        return True  # gone meanwhile
+    except OSError as err:
+        left.append(f"{where} ({err.strerror})")
+        return False
+    return True
+
+
+def _clear_learner_folder(fd: int, name: str, leftovers: list[str], left: list[str]) -> None:
+    """Remove what learners left in the class's folder `name` (queue/ or wall/), closed to
+    them first so nothing new arrives meanwhile; each top-level entry is listed in
+    `leftovers` as it was."""
+    try:
+        folder = open_dir(name, dir_fd=fd)
+    except OSError:
+        return  # gone, or not a folder: remove_made names it
+    try:
+        if not fd_has_marker(folder, CLASS_MARKER):
+            return  # not provably the setup's: remove_made names it, nothing in it is touched
+        os.fchmod(folder, 0o700)
+        for entry in sorted(os.listdir(folder)):
+            if entry == CLASS_MARKER:  # the setup's own; a learner cannot replace it (sticky)
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                info = os.stat(entry, dir_fd=folder, follow_symlinks=False)
+                leftovers.append(f"{name}/{entry} ({_described(info)})")
+                _remove_any(folder, entry, f"{name}/{entry}", left)
+    finally:
+        os.close(folder)
+
+
+def remove_made(fd: int) -> tuple[list[str], list[str]]:
+    """Remove what the setup made in the open class folder `fd` (proved by opened_class), in
+    MADE's order, going on past what cannot be removed; the marker stays. Returns what
+    learners had left and what could not be removed, each with why."""
+    leftovers: list[str] = []
+    left: list[str] = []
     for name in MADE:
-        path = root / name
-        if path.is_dir() and not path.is_symlink():
-            remove_owned(path)
-        elif path.is_symlink() or path.is_file():
-            path.unlink()
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            try:
+                remove_file(fd, name)
+            except OSError as err:
+                left.append(f"{name} ({err.strerror})")
+            continue
+        if name in LEARNER_WRITABLE:
+            known = len(left)
+            _clear_learner_folder(fd, name, leftovers, left)
+            if len(left) > known:
+                continue  # named already; the folder itself cannot go before its contents
+        try:
+            if not remove_marked(fd, name, FOLDER_MARKERS, Path(name)):
+                left.append(f"{name} (not provably the setup's: it has no class marker of "
+                            "yours)")
+        except LabError as err:
+            left.append(f"{name} ({err})")
+    return leftovers, left
+
+
+def _size(fd: int) -> Footprint:
+    """The size of what is in the open folder `fd`, walked through the handle itself."""
+    return footprint(Path(f"/proc/self/fd/{fd}"))
 
 
 def clean_class(root: Path) -> Freed:
-    """Remove the class in `root` (and the folder, if the setup made it); what was freed."""
+    """Remove the class in `root` (and the folder, if the setup made it and it is empty then);
+    what was freed, what learners had left, and what could not be removed."""
     root = root.expanduser().absolute()
-    _check_ours(root)
-    made_folder = FOLDER_MADE in (root / CLASS_MARKER).read_text()
-    before = footprint([root])
-    remove_made(root)
-    removed = False
-    with interrupts_held():  # the marker goes last: a clean cut short is finished by the next
-        os.unlink(root / CLASS_MARKER)
-        if made_folder:
-            with contextlib.suppress(OSError):  # something else is in it now: it stays
-                root.rmdir()
-                removed = True
-    after = footprint([root]) if root.exists() else Footprint()
-    return Freed(before.files - after.files, before.bytes - after.bytes, removed)
+    with opened_class(root) as (parent, fd):
+        made_folder = FOLDER_MADE in marker_text(fd)
+        if owned.before_delete is not None:  # the removers' test hook, right after the check
+            owned.before_delete(root.name)
+        before = _size(fd)
+        leftovers, left = remove_made(fd)
+        removed = False
+        if not left:
+            with interrupts_held():  # the marker goes last: a clean cut short is finished
+                remove_file(fd, CLASS_MARKER)  # by the next
+                if made_folder:
+                    removed = _remove_emptied(parent, root, fd, left)
+        after = _size(fd)
+    return Freed(before.files - after.files, before.bytes - after.bytes, removed,
+                 tuple(leftovers), tuple(left))
+
+
+def _remove_emptied(parent: int, root: Path, fd: int, left: list[str]) -> bool:
+    """Remove the class folder's name if it still leads to the emptied folder `fd`; True if
+    removed. A name swapped meanwhile is not ours to touch: said in `left`."""
+    try:
+        now = os.stat(root.name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        now = None
+    then = os.fstat(fd)
+    if now is None or (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino):
+        left.append(f"{root} itself (its name was moved or swapped during the clean; the "
+                    "emptied class folder is wherever it was moved to)")
+        return False
+    try:
+        os.rmdir(root.name, dir_fd=parent)
+    except OSError:
+        return False  # something of the instructor's is in it now: it stays
+    return True

@@ -2,35 +2,47 @@
 
 A learner's file is `wall/<user>.json` in the class folder, written by the learner's own lab
 (`iolab lab` at its end, `iolab check` after each answer) and readable by the class. The
-folder is sticky, so no learner can replace or delete another's file; the wall trusts a
-file's owner, not its name, so a file named after someone else counts for its owner only.
-The page is for the projector: per exercise the spread of the class's numbers (a strip
-plot, one dot per learner, coloured by node: wall_plots.py), who has finished which checked exercise, and
-the outliers (a number three times the class median, or a third of it: a slow disk, a node
-with a busy neighbour). Images are inlined, so the page loads nothing from anywhere.
+folder is sticky, so no learner can replace or delete another's file, and the wall trusts
+nothing it reads: a file counts only if it is a regular file (never read through a link or
+waited on as a FIFO) named after its owner, small, and every field passes WALL_SCHEMA; each
+learner counts once (their newest file); everything else is left out and counted on the page.
+A classmate who took a learner's name first only sends that learner's file to a name of
+their own (USER~HEX.json): it never stops their `iolab check` or `iolab lab`.
+
+The page is for the projector: per exercise the spread of the class's numbers (a strip plot,
+one dot per learner, coloured by node: wall_plots.py), who has finished which checked
+exercise, and the outliers (a number three times the class median, or a third of it: a slow
+disk, a node with a busy neighbour). Images are inlined, so the page loads nothing from
+anywhere.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import html
 import io
 import json
 import math
 import os
 import pwd
+import re
 import secrets
 import socket
-import stat
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import pandas as pd
 
 from iolab.core.class_folder import ClassFolder
 from iolab.core.errors import LabError
-from iolab.core.workspace import results_dir, user_name, workdir
+from iolab.core.safe_input import (Check, NotRegularFile, field_check, open_regular,
+                                   record_problem)
+from iolab.core.workspace import results_dir, workdir
 from iolab.measure.context import mount_for
 
 #: A learner's file holds a few readers and checks; anything larger is not one of the lab's.
@@ -48,6 +60,14 @@ FIO_FIGURES = {"local_qd1_iops": "4 KiB random reads, depth 1 (IOPS)",
                "local_qd16_iops": "4 KiB random reads, depth 16 (IOPS)",
                "local_seq_read_direct_mibps": "1 MiB sequential reads (MiB/s)"}
 FIO_NOTEBOOK = "05-fio"
+#: Readers and checks a file may list: the lab has five readers and ten checked exercises.
+MAX_READERS = 64
+MAX_CHECKS = 256
+#: A host name, a file system type, a reader: what the lab writes there, and nothing that
+#: could reach a terminal, a plot's label or the page as anything but itself.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,252}")
+#: A check's key: lesson and exercise ("02-tar-size", "02-naive-opens-measured").
+_CHECK_KEY = re.compile(r"\d{2}-[a-z0-9-]{1,64}")
 
 
 def own_results() -> dict:
@@ -84,65 +104,222 @@ def own_fio_figures() -> dict[str, float]:
     return figures
 
 
-def publish(joined: ClassFolder, checks: dict | None = None) -> Path:
-    """Write (or update) this learner's file on the wall; returns its path.
-
-    Written beside its final name and renamed over it, so the wall never reads half a file;
-    the checks of earlier runs are kept and `checks` added to them.
-    """
-    target = joined.wall / f"{user_name()}.json"
-    earlier = _read(target, os.getuid()) or {}
-    record = {**own_results(), "user": user_name(), "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "checks": {**earlier.get("checks", {}), **(checks or {})}}
-    partial = joined.wall / f".{user_name()}.{secrets.token_hex(8)}.partial"
+def learner_name(uid: int) -> str:
+    """The name a learner's wall file carries: the login name of its owner `uid` (never
+    $USER, which anyone can set), uid<N> for an account without a passwd entry."""
     try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, WALL_FILE_MODE)
-        with os.fdopen(fd, "w") as handle:
-            os.fchmod(handle.fileno(), WALL_FILE_MODE)  # the lab's umask keeps files private
-            json.dump(record, handle)
-        os.replace(partial, target)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
-        raise LabError(f"cannot write your results to {target} ({err.strerror}): another "
-                       "learner's file may have that name, or the wall is not writable for "
-                       "you; tell your instructor") from None
-    return target
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid{uid}"
 
 
-def _read(path: Path, owner: int) -> dict | None:
-    """A wall file's record if it is a regular file of `owner`, small and valid JSON."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+def _named_after(name: str, user: str) -> bool:
+    """Whether a file called `name` may be `user`'s: USER.json, or USER~HEX.json, the name
+    publish falls back to when a classmate took USER.json first."""
+    return name == f"{user}.json" or re.fullmatch(rf"{re.escape(user)}~[0-9a-f]{{16}}\.json",
+                                                  name) is not None
+
+
+def _figures(allowed: Iterable[str], none_too: bool) -> Check:
+    """A Check for a mapping of figures: keys among `allowed`, finite numbers (or None)."""
+    keys = set(allowed)
+
+    def check(value: object, name: str) -> str | None:
+        if not isinstance(value, dict):
+            return f"{name} is not a JSON object"
+        for key, figure in value.items():
+            if key not in keys:
+                return f"{name} has an unknown figure"
+            if not (figure is None and none_too or type(figure) in (int, float)
+                    and math.isfinite(figure)):
+                return f"{name}.{key} is not a finite number"
         return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != owner \
-                or info.st_size > WALL_FILE_MAX_BYTES:
-            return None
-        try:
-            record = json.loads(handle.read())
-        except ValueError:
-            return None
-    return record if isinstance(record, dict) else None
+    return check
+
+
+def _mapping(most: int, key_pattern: re.Pattern, each: Check) -> Check:
+    """A Check for a JSON object of at most `most` entries, keys like `key_pattern`."""
+    def check(value: object, name: str) -> str | None:
+        if not isinstance(value, dict):
+            return f"{name} is not a JSON object"
+        if len(value) > most:
+            return f"{name} has more than {most} entries"
+        for key, item in value.items():
+            if not key_pattern.fullmatch(key):
+                return f"{name} has a key that is not a plain name"
+            problem = each(item, f"{name}.{key}")
+            if problem:
+                return problem
+        return None
+    return check
+
+
+_TRUTH = field_check(lambda value: isinstance(value, bool), "true or false")
+
+
+def _check_state(value: object, name: str) -> str | None:
+    """A checked exercise's state: only whether it was right is read."""
+    return record_problem(value, {"right": _TRUTH}, name)
+
+
+_PLAIN = field_check(lambda value: isinstance(value, str) and _NAME.fullmatch(value) is not None,
+                     "a plain name")
+#: What a wall file must hold, every field checked before any is used: names are plain
+#: (they reach labels, the page and terminals), numbers finite, and nothing nests deeper than
+#: the lab writes it.
+WALL_SCHEMA: dict[str, Check] = {
+    "node": _PLAIN, "workspace_fs": _PLAIN,
+    "readers": _mapping(MAX_READERS, _NAME, _figures(READER_FIGURES, none_too=True)),
+    "fio": _figures(FIO_FIGURES, none_too=False),
+    "checks": _mapping(MAX_CHECKS, _CHECK_KEY, _check_state),
+}
+
+
+@dataclass(frozen=True)
+class Wall:
+    """What the wall folder holds: one record per learner, and the files left out, by why."""
+
+    records: list[dict]
+    ignored: dict[str, int]
+
+    def ignored_text(self) -> str:
+        """'2 files ignored (1 a link, 1 not named after its owner)', or '' if none was."""
+        count = sum(self.ignored.values())
+        if not count:
+            return ""
+        reasons = ", ".join(f"{number} {why}" for why, number in sorted(self.ignored.items()))
+        return f"{count} file{'s' if count > 1 else ''} ignored ({reasons})"
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A learner's file that passed every check, and its record as the wall uses it."""
+
+    name: str
+    uid: int
+    mtime_ns: int
+    record: dict
+
+
+def _load(wall_fd: int, name: str) -> _Found | str:
+    """The learner file `name` in the held wall folder, checked; else why it is left out.
+    Its owner is the open file's (fstat), so a name swapped after listing cannot pass."""
+    try:
+        with open_regular(name, follow_links=False, dir_fd=wall_fd) as handle:
+            info = os.fstat(handle.fileno())
+            data = handle.read(WALL_FILE_MAX_BYTES + 1)
+    except OSError as err:  # a folder fails in open(), before open_regular's own check
+        if isinstance(err, NotRegularFile) or err.errno == errno.EISDIR:
+            return "not a regular file"
+        return "a link" if err.errno == errno.ELOOP else "unreadable"
+    if not _named_after(name, learner_name(info.st_uid)):
+        return "not named after its owner"
+    if len(data) > WALL_FILE_MAX_BYTES:
+        return f"larger than {WALL_FILE_MAX_BYTES // 1024} KiB"
+    try:
+        record = json.loads(data)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        return "not valid JSON"
+    if record_problem(record, WALL_SCHEMA):
+        return "not a wall record"
+    kept = {key: record[key] for key in WALL_SCHEMA}
+    kept["checks"] = {key: {"right": state["right"]} for key, state in kept["checks"].items()}
+    return _Found(name, info.st_uid, info.st_mtime_ns,
+                  {"user": learner_name(info.st_uid), **kept})
+
+
+def _scan(wall_fd: int) -> tuple[dict[int, list[_Found]], Counter]:
+    """Every learner's checked files in the held wall folder (newest first), and the count of
+    the others by why. Hidden names (a publish's partial file) are not looked at."""
+    by_owner: dict[int, list[_Found]] = {}
+    ignored: Counter = Counter()
+    for name in sorted(os.listdir(wall_fd)):
+        if name.startswith("."):
+            continue
+        found = _load(wall_fd, name)
+        if isinstance(found, str):
+            ignored[found] += 1
+        else:
+            by_owner.setdefault(found.uid, []).append(found)
+    for files in by_owner.values():
+        files.sort(key=lambda found: found.mtime_ns, reverse=True)
+    return by_owner, ignored
+
+
+@contextlib.contextmanager
+def _held_wall(joined: ClassFolder) -> Iterator[int]:
+    """The class's wall folder, open: every name below is looked up in it, not by a path."""
+    fd = os.open(joined.wall, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def scan_wall(joined: ClassFolder) -> Wall:
+    """One record per learner, named by its file's owner, from the newest of their files
+    (a second file or a hard link counts once); every other file is left out and counted.
+    A class without a wall folder has an empty wall."""
+    try:
+        with _held_wall(joined) as fd:
+            by_owner, ignored = _scan(fd)
+    except OSError:
+        return Wall([], {})
+    records = []
+    for files in by_owner.values():
+        records.append(files[0].record)
+        ignored["an older copy of a learner's file"] += len(files) - 1
+    records.sort(key=lambda record: record["user"])
+    return Wall(records, {why: number for why, number in ignored.items() if number})
 
 
 def read_wall(joined: ClassFolder) -> list[dict]:
-    """Every learner's record, named by the file's owner (a name someone else chose is not
-    trusted); unreadable or foreign-shaped files are left out."""
-    records = []
-    for entry in sorted(joined.wall.glob("*.json")):
-        with contextlib.suppress(OSError):
-            owner = entry.lstat().st_uid
-            record = _read(entry, owner)
-            if record is not None:
-                try:
-                    record["user"] = pwd.getpwuid(owner).pw_name
-                except KeyError:
-                    record["user"] = f"uid{owner}"
-                records.append(record)
-    return records
+    """Every learner's record (scan_wall's, without the count of files left out)."""
+    return scan_wall(joined).records
+
+
+def publish(joined: ClassFolder, checks: dict | None = None) -> Path:
+    """Write (or update) this learner's file on the wall; returns its path.
+
+    The checks of earlier runs (from the newest file of ours that passes the schema) are kept
+    and `checks` added to them. Written beside its final name and renamed over it, so the wall
+    never reads half a file; every name is looked up in the held wall folder. When a classmate
+    took USER.json first (the sticky folder lets nobody but them replace it), the record goes
+    to USER~HEX.json, which the wall counts as ours: their file cannot keep us off it.
+    """
+    me = learner_name(os.getuid())
+    partial = f".{me}.{secrets.token_hex(8)}.partial"
+    target = f"{me}.json"
+    try:
+        with _held_wall(joined) as fd:
+            mine = _scan(fd)[0].get(os.getuid(), [])
+            with contextlib.suppress(FileNotFoundError):
+                if os.lstat(target, dir_fd=fd).st_uid != os.getuid():
+                    fallbacks = [found.name for found in mine if found.name != target]
+                    target = fallbacks[0] if fallbacks else f"{me}~{secrets.token_hex(8)}.json"
+            earlier = mine[0].record["checks"] if mine else {}
+            record = {**own_results(), "user": me, "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
+                      "checks": {**earlier, **(checks or {})}}
+            try:
+                _write_new(fd, partial, json.dumps(record))
+                os.replace(partial, target, src_dir_fd=fd, dst_dir_fd=fd)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(partial, dir_fd=fd)
+    except OSError as err:
+        raise LabError(f"cannot write your results to the class wall {joined.wall} "
+                       f"({err.strerror}); tell your instructor") from None
+    return joined.wall / target
+
+
+def _write_new(folder_fd: int, name: str, text: str) -> None:
+    """A new file `name` in the held folder, holding `text`, readable by the class whatever
+    the umask (the lab's keeps files private)."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, WALL_FILE_MODE,
+                 dir_fd=folder_fd)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), WALL_FILE_MODE)
+        handle.write(text)
 
 
 def figures_frame(records: list[dict]) -> pd.DataFrame:
@@ -224,8 +401,10 @@ def _png(frame: pd.DataFrame, labels: list[str]) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def wall_page(joined: ClassFolder, records: list[dict], exercises: list[str]) -> str:
-    """The projector page: spread, progress and outliers, self-contained HTML."""
+def wall_page(joined: ClassFolder, records: list[dict], exercises: list[str],
+              ignored: str = "") -> str:
+    """The projector page: spread, progress and outliers, self-contained HTML; `ignored`
+    says which files were left out (Wall.ignored_text)."""
     frame = figures_frame(records)
     image = _png(frame, TIME_FIGURES)
     fio_image = _png(frame, list(FIO_FIGURES.values()))
@@ -250,6 +429,7 @@ def wall_page(joined: ClassFolder, records: list[dict], exercises: list[str]) ->
 td,th{{border:1px solid #ccc;padding:2px 6px}} img{{max-width:100%}}</style></head>
 <body><h1>Class wall: {html.escape(joined.name)}</h1>
 <p>{len(records)} of {joined.learners} learners have results; {done} checked answers right.
+{html.escape(ignored.capitalize() + ".") if ignored else ""}
 Built {time.strftime("%H:%M:%S")}; the page reloads every minute.</p>
 <h2>Reader times across the class</h2>{picture}
 <h2>fio on each learner's disk</h2>{fio_picture}

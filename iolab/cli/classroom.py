@@ -24,6 +24,8 @@ SLOTS = Bounds(1, MAX_SLOTS, "heavy steps at a time", "the budget of one run is 
 LEARNERS = Bounds(1, MAX_LEARNERS, "learners", "a workshop's size, not a campus's")
 #: The benchmark's users are real accounts on this machine: a class, kept small.
 BENCH_LEARNERS = Bounds(2, 60, "learners", "each is a real user account made for the run")
+#: How many entries `class clean` names of what it could not remove.
+SHOWN_LEFT = 5
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -137,29 +139,32 @@ def bench_main(args: argparse.Namespace) -> int:
 def wall_main(args: argparse.Namespace) -> int:
     """Build the wall page; with --me, say where this learner's numbers sit."""
     from iolab.classmode.exercises import EXERCISES
-    from iolab.classmode.wall import figures_frame, read_wall, wall_page, where_i_sit
+    from iolab.classmode.wall import (figures_frame, learner_name, scan_wall, wall_page,
+                                      where_i_sit)
     from iolab.core.class_folder import CLASS_ENV, active_class
     from iolab.core.class_queue import queue_summary
     from iolab.core.errors import LabError
-    from iolab.core.workspace import atomic_output, results_dir, user_name
+    from iolab.core.workspace import atomic_output, results_dir
 
     joined = active_class()
     if joined is None:
         raise LabError(f"no class joined: `source DIR/activate` (or set {CLASS_ENV}=DIR) first")
-    records = read_wall(joined)
+    wall = scan_wall(joined)
+    records = wall.records
     keys = [f"{exercise.lesson}-{exercise.key}" for exercise in EXERCISES]
     instructor = os.stat(joined.root).st_uid == os.getuid()
     out = args.out or (joined.root / "wall.html" if instructor
                        else results_dir() / "class-wall.html")
     with atomic_output(out) as partial:
-        partial.write_text(wall_page(joined, records, keys))
+        partial.write_text(wall_page(joined, records, keys, wall.ignored_text()))
     if instructor and args.out is None:
         os.chmod(out, 0o640)  # the class reads it; only the instructor writes it
-    print(f"class wall: {len(records)} of {joined.learners} learners -> {out}")
+    ignored = f"; {wall.ignored_text()}" if wall.ignored else ""
+    print(f"class wall: {len(records)} of {joined.learners} learners{ignored} -> {out}")
     if joined.queue.is_dir():
         print(queue_summary(joined.queue, joined.slots))
     if args.me:
-        lines = where_i_sit(figures_frame(records), user_name())
+        lines = where_i_sit(figures_frame(records), learner_name(os.getuid()))
         print("\n".join(lines) if lines else "no results of yours on the wall yet: "
                                                "`make lab` puts them there")
     return 0
@@ -187,14 +192,25 @@ def setup_main(args: argparse.Namespace) -> int:
 
 
 def clean_main(args: argparse.Namespace) -> int:
-    """Remove the class and report what was freed."""
+    """Remove the class and report what was freed, what learners had left in it, and (one
+    sentence, exit 2) what could not be removed."""
     from iolab.classmode.teardown import clean_class
+    from iolab.core.errors import LabError
 
     freed = clean_class(args.directory)
     where = "the folder is gone" if freed.folder_removed else "the folder itself stays"
     print(f"removed the class in {args.directory}: {freed.files:,} files and "
-          f"{freed.bytes / 1e6:,.0f} MB freed; {where}. Each learner removes their own "
-          "workspace with `python -m iolab clean`.")
+          f"{freed.bytes / 1e6:,.0f} MB freed; {where}.")
+    if freed.leftovers:
+        print(f"what learners had left, removed without following a link: "
+              f"{', '.join(freed.leftovers)}")
+    if freed.left:
+        shown = "; ".join(freed.left[:SHOWN_LEFT])
+        more = f" and {len(freed.left) - SHOWN_LEFT} more" if len(freed.left) > SHOWN_LEFT else ""
+        raise LabError(f"could not remove {shown}{more}; the class marker stays, so "
+                       f"`python -m iolab class clean {args.directory}` finishes the job once "
+                       "that is fixed")
+    print("Each learner removes their own workspace with `python -m iolab clean`.")
     return 0
 
 

@@ -22,7 +22,8 @@ import pandas as pd
 
 from iolab.classmode.wall import own_fio_figures, publish
 from iolab.core.builder import build_dataset
-from iolab.core.class_folder import active_class
+from iolab.core.class_folder import ClassFolder, active_class
+from iolab.core.errors import LabError
 from iolab.core.owned import discard_owned
 from iolab.core.workspace import (atomic_output, default_dataset_dir, repo_root, results_dir,
                                   socket_dir, workdir)
@@ -277,6 +278,15 @@ def run_lab(repeats: int = 5) -> int:
         return _run_steps(out, repeats)
 
 
+def to_the_wall(joined: ClassFolder) -> None:
+    """Publish this learner's results on the class wall, or say why not and go on: the lab's
+    own results do not depend on the wall."""
+    try:
+        print(f"  on the class wall: {publish(joined).name} in {joined.wall}", flush=True)
+    except LabError as err:
+        print(f"  not on the class wall: {err}", flush=True)
+
+
 def _run_steps(out: Path, repeats: int) -> int:
     """The five steps, writing into `out` (the caller holds its lock)."""
     from iolab.core.tables import to_markdown
@@ -308,7 +318,7 @@ def _run_steps(out: Path, repeats: int) -> int:
         budget.finish("done")
         joined = active_class()
         if joined is not None:
-            print(f"  on the class wall: {publish(joined).name} in {joined.wall}")
+            to_the_wall(joined)
 
         step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
         executed = out / "notebooks"
@@ -317,8 +327,8 @@ def _run_steps(out: Path, repeats: int) -> int:
         failed = execute_notebooks(executed, fallback_log, budget)
 
     if joined is not None:
-        print(f"  fio figures on the class wall: {len(own_fio_figures())}", flush=True)
-        publish(joined)
+        print(f"  fio figures for the class wall: {len(own_fio_figures())}", flush=True)
+        to_the_wall(joined)
     step(5, total, "Building the site from this machine's notebooks")
     site_ok, shown_committed = build_site(executed, out / "site")
 

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from datetime import date
 from pathlib import Path
 from typing import BinaryIO, Callable, Mapping
@@ -62,16 +63,19 @@ def file_kind(mode: int) -> str:
     return next((kind for test, kind in _KINDS if test(mode)), "a special file")
 
 
-def open_regular(path: Path | str, follow_links: bool = True) -> BinaryIO:
+def open_regular(path: Path | str, follow_links: bool = True,
+                 dir_fd: int | None = None) -> BinaryIO:
     """`path` open for reading if it is a regular file, else NotRegularFile (an OSError).
 
     O_NONBLOCK makes opening a FIFO return at once instead of waiting for a writer that never
     comes, and the type is taken from the open file (fstat), so a name swapped after a check
-    cannot slip through. With follow_links=False a link is refused (ELOOP).
+    cannot slip through. With follow_links=False a link is refused (ELOOP). With `dir_fd`,
+    `path` is a name in that held folder, which a swapped parent cannot redirect.
     """
     extra = os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
     # the file object owns the descriptor from the start: a Ctrl-C at any moment closes it once
-    handle = open(path, "rb", opener=lambda name, flags: os.open(name, flags | extra))
+    handle = open(path, "rb",
+                  opener=lambda name, flags: os.open(name, flags | extra, dir_fd=dir_fd))
     try:
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode):
@@ -80,6 +84,20 @@ def open_regular(path: Path | str, follow_links: bool = True) -> BinaryIO:
         handle.close()
         raise
     return handle
+
+
+def printable(text: object, limit: int = 200) -> str:
+    """`text` as it may reach a terminal or a log: every control or format character (an
+    escape code, a carriage return, a bidi override) written as its Python escape, and cut to
+    `limit` characters, since what another user wrote must not move a cursor or recolour,
+    hide or reorder what the reader sees."""
+    shown = str(text)
+    cut = shown[:limit]
+    escaped = "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char)[0] == "C" or unicodedata.category(char) in ("Zl", "Zp")
+        else char for char in cut)
+    return escaped + ("..." if len(shown) > limit else "")
 
 
 def unreadable(path: Path, err: OSError, fix: str) -> UnsafeInput:

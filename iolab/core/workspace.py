@@ -6,7 +6,9 @@ and nothing else. The workspace may be a directory that already holds the user's
 ($SCRATCH, $HOME), so a name alone proves nothing: a directory the lab creates under a name
 of its own (the folder asked for, the workspace, its entries -- never a parent of a path the
 user named) is made private (0700) and gets a marker bound to that very folder's identity
-(iolab.core.owned) at the moment it is created, and `clean` deletes only such folders.
+and sealed in the user's registry (iolab.core.owned) at the moment it is created, and
+`clean` deletes only such folders: not a copy, not a restore from a backup, not a folder
+marked by an older version of the lab.
 Before writing, callers check free space and free inodes with a margin: on a
 shared login node running out of either hurts everyone.
 
@@ -22,6 +24,7 @@ import getpass
 import json
 import os
 import re
+import secrets
 import sys
 import tempfile
 import time
@@ -30,10 +33,11 @@ import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
-from iolab.core.class_folder import active_class
+from iolab.core.class_folder import ClassFolder, active_class
 from iolab.core.errors import LabError, interrupts_held
-from iolab.core.owned import (discard_owned, fd_has_marker, has_marker, make_private_dir,
-                              open_dir, remove_owned, write_marker)
+from iolab.core.owned import (discard_owned, fd_has_marker, has_marker, has_old_marker,
+                              make_private_dir, open_dir, remove_file, remove_owned,
+                              write_marker)
 
 #: Headroom kept free beyond what a write needs (bytes, inodes).
 SPACE_MARGIN_BYTES = 256 * 1024**2
@@ -62,11 +66,11 @@ class WorkspaceEntry(enum.Enum):
     MNT = "mnt", "mount points of the lab's loopback sshfs mounts (iolab.storage.netmount)"
     LOC = "loc", "the workspace's own per-location directory (iolab.storage.locations)"
     SLURM_RESULTS = "slurm-results", "what the Slurm jobs copy back (demos/slurm/job-common.sh)"
+    PFS = "pfs", "the private CephFS of `iolab pfs up`: its daemons' data, keys and logs"
 
     def __init__(self, dirname: str, holds: str) -> None:
         self.dirname = dirname
         self.holds = holds
-    PFS = "pfs", "the private CephFS of `iolab pfs up`: its daemons' data, keys and logs"
 
     def path(self) -> Path:
         """This entry in the current workspace (it may not exist yet); in a class, the
@@ -102,16 +106,78 @@ def repo_root() -> Path:
 
 
 def workdir() -> Path:
-    """The lab's workspace: IOLAB_WORKDIR if set; in a class, a folder of the learner's own
-    where the class's setup chose (its name holds the class and the user); else
-    <checkout>/workspace."""
+    """The lab's workspace: IOLAB_WORKDIR if set; in a class, a private folder of the
+    learner's own where the class's setup chose (class_workspace); else <checkout>/workspace."""
     configured = os.environ.get("IOLAB_WORKDIR")
     if configured:
         return Path(configured).expanduser().resolve()
     joined = active_class()
     if joined is not None:
-        return joined.workspace_base() / f"iolab-{joined.name}-{user_name()}"
+        return class_workspace(joined)
     return repo_root() / "workspace"
+
+
+def _is_private_lab_dir(path: Path) -> bool:
+    """Whether `path` is a folder (not a link) of this user's that nobody else may enter or
+    write (no group or other bits) and that the lab made (MADE_MARKER written into this very
+    folder), all checked through one handle."""
+    try:
+        fd = open_dir(path)
+    except OSError:
+        return False
+    try:
+        return not os.fstat(fd).st_mode & 0o077 and fd_has_marker(fd, MADE_MARKER)
+    finally:
+        os.close(fd)
+
+
+def class_workspace(joined: ClassFolder) -> Path:
+    """The learner's workspace in the class `joined`: `<base>/iolab-<class>-<user>`, or a
+    private `iolab-<class>-<user>-XXXXXXXX` beside it when that name is taken.
+
+    The name is predictable and the base may be a scratch folder the whole class writes in,
+    so a classmate can make it first: open to them (0777: they could swap what the lab
+    writes there for links) or closed to the learner (0755). It is used only while it is a
+    private folder the lab made for this user, checked on every call; otherwise the first such
+    fallback beside it (found again by its name and its marker), else a new one, with one
+    sentence. The folder is made here, exclusively and marked at once, never by a first
+    writer that would accept a folder someone else made in between.
+    """
+    base = joined.workspace_base()
+    usual = base / f"iolab-{joined.name}-{user_name()}"
+    if _is_private_lab_dir(usual):
+        return usual
+    with contextlib.suppress(OSError):
+        fd = open_dir(base.resolve())  # $SCRATCH may be a link of the user's own
+        try:
+            names = sorted(name for name in os.listdir(fd) if name.startswith(usual.name + "-"))
+        finally:
+            os.close(fd)
+        for name in names:
+            if _is_private_lab_dir(base / name):
+                return base / name
+    if not os.path.lexists(usual):
+        try:
+            make_private_dir(usual, MADE_MARKER, MADE_MARKER_TEXT)
+            return usual
+        except FileExistsError:  # another command of this user a moment earlier, or not
+            if _marked_soon(usual, _is_private_lab_dir):
+                return usual
+        except OSError as err:
+            raise LabError(f"cannot create your class workspace {usual} ({err.strerror}); tell "
+                           "your instructor, or set IOLAB_WORKDIR to a folder of your own") \
+                from None
+    fresh = base / f"{usual.name}-{secrets.token_hex(4)}"
+    try:
+        make_private_dir(fresh, MADE_MARKER, MADE_MARKER_TEXT)
+    except OSError as err:
+        raise LabError(f"{usual} is not a private folder the lab made for you, and no private "
+                       f"folder can be made beside it ({err.strerror}); set IOLAB_WORKDIR to a "
+                       "folder of your own") from None
+    print(f"note: {usual} is not a private folder the lab made for you (another user's, a "
+          f"link, or open to others), so the lab left it alone and works in {fresh} instead",
+          file=sys.stderr)
+    return fresh
 
 
 def public_text(text: Path | str) -> str:
@@ -224,12 +290,17 @@ def make_location_dir(path: Path) -> Path:
                        f"{LOCATION_MARKER} marker); move it away or choose another location")
     try:
         fresh = Path(tempfile.mkdtemp(prefix=_location_prefix() + "-", dir=path.parent))
-        write_marker(fresh, LOCATION_MARKER, LOCATION_MARKER_TEXT)
+        try:
+            write_marker(fresh, LOCATION_MARKER, LOCATION_MARKER_TEXT)
+        except LabError:  # no registry: the unmarked folder would stay for good
+            os.rmdir(fresh)
+            raise
     except OSError as err:
         raise LabError(f"cannot create a private folder in {path.parent} ({err.strerror}); "
                        "choose another location") from None
-    print(f"note: {path} is not a folder the lab made for you (another user's, a link or a "
-          f"copy), so the lab left it alone and works in {fresh} instead", file=sys.stderr)
+    print(f"note: {path} is not a folder the lab made for you (another user's, a link, a "
+          "copy, or made by an older version of the lab), so the lab left it alone and works "
+          f"in {fresh} instead", file=sys.stderr)
     return fresh
 
 
@@ -391,8 +462,7 @@ def remove_if_only_marked(path: Path) -> bool:
         if set(os.listdir(fd)) - set(CREATION_MARKERS):
             return False
         for marker in CREATION_MARKERS:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(marker, dir_fd=fd)
+            remove_file(fd, marker)
     finally:
         os.close(fd)
     try:
@@ -410,10 +480,16 @@ def lab_owned_dir(path: Path) -> Path:
     """
     path = ensure_writable_dir(path)
     if not _marked_soon(path):
+        if any(has_old_marker(path, marker) for marker in CREATION_MARKERS):
+            raise LabError(f"{path} was made by an older version of the lab, whose mark a copy "
+                           "restored from a backup carries too, so the lab no longer writes or "
+                           "deletes in it; check that nothing of yours is in it, delete it "
+                           f"(`rm -r {path}`) and run again")
         raise LabError(f"{path} exists but was not made by the lab for you (it has no valid "
-                       f"{MADE_MARKER} marker; a copy of a lab folder has none), so the lab will "
-                       "not write or delete in it; move it away, or point IOLAB_WORKDIR at a "
-                       "folder of the lab's own, e.g. $SCRATCH/iolab")
+                       f"{MADE_MARKER} marker; a copy of a lab folder, or one restored from a "
+                       "backup, has none), so the lab will not write or delete in it; move it "
+                       "away, or point IOLAB_WORKDIR at a folder of the lab's own, e.g. "
+                       "$SCRATCH/iolab")
     return path
 
 
@@ -436,11 +512,11 @@ def _marked_soon(path: Path, marked: Callable[[Path], bool] = is_lab_made) -> bo
 
 def _empty_and_new(path: Path) -> bool:
     """Seconds old, holding nothing but a marker being written (`<marker>.<pid>.partial`,
-    iolab.core.owned.write_marker_at)."""
+    or the marker itself before its seal is recorded: iolab.core.owned.write_marker_at)."""
     try:
         with os.scandir(path) as entries:
-            if any(not (entry.name.endswith(".partial")
-                        and entry.name.startswith(CREATION_MARKERS)) for entry in entries):
+            if any(not (entry.name in CREATION_MARKERS or (entry.name.endswith(".partial")
+                        and entry.name.startswith(CREATION_MARKERS))) for entry in entries):
                 return False
         return time.time() - path.lstat().st_ctime < 2 * MARKER_WAIT_S
     except OSError:
