@@ -17,7 +17,7 @@
 #   make check-sources  maintainers, with the network: which quoted outside sources changed since
 #                   they were read (reference/sources.json)
 #   make record-pfs maintainers, where FUSE works: the private CephFS's start-up, memory and the
-#                   lessons measured on it (notebooks/recorded/pfs.json)
+#                   lessons measured on it (reference/bench-recorded/pfs.json)
 #   make record-slurm  maintainers, as root: the job scripts on a two-node test Slurm, recorded
 #                   for the page "Your jobs across nodes" (reference/node-runs-recorded/)
 #   make clean      remove everything the lab wrote (workspace, builds); distclean also .venv
@@ -127,9 +127,9 @@ record: $(STAMP)
 
 # Where FUSE works (root on Debian's VMs) with the Ceph packages of apt.txt: start and end the
 # private CephFS 3 times (start-up time, memory), then measure the lessons on it, into
-# notebooks/recorded/pfs.json; then re-execute notebooks 02 and 07.
+# reference/bench-recorded/pfs.json; then re-execute notebooks 02 and 07.
 record-pfs: $(STAMP)
-	$(PY) -m iolab pfs record --out notebooks/recorded/pfs.json --i-am-on-a-compute-node
+	$(PY) -m iolab pfs record --out reference/bench-recorded/pfs.json --i-am-on-a-compute-node
 
 # As root with Debian's slurmctld, slurmd, slurm-client and munge: starts the tests' two-node
 # Slurm on this machine, submits the four job scripts with --nodes=2 and keeps what they

@@ -19,7 +19,7 @@ from iolab.measure.classic import (PAIRS, SCRIPTS_DIR, classic_own_time, classic
                                    ratio_table, stage, take_turns, turns_frame)
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORD = ROOT / "notebooks" / "recorded" / "bench-classic.json"
+RECORD = ROOT / "reference" / "bench-recorded" / "bench-classic.json"
 
 
 def fake_checkout(root: Path, mean: float, seconds: float = 0.25) -> Path:

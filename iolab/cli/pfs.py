@@ -51,7 +51,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
                                 "(up time, memory, down time), then measure the lessons on one "
                                 "and write the record the notebooks show (make record-pfs)")
     record.add_argument("--out", type=path_option("--out"), required=True,
-                        help="the JSON record to write, e.g. notebooks/recorded/pfs.json")
+                        help="the JSON record to write, e.g. reference/bench-recorded/pfs.json")
     record.add_argument("--rounds", type=int_option("--rounds", ROUNDS), default=3,
                         help="up/down rounds for the medians (default: 3)")
     add_budget_option(record)
