@@ -34,6 +34,7 @@ from typing import Callable, Iterator
 
 from iolab.core.budget import check as check_budget
 from iolab.core.errors import LabError, interrupts_held
+from iolab.core.owned import discard_owned
 from iolab.core.workspace import (WorkspaceEntry, atomic_output, ensure_writable_dir, remove_tree,
                                   socket_dir)
 
@@ -146,7 +147,7 @@ def up(osds: int = DEFAULT_OSDS, *, compute_node: bool | None = None,
                  data_mib=osds * OSD_FILE_MIB, processes=len(DAEMONS) + osds + 1)
     folder = _fresh_folder()
     started = time.monotonic()
-    cluster = Cluster(folder, socket_dir("pfs-run", "mds.a.asok"), Path(), _free_port(), osds,
+    cluster = Cluster(folder, socket_dir("pfs-run", "client.admin.asok"), Path(), _free_port(), osds,
                       str(uuid.uuid4()), {})
     try:
         _bootstrap(cluster, progress)
@@ -436,7 +437,7 @@ def _teardown(cluster: Cluster) -> None:
     if cluster.mount_point != Path():
         with contextlib.suppress(OSError):
             cluster.mount_point.rmdir()
-    remove_tree(cluster.run_dir)
+    discard_owned(cluster.run_dir)  # socket_dir may have put it outside the workspace
     remove_tree(WorkspaceEntry.PFS.path())
 
 
