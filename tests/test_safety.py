@@ -493,6 +493,37 @@ def test_an_interrupt_landing_in_the_release_still_removes_the_lock(
     assert not (tmp_path / lock_module.LOCK_NAME).exists()
 
 
+CUT_OFF_SCRIPT = """
+import sys
+from pathlib import Path
+from iolab.core.errors import Interrupted, run_cli
+from iolab.core.writer_lock import writer_lock
+
+def main():
+    held = writer_lock(Path(sys.argv[1]))
+    held.{step}
+    raise Interrupted()
+
+run_cli(main)
+"""
+
+
+@pytest.mark.parametrize("step", ["__enter__()", "__enter__(); held.__exit__"])
+def test_an_interrupt_between_the_lock_managers_steps_still_removes_the_lock(
+        step: str, tmp_path: Path) -> None:
+    """CI41: SIGTERM handled inside contextlib's own code (after the generator took the lock,
+    before the with-body began; or in __exit__ before the generator resumed) leaves the
+    generator suspended, and exit_interrupted ends the process at once: its `finally` never
+    runs. The lock must go all the same. The handler raising there is played by raising
+    Interrupted right after __enter__ (the second case also fetches __exit__ and never calls
+    it)."""
+    script = CUT_OFF_SCRIPT.format(step=step)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 130 and proc.stderr.strip() == "interrupted.", proc.stderr
+    assert not (tmp_path / ".iolab-lock").exists()
+
+
 # --------------------------------------------------------------------------- (c) interrupted
 
 

@@ -139,13 +139,37 @@ def leave(code: int) -> NoReturn:
     os._exit(code)
 
 
+#: Undo steps that must run even when an interrupt cuts a context manager off between its
+#: own steps: a signal handled in contextlib's __enter__ after the generator took a lock, or
+#: in __exit__ before the generator resumed, leaves that generator suspended with its
+#: `finally` never run (seen in CI: a writer's lock left behind by SIGTERM).
+_undo_at_exit: dict[int, Callable[[], None]] = {}
+
+
+def undo_if_cut_off(undo: Callable[[], None]) -> int:
+    """Have exit_interrupted run `undo` unless forget_undo(token) is called first."""
+    token = id(undo)
+    _undo_at_exit[token] = undo
+    return token
+
+
+def forget_undo(token: int) -> None:
+    """The step registered with undo_if_cut_off has been undone in the usual way."""
+    _undo_at_exit.pop(token, None)
+
+
 def exit_interrupted(err: KeyboardInterrupt) -> NoReturn:
     """Print the interrupt's one sentence and end at once, skipping the interpreter's shutdown.
 
     An interrupt that cut an extension module's import short (numpy, pandas) can make the
     shutdown abort with "Fatal Python error" (seen in CI); the cleanup that matters has
-    already run while the exception unwound through the `finally` blocks.
+    already run while the exception unwound through the `finally` blocks, except where the
+    interrupt cut a context manager off between its steps (undo_if_cut_off): that runs here.
     """
+    for undo in list(_undo_at_exit.values()):
+        with contextlib.suppress(Exception):
+            undo()
+    _undo_at_exit.clear()
     print(interrupt_message(err), file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()

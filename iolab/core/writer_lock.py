@@ -9,6 +9,7 @@ writing" can judge whether that run still exists.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import stat
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from iolab.core.errors import LabError, interrupts_held
+from iolab.core.errors import LabError, forget_undo, interrupts_held, undo_if_cut_off
 from iolab.core.safe_input import file_kind, open_regular
 from iolab.core.workspace import ensure_writable_dir
 
@@ -162,9 +163,12 @@ def writer_lock(directory: Path) -> Iterator[None]:
     directory = Path(directory)
     path = directory / LOCK_NAME
     line = None
+    token = None
     try:
         with interrupts_held():  # a lock file without its holder line would block every rerun
             line = _claim(directory, path)
+            # an interrupt handled in contextlib's own steps skips this generator's finally
+            token = undo_if_cut_off(functools.partial(_release, path, line))
         yield
     finally:
         # A Ctrl-C or SIGTERM may land in the very bytecodes that release the lock (seen when
@@ -176,6 +180,9 @@ def writer_lock(directory: Path) -> Iterator[None]:
         except BaseException:
             _release(path, line)
             raise
+        finally:
+            if token is not None:
+                forget_undo(token)
 
 
 def _release(path: Path, line: str | None) -> None:
