@@ -192,11 +192,11 @@ def test_independent_mpiio_is_fixed_at_the_layer_the_program_calls(
     PnetCDF program has no MPI_File_write_all to call, so the fix names its own library's
     call, and the library's counters prove it. The logs are far under the rule's floor of
     1000 requests (a must-not there, GROUND_TRUTH.md): the floor is lowered to see the rule."""
-    from iolab.diagnosis import rules
+    from iolab.diagnosis.rules import mpiio
 
     run = darshan.read_log(IOR / log_name).run()
     assert "no-collective-mpiio" not in {f.rule for f in diagnose(run)}  # the floor holds
-    monkeypatch.setattr(rules, "MIN_COUNT", 1)
+    monkeypatch.setattr(mpiio, "MIN_COUNT", 1)
     finding = next(f for f in diagnose(run) if f.rule == "no-collective-mpiio")
     assert finding.title == f"independent MPI-IO, through {library}"
     assert fix in finding.advice and "MPI_File_write_all" not in finding.advice
@@ -209,10 +209,10 @@ def test_independent_mpiio_is_fixed_at_the_layer_the_program_calls(
 def test_independent_mpiio_called_directly_gets_the_mpiio_fix(monkeypatch) -> None:
     """The MPI-IO test program (32 ranks, 128 + 128 independent operations, no HDF5 or
     PnetCDF record) is told to call MPI_File_write_all."""
-    from iolab.diagnosis import rules
+    from iolab.diagnosis.rules import mpiio
 
     log = next((LOGS / "mpi_io_test_with_dxt").glob("*.darshan"))
-    monkeypatch.setattr(rules, "MIN_COUNT", 1)
+    monkeypatch.setattr(mpiio, "MIN_COUNT", 1)
     finding = next(f for f in diagnose(darshan.read_log(log).run())
                    if f.rule == "no-collective-mpiio")
     assert finding.title == "independent MPI-IO" and "MPI_File_write_all" in finding.advice

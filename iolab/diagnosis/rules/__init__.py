@@ -1,0 +1,53 @@
+"""The diagnosis rules: what is slow, where, proven by which counters, worth how many seconds.
+
+Every rule reads Run.records (iolab.diagnosis.facts) with whole-column operations and returns
+Findings (base: the Finding, its cost on the busiest rank, the minor line). The rules live by
+family, each beside its thresholds and advice: posix (the program's requests: size, order,
+alignment, buffering, re-reads, syncs, stalls), metadata (opens and lookups, of the data and
+of the software environment), mpiio (independent MPI-IO, waits inside the library), ranks
+(imbalance, ranks waiting for the I/O ranks) and lustre (a slow OST, a shared file on one).
+`diagnose` runs them all and ranks their findings by cost.
+
+Count thresholds follow Drishti, the Darshan-based advisor of the HPC I/O group at LBNL
+(hpc-io/drishti-io, drishti/includes/config.py): small is below 1 MiB, 10 % of a direction's
+requests small or unaligned, 20 % random, 50 % independent MPI-IO, at least 1000 requests.
+Where the lab differs it says why beside the constant; reads and writes are always judged
+apart (a write-heavy checkpoint must not hide random reads).
+"""
+
+from __future__ import annotations
+
+from iolab.diagnosis.facts import Run
+from iolab.diagnosis.rules import lustre, metadata, mpiio, posix, ranks
+from iolab.diagnosis.rules.base import (MINOR_S, MINOR_SHARE, Finding, busiest_rank_seconds,
+                                        minor_line)
+from iolab.diagnosis.rules.ranks import rank_io_seconds
+
+__all__ = ["MINOR_S", "MINOR_SHARE", "RULE_IDS", "Finding", "busiest_rank_seconds", "diagnose",
+           "rank_io_seconds"]
+
+#: Every rule, in the order their findings are listed when they cost the same.
+RULES = (posix.direction_rules, posix.misaligned, metadata.metadata, mpiio.independent_mpiio,
+         mpiio.mpiio_waits, ranks.rank_imbalance, lustre.lustre, posix.stdio, posix.rereads,
+         posix.syncs, metadata.environment, posix.stalled_requests, ranks.ranks_wait_for_io)
+
+#: Every rule id a finding can carry: stable, as scripts and dashboards key on them (the
+#: JSON report's "rule"; lesson 12 lists them). A rule renamed keeps its old id.
+RULE_IDS = ("small-reads", "small-writes", "random-reads", "random-writes", "misaligned",
+            "metadata", "no-collective-mpiio", "mpiio-read-waits", "mpiio-write-waits",
+            "rank-imbalance-bytes", "rank-imbalance-time", "slow-ost", "few-stripes", "stdio",
+            "reread", "syncs", "environment", "stalled-reads", "stalled-writes",
+            "ranks-wait-for-io")
+
+
+def diagnose(run: Run) -> list[Finding]:
+    """Every rule's findings, the costliest first; minor ones after, marked."""
+    found = [finding for rule in RULES for finding in rule(run)]
+    floor = minor_line(run)
+    for finding in found:
+        # plain float and bool, not numpy's: a report's JSON has numbers and true/false
+        finding.cost_s = float(finding.cost_s)
+        if run.run_time_s > 0:  # more than the run means threads overlapped: count it once
+            finding.cost_s = min(finding.cost_s, float(run.run_time_s))
+        finding.minor = bool(finding.cost_s < floor)
+    return sorted(found, key=lambda f: (f.minor, -f.cost_s))

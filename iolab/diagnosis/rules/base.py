@@ -1,0 +1,97 @@
+"""What every diagnosis rule shares: the Finding, its cost on the busiest rank, the minor
+line, Drishti's floor of requests, and the helpers that read a Run's records.
+
+A finding's cost is the time in the calls it concerns, seen from the busiest rank
+(`busiest_rank_seconds`): the job waits for that rank, so its seconds are what the run could
+at most save. A finding under MINOR_SHARE of the run time or under MINOR_S is kept but
+listed as minor: a ten-line test and a sub-second run do not get lectures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from iolab.diagnosis.facts import Run
+
+MIN_COUNT = 1000  # Drishti's absolute floor for small, random and independent requests
+#: A finding worth less than this share of the run, or less than MINOR_S, is minor.
+MINOR_SHARE = 0.01
+MINOR_S = 1.0
+TOP_FILES = 8  # the files a finding names, the most concerned first
+
+
+@dataclass
+class Finding:
+    """One diagnosis: what is wrong, what it costs, where, the proof, and what to do."""
+
+    rule: str  # a stable id: small-reads, rank-imbalance-bytes, slow-ost, ...
+    title: str
+    cost_s: float  # seconds in the calls concerned, on the busiest rank
+    evidence: str
+    advice: str
+    files: list[str] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    osts: list[int] = field(default_factory=list)
+    counters: dict[str, float] = field(default_factory=dict)  # the numbers that prove it
+    minor: bool = False
+
+
+def busiest_rank_seconds(records: pd.DataFrame, seconds: pd.Series) -> float:
+    """The seconds of the busiest rank in the calls concerned (`seconds`, one value per record).
+
+    Per-rank records are summed by rank and the largest sum taken. A shared record (rank -1)
+    sums its seconds over all ranks; Darshan keeps the slowest rank's total on the file, so
+    the record adds that rank's part: `seconds` scaled by slowest_rank_s over the record's
+    own total (or, without it, an even share over the ranks)."""
+    if records.empty:
+        return 0.0
+    rank = records["rank"].to_numpy()
+    value = np.nan_to_num(seconds.reindex(records.index).to_numpy(dtype="float64"))
+    per_rank = rank >= 0
+    own = 0.0
+    if per_rank.any():  # numpy, not groupby: this runs once per finding, on every log
+        _, which = np.unique(rank[per_rank], return_inverse=True)
+        own = float(np.bincount(which, weights=value[per_rank]).max())
+    if per_rank.all():
+        return own
+    shared = ~per_rank
+    total = (records.read_time_s.to_numpy() + records.write_time_s.to_numpy()
+             + records.meta_time_s.to_numpy())[shared]
+    ranks = max(int(records.attrs.get("processes", 1)), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.minimum(records.slowest_rank_s.to_numpy(dtype="float64")[shared]
+                           / np.where(total > 0, total, np.nan), 1.0)
+    share = np.where(np.isnan(share), 1.0 / ranks, share)
+    return own + float(np.sum(value[shared] * share))
+
+
+def minor_line(run: Run) -> float:
+    """The cost under which a finding is minor: 1 % of the run, and at least a second."""
+    return max(MINOR_SHARE * run.run_time_s, MINOR_S)
+
+
+def share_of(part: float, whole: float) -> float:
+    """part over whole, 0 for nothing at all: a log without a layer has no share to judge."""
+    return part / whole if whole else 0.0
+
+
+def top_paths(records: pd.DataFrame, weight: pd.Series, n: int = TOP_FILES) -> list[str]:
+    """The paths carrying most of `weight`, largest first."""
+    per_path = weight.groupby(records["path"]).sum()
+    return list(per_path[per_path > 0].sort_values(ascending=False, kind="stable").index[:n])
+
+
+def proof_names(run: Run, names: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Each proof's name: Darshan's counters for a log, the system calls for a trace."""
+    return {key: pair[0] if run.source == "darshan" else pair[1] for key, pair in names.items()}
+
+
+def layer_records(run: Run, layer: str) -> pd.DataFrame:
+    """One layer's records, carrying the run's process count that busiest_rank_seconds
+    needs for shared records."""
+    frame = run.data(layer)
+    frame.attrs["processes"] = run.processes
+    return frame
