@@ -302,8 +302,7 @@ def test_the_benchmark_reports_each_tools_median_and_the_tools_take_turns(tmp_pa
     def fake(tool: str):
         def run(*args) -> benchmark.Measured:
             calls.append(tool)
-            return benchmark.Measured({"stdio"}, {"stdio": "a"}, next(times[tool]),
-                                      50.0 + len(calls))
+            return benchmark.Measured({"stdio"}, next(times[tool]), 50.0 + len(calls))
         return run
 
     monkeypatch.setattr(benchmark, "run_lab", fake("lab"))

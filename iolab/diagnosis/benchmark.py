@@ -4,9 +4,10 @@ time and peak memory, each tool run in a fresh process, REPEATS times, taking tu
 Drishti (`drishti-io` on PyPI, the HPC I/O group at LBNL) is never a dependency of the lab:
 it runs from its own environment (`make bench-diagnosis` builds `.venv-drishti`). Its
 `--csv` report flags insight codes; CODES maps those that name a problem to the lab's rule
-ids (informational codes, such as "mostly sequential writes", map to nothing). Drishti's CSV
-names no files, so its findings are judged by rule only, and a ground-truth item that is
-about one file counts for Drishti whenever the rule fired at all.
+ids (informational codes, such as "mostly sequential writes", map to nothing). Both tools are
+scored by the one judge (judge.py); Drishti's CSV names no files, so it is judged by rule
+only, and a ground-truth item that is about one file counts for Drishti whenever the rule
+fired at all.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from iolab.diagnosis.judge import judge
+from iolab.diagnosis.rules import Finding
 
 #: Runs per tool and log: the median wall time is reported (on the smallest logs both tools
 #: take about half a second, nearly all of it starting Python and importing pandas, so one
@@ -41,8 +45,7 @@ CODES = {"S01": "stdio", "P05": "small-reads", "P15": "small-reads", "P06": "sma
 class Measured:
     """One tool's run on one log."""
 
-    rules: set[str]  # rules raised (the lab: major and minor)
-    named: dict[str, str]  # per rule, all its findings name (files, OSTs, evidence)
+    found: list[Finding] | set[str]  # the lab's findings (major and minor); Drishti's rule ids
     seconds: float
     peak_mib: float
     error: str = ""
@@ -63,13 +66,8 @@ def run_lab(log: Path) -> Measured:
     out, seconds, peak, code = run_measured([sys.executable, "-m", "iolab", "diagnose", str(log),
                                              "--json", "--top", "1"])
     if code:
-        return Measured(set(), {}, seconds, peak, f"exit {code}")
-    named: dict[str, str] = {}
-    for f in json.loads(out)["findings"]:
-        named[f["rule"]] = " ".join([named.get(f["rule"], ""), *f["files"], f["evidence"],
-                                     *(f"OST {o}" for o in f["osts"]),
-                                     *(f"rank {r}" for r in f["ranks"])])
-    return Measured(set(named), named, seconds, peak)
+        return Measured([], seconds, peak, f"exit {code}")
+    return Measured([Finding(**f) for f in json.loads(out)["findings"]], seconds, peak)
 
 
 def run_drishti(drishti: Path, log: Path) -> Measured:
@@ -78,27 +76,18 @@ def run_drishti(drishti: Path, log: Path) -> Measured:
                                                str(log)], cwd=Path(folder))
         tables = list(Path(folder).glob("*.csv"))
         if code or not tables:
-            return Measured(set(), {}, seconds, peak, f"exit {code}, no CSV")
+            return Measured(set(), seconds, peak, f"exit {code}, no CSV")
         with open(tables[0], newline="") as handle:
             row = next(csv.DictReader(handle))
     return Measured({CODES[c] for c, flag in row.items() if flag == "True" and c in CODES},
-                    {}, seconds, peak)
+                    seconds, peak)
 
 
-def score(truth: dict, measured: Measured, by_rule_only: bool) -> dict:
+def score(truth: dict, measured: Measured) -> dict:
     """Hits, misses and false alarms of one tool against one log's ground truth."""
-    def raised(item: dict) -> bool:
-        about = item.get("about")
-        return item["rule"] in measured.rules and (
-            by_rule_only or about is None or about in measured.named.get(item["rule"], ""))
-
-    hits = [i["rule"] for i in truth["must"] if raised(i)]
-    misses = [i["rule"] for i in truth["must"] if not raised(i)]
-    # A false alarm about one file counts for a tool that names no files only when the
-    # rule is wrong for the whole log.
-    checkable = [i for i in truth["must_not"] if not (by_rule_only and i.get("about"))]
-    alarms = sorted({i["rule"] for i in checkable if raised(i)})
-    return {"hits": len(hits), "misses": misses, "false_alarms": alarms,
+    judged = judge(truth, measured.found)
+    return {"hits": len(judged.hits), "misses": [i["rule"] for i in judged.misses],
+            "false_alarms": sorted({i["rule"] for i in judged.false_alarms}),
             "seconds": round(measured.seconds, 3), "peak_MiB": round(measured.peak_mib, 1),
             "error": measured.error}
 
@@ -107,7 +96,7 @@ def _median_of(runs: list[Measured]) -> Measured:
     """The first run's findings (both tools are deterministic), the median wall time and
     the largest peak."""
     first = runs[0]
-    return Measured(first.rules, first.named, float(np.median([r.seconds for r in runs])),
+    return Measured(first.found, float(np.median([r.seconds for r in runs])),
                     max(r.peak_mib for r in runs), first.error)
 
 
@@ -115,9 +104,9 @@ def compare(logs: Path, drishti: Path | None, repeats: int = REPEATS) -> list[di
     """One row per log: each tool's score, median time and largest memory peak over
     `repeats` runs, the tools taking turns to go first (Drishti's only if given)."""
     truth = json.loads((logs / "ground_truth.json").read_text())
-    tools = {"lab": (run_lab, False)}
+    tools = {"lab": run_lab}
     if drishti:
-        tools["drishti"] = (lambda log: run_drishti(drishti, log), True)
+        tools["drishti"] = lambda log: run_drishti(drishti, log)
     rows = []
     for name, expected in truth.items():
         row = {"log": name.split("/")[-1][:40], "must": len(expected["must"]),
@@ -126,10 +115,10 @@ def compare(logs: Path, drishti: Path | None, repeats: int = REPEATS) -> list[di
         for turn in range(repeats):
             order = list(tools) if turn % 2 == 0 else list(tools)[::-1]
             for tool in order:
-                runs[tool].append(tools[tool][0](logs / name))
-        for tool, (_, by_rule) in tools.items():
+                runs[tool].append(tools[tool](logs / name))
+        for tool in tools:
             row.update({f"{tool}_{key}": value for key, value in
-                        score(expected, _median_of(runs[tool]), by_rule).items()})
+                        score(expected, _median_of(runs[tool])).items()})
         rows.append(row)
     return rows
 
