@@ -210,3 +210,18 @@ def test_the_letters_job_figures_are_the_job_scripts_defaults() -> None:
     lesson = (ROOT / "lessons" / "08-mpi-io.md").read_text()
     assert f"sbatch --nodes={class_load_module.JOB_NODES} demos/slurm/metadata-storm.sbatch" \
         in lesson
+
+
+def test_the_fallbacks_follow_their_own_checks(monkeypatch) -> None:
+    """A tool's fallback is listed when the check named for it is not ok, and only then."""
+    from iolab.classmode import preflight
+
+    monkeypatch.setattr(preflight, "check_ptrace",
+                        lambda: preflight.Check("ptrace", "ok", "strace may trace"))
+    monkeypatch.setattr(preflight, "check_fuse",
+                        lambda: preflight.Check("fuse", "warn", "sshfs is not installed"))
+    monkeypatch.setattr(preflight, "check_slurm", lambda: (
+        preflight.Check("slurm", "ok", "sbatch accepts a job"),
+        preflight.Check("reservation", "warn", "no reservation is visible to you")))
+    report = preflight.preflight(class_load(1), None)
+    assert report["fallbacks"] == [f"without sshfs: {preflight.FALLBACKS['sshfs']}"]

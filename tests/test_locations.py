@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
+from iolab.core.storage_areas import STORAGE_AREAS
 from iolab.core.workspace import LOCATION_MARKER
 from iolab.measure.context import mount_for
 from iolab.storage import locations as locations_module
@@ -33,8 +33,9 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("IOLAB_WORKDIR", str(dirs["workspace"]))
     monkeypatch.setenv("HOME", str(dirs["home"]))
     monkeypatch.setenv("TMPDIR", str(dirs["tmp"]))
-    for variable in STORAGE_VARIABLES:
-        monkeypatch.delenv(variable, raising=False)
+    for area in STORAGE_AREAS:
+        if area.variable and area.default is None:
+            monkeypatch.delenv(area.variable, raising=False)
     return dirs
 
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iolab.classmode.load import Load
+from iolab.core.storage_areas import STORAGE_AREAS
 from iolab.measure.context import mount_for
 from iolab.measure.tools import fuse_problem, ptrace_problem
 from iolab.storage.advise import quota_text
@@ -31,9 +32,9 @@ from iolab.storage.locations import Location, discover_locations
 SLURM_TIMEOUT_S = 30
 #: The Pythons the lab supports (the Makefile's CHECK_PYTHON).
 SUPPORTED = ((3, 10), (3, 11), (3, 12), (3, 13))
-#: Places a class's files may live, in the order the preflight prefers for workspaces:
-#: scratch-like places first (made for data, larger quotas), home last (small, backed up).
-WORKSPACE_PREFERENCE = ("scratch", "wrkdir", "work", "project", "home")
+#: Places a class's files may live, in the order the preflight prefers for workspaces.
+WORKSPACE_PREFERENCE = tuple(name for _, name in sorted(
+    (area.workspace_rank, area.name) for area in STORAGE_AREAS if area.workspace_rank is not None))
 #: What a learner sees when a tool is missing: the lessons that show the recorded run
 #: instead (as `make lab` listed them without these tools; workshop/lab-budget-recorded.json).
 FALLBACKS = {
@@ -42,6 +43,8 @@ FALLBACKS = {
     "sbatch": "the job scripts of demos/slurm (lessons 08 and 11) as text to read, not jobs "
               "to submit",
 }
+#: The check that says whether each tool of FALLBACKS works here.
+FALLBACK_CHECKS = {"strace": "ptrace", "sshfs": "fuse", "sbatch": "slurm"}
 
 
 @dataclass(frozen=True)
@@ -279,9 +282,9 @@ def preflight(load: Load, class_dir: Path | None = None) -> dict:
     room, chosen = check_places(load, places)
     checks = [check_ptrace(), check_fuse(), slurm, reservation, *room, check_python(),
               check_class_dir(class_dir)]
-    fallbacks = [f"without {tool}: {FALLBACKS[tool]}" for tool, check in
-                 (("strace", checks[0]), ("sshfs", checks[1]), ("sbatch", slurm))
-                 if check.state != "ok"]
+    states = {check.name: check.state for check in checks}
+    fallbacks = [f"without {tool}: {FALLBACKS[tool]}" for tool, name in FALLBACK_CHECKS.items()
+                 if states[name] != "ok"]
     return {
         "learners": load.learners,
         "python": sys.version.split()[0],

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iolab.core.errors import LabError
+from iolab.core.storage_areas import storage_area
 
 #: The variable a learner sets (the class's `activate` does) to join a class.
 CLASS_ENV = "IOLAB_CLASS"
@@ -39,12 +40,12 @@ class ClassFolder:
 
     def workspace_base(self) -> Path:
         """Where this learner's workspace goes: the place the setup chose, as it is named
-        for this learner (home is theirs; scratch is $SCRATCH as they see it)."""
-        if self.workspaces_in != "home":
-            value = os.environ.get(self.workspaces_in.upper())
-            if value:
-                return Path(value).expanduser()
-        return Path.home()
+        for this learner (home is theirs; scratch is $SCRATCH as they see it); home for a name
+        the setup never chooses."""
+        area = storage_area(self.workspaces_in)
+        if area is None or area.workspace_rank is None:
+            return Path.home()
+        return area.directory() or Path.home()
 
     @property
     def queue(self) -> Path:

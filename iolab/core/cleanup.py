@@ -27,17 +27,19 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError
 from iolab.core.owned import open_dir, opened_parent, remove_marked
+from iolab.core.storage_areas import STORAGE_AREAS
 from iolab.core.workspace import (CREATION_MARKERS, LOCATION_MARKER, MADE_MARKER, WorkspaceEntry,
                                   is_lab_made, location_names, mounts_under,
                                   remove_if_only_marked, scratch_names, workdir)
 
-#: Where per-user location directories may have been made (see iolab.storage.locations).
-LOCATION_BASES = ("HOME", "TMPDIR", *STORAGE_VARIABLES)
-#: Places every machine has, where locations.discover_locations also makes per-user dirs.
-SYSTEM_BASES = ("/tmp", "/dev/shm")
+#: Where per-user location directories may have been made (see iolab.storage.locations):
+#: the directory each storage area's variable names...
+LOCATION_BASES = tuple(area.variable for area in STORAGE_AREAS if area.variable)
+#: ...and where an area is without its variable ("~", /tmp, /dev/shm), as another session
+#: may have seen it.
+SYSTEM_BASES = tuple(area.default for area in STORAGE_AREAS if area.default)
 #: How many names of what was left alone are printed before "and N more".
 SHOWN_LEFT_ALONE = 10
 
@@ -69,7 +71,8 @@ def location_dirs() -> list[tuple[Path, str]]:
     (MADE_MARKER). Whether each is the lab's is proved when it is opened for the delete."""
     bases = [os.environ.get(name) for name in LOCATION_BASES] + list(SYSTEM_BASES)
     found = []
-    for base in dict.fromkeys(Path(b).resolve() for b in bases if b):  # $SCRATCH may be a link
+    # resolved, as $SCRATCH may be a link; expanded, as "~" is the home without $HOME
+    for base in dict.fromkeys(Path(b).expanduser().resolve() for b in bases if b):
         try:
             fd = open_dir(base)
         except OSError:

@@ -1,29 +1,13 @@
-"""What a cluster's environment says: storage-area variables and whether a batch job runs here.
+"""What a cluster's environment says about where this process runs: inside a batch job or not.
 
-One owner for these names: the locations the lab compares, the directories `clean` looks in,
-and the login-node budget all read them from here.
+One owner for these names: the login-node budget and fio read them from here. The storage
+areas a cluster announces are in iolab.core.storage_areas.
 """
 
 from __future__ import annotations
 
 import os
 
-#: Environment variables through which clusters name their storage areas, in listing order:
-#: SCRATCH, WRKDIR and WORK (parallel file-system scratch and work areas; WRKDIR on Aalto's
-#: Triton), LOCAL_SCRATCH, LOCAL_SCRATCH_DIR, LOCALSCRATCH and SNIC_TMP (node-local disks;
-#: SNIC_TMP at the Swedish NAISS centres), PFSDIR (a per-job directory on the parallel file
-#: system at OSC) and PROJECT (shared project space).
-STORAGE_VARIABLES = (
-    "SCRATCH",
-    "WRKDIR",
-    "WORK",
-    "LOCAL_SCRATCH",
-    "LOCAL_SCRATCH_DIR",
-    "LOCALSCRATCH",
-    "SNIC_TMP",
-    "PFSDIR",
-    "PROJECT",
-)
 #: Variables a batch system sets inside a job on a compute node (Slurm sets SLURM_JOB_ID on
 #: login nodes too when a user runs salloc, so the node name is what counts).
 JOB_VARIABLES = ("SLURMD_NODENAME", "PBS_JOBID")

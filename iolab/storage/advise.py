@@ -44,6 +44,7 @@ import pandas as pd
 
 from iolab.core.budget import check, lifted
 from iolab.core.errors import LabError
+from iolab.core.storage_areas import STORAGE_AREAS
 from iolab.core.workspace import (WorkspaceEntry, ensure_writable_dir, public_text,
                                   remove_if_only_marked, remove_tree, scratch_dir, user_name,
                                   workdir)
@@ -71,8 +72,7 @@ QUOTA_TIMEOUT_S = 10.0
 #: The sshfs place's name; it is measured only where netmount can mount.
 SSHFS = "sshfs"
 #: Places whose data does not outlive a job or a reboot (node-local and per-job areas).
-TEMPORARY_PLACES = frozenset({"tmp", "local_scratch", "local_scratch_dir", "localscratch",
-                              "snic_tmp", "pfsdir"})
+TEMPORARY_PLACES = frozenset(area.name for area in STORAGE_AREAS if area.temporary)
 #: Every key of a place in the result, in order; a value not measured is None.
 PLACE_FIELDS = (
     "name", "path", "fs_type", "kind", "networked", "role", "size_bytes", "free_bytes",

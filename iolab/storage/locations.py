@@ -5,12 +5,11 @@ that compares storage needs to know which directories there are to compare. Cand
 in this order:
 
 - ``workspace``: the lab's own workspace (IOLAB_WORKDIR);
-- ``home``: $HOME, often a small, backed-up network file system on a cluster;
-- ``tmp``: $TMPDIR if set (Slurm sites point it at node-local disk for each job), else /tmp;
-- ``shm``: /dev/shm, a tmpfs in RAM;
-- the directories clusters announce in environment variables (STORAGE_VARIABLES): the
-  parallel file system's scratch and work areas, node-local scratch, and project space;
-  each is named after its variable, lowercased (e.g. ``scratch``);
+- the storage areas of iolab.core.storage_areas, in its order: ``home`` ($HOME, often a
+  small, backed-up network file system on a cluster), ``tmp`` ($TMPDIR if set, else /tmp),
+  ``shm`` (/dev/shm, a tmpfs in RAM), then the directories clusters announce in environment
+  variables: the parallel file system's scratch and work areas, node-local scratch, and
+  project space, each named after its variable, lowercased (e.g. ``scratch``);
 - directories the user names (``extra``), called ``extra:<basename>`` or what a mapping says.
 
 A candidate that does not exist is dropped; one that resolves to a directory already listed
@@ -38,16 +37,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from iolab.core.cluster import STORAGE_VARIABLES
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.owned import (discard_owned, has_marker, opened_parent, remove_marked,
                               write_marker)
+from iolab.core.storage_areas import STORAGE_AREAS
 from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, MADE_MARKER_TEXT, WorkspaceEntry,
                                   ensure_writable_dir, location_dir, make_location_dir,
                                   public_text, user_name, workdir)
 from iolab.measure.context import fs_kind, is_network_fs, mount_for, public_mount_options
-
-# TMPDIR is the ``tmp`` candidate itself; the cluster's own areas are STORAGE_VARIABLES.
 
 #: Buffer sizes tried for O_DIRECT, smallest first: the logical block of most disks, then
 #: the 4 KiB that newer disks and many file systems require.
@@ -102,12 +99,6 @@ def _public(text: Path | str) -> str:
     return public_text(text).replace(f"iolab-{user_name()}", "iolab-$USER")
 
 
-def _env_dir(variable: str) -> Path | None:
-    """The directory an environment variable names, None when it is unset or empty."""
-    value = os.environ.get(variable)
-    return Path(value).expanduser() if value else None
-
-
 def _extra_candidates(
     extra: Sequence[Path | str] | Mapping[str, Path | str],
 ) -> list[tuple[str, Path]]:
@@ -130,16 +121,9 @@ def _candidates(
     extra: Sequence[Path | str] | Mapping[str, Path | str],
 ) -> list[tuple[str, Path]]:
     """Every (name, base) to consider in listing order, missing and repeated ones included."""
-    candidates = [
-        ("workspace", workdir()),
-        ("home", Path.home()),
-        ("tmp", _env_dir("TMPDIR") or Path("/tmp")),
-        ("shm", Path("/dev/shm")),
-    ]
+    candidates = [("workspace", workdir())]
     candidates += [
-        (variable.lower(), path)
-        for variable in STORAGE_VARIABLES
-        if (path := _env_dir(variable)) is not None
+        (area.name, path) for area in STORAGE_AREAS if (path := area.directory()) is not None
     ]
     return candidates + _extra_candidates(extra)
 
