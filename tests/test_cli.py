@@ -11,14 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 from conftest import run_script
-from nbformat.v4 import new_code_cell, new_notebook
 
 from iolab.cli import COMMAND_MODULES, build_parser
 from iolab.cli import main as cli_main
-from iolab.cli.lab import execute_notebook
 from iolab.core import budget, cleanup
 from iolab.core.cleanup import clean
 from iolab.core.errors import LabError
@@ -102,6 +99,28 @@ def test_old_and_new_name_together_are_a_usage_error(capsys) -> None:
     with pytest.raises(SystemExit) as done:
         build_parser().parse_args(["hygiene", "df", "--data", "A", "--directory", "B"])
     assert done.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["diagnose", "x.darshan", "--json", "--top", "3"],
+     {"input": Path("x.darshan"), "command": [], "json": True, "top": 3}),
+    (["diagnose", "--json", "--", "python", "t.py", "--json", "--", "x"],
+     {"input": None, "command": ["python", "t.py", "--json", "--", "x"], "json": True}),
+    (["diagnose", "--", "ls"], {"input": None, "command": ["ls"]}),
+    (["profile", "--json", "--", "cat", "--json"], {"command": ["cat", "--json"], "json": True}),
+    (["syscalls", "--data", "D", "--", "true", "--data"], {"command": ["true", "--data"]}),
+    (["over-sshfs", "--data", "D", "--", "ls", "{}"], {"command": ["ls", "{}"]}),
+])
+def test_a_command_after_dashes_is_the_programs_whole(argv: list[str], expected: dict) -> None:
+    """One parse: the words after `--` are the program's, its options too, and diagnose's own
+    options may follow its LOG as well as come before `-- CMD`."""
+    args = build_parser().parse_args(argv)
+    assert {name: getattr(args, name) for name in expected} == expected
+
+
+def test_diagnose_refuses_a_log_and_a_command_together() -> None:
+    with pytest.raises(LabError, match="give exactly one of"):
+        cli_main(["diagnose", "x.darshan", "--", "true"])
 
 
 @pytest.mark.parametrize("script,args,code", [
@@ -196,21 +215,6 @@ def test_fallback_without_strace_still_counts_the_dataset_opens(small_dataset: P
     report = json.loads(proc.stdout)
     assert report["method"] == "audit-hook+proc-io"
     assert report["dataset_opens"] == 37
-
-
-def test_notebooks_execute_into_a_copy_and_leave_the_source_alone(tmp_path: Path) -> None:
-    source = tmp_path / "src" / "n.ipynb"
-    source.parent.mkdir()
-    notebook = new_notebook(cells=[new_code_cell("import os\nprint(os.getcwd())")])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
-    nbformat.write(notebook, source)
-    before = source.read_bytes()
-    target = tmp_path / "out" / "n.ipynb"
-    execute_notebook(source, target, timeout_s=120)
-    assert source.read_bytes() == before
-    executed = nbformat.read(target, as_version=4)
-    assert executed.cells[0].outputs[0]["text"].strip() == str(source.parent)
 
 
 def test_unusable_workspace_is_one_sentence(tmp_path: Path) -> None:
@@ -319,34 +323,6 @@ def test_jupyter_works_on_copies_and_keeps_the_learners_edits(workspace: Path,
     assert {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")} == committed
 
 
-def test_make_lab_runs_notebooks_quietly_over_private_sockets(tmp_path: Path,
-                                                              workspace: Path) -> None:
-    """No kernel warning per notebook in the `make lab` log, no colour codes in a failure, no
-    socket left behind: the kernel talks over Unix sockets in a private scratch folder."""
-    import nbformat
-    from nbformat.v4 import new_code_cell, new_notebook
-
-    code = (
-        "import sys, nbformat\n"
-        "from pathlib import Path\n"
-        "from iolab.cli.lab import execute_notebook, plain\n"
-        "d = Path(sys.argv[1])\n"
-        "execute_notebook(d / 'ok.ipynb', d / 'out' / 'ok.ipynb')\n"
-        "try:\n"
-        "    execute_notebook(d / 'fails.ipynb', d / 'out' / 'fails.ipynb')\n"
-        "except Exception as err:\n"
-        "    print('FAILED:', plain(str(err)).strip().splitlines()[-1])\n")
-    nbformat.write(new_notebook(cells=[new_code_cell("print(6 * 7)")]), tmp_path / "ok.ipynb")
-    nbformat.write(new_notebook(cells=[new_code_cell("1 / 0")]), tmp_path / "fails.ipynb")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "without encryption" not in proc.stderr and "\x1b[" not in proc.stdout
-    assert "FAILED: ZeroDivisionError: division by zero" in proc.stdout
-    assert "42" in nbformat.read(tmp_path / "out" / "ok.ipynb", 4).cells[0].outputs[0]["text"]
-    assert [p.name for p in (workspace / "tmp").iterdir()] == [".iolab-made"]
-
-
 def test_kernel_sockets_leave_a_workspace_whose_path_is_too_long(monkeypatch) -> None:
     """A Unix socket's path must fit in 107 bytes; a cluster workspace path easily does not
     (the kernel then never answers and `make lab` waits for it until its timeout)."""
@@ -372,28 +348,6 @@ def test_kernel_sockets_leave_a_workspace_whose_path_is_too_long(monkeypatch) ->
         assert [p.name for p in (base / ("w" * 90) / "tmp").iterdir()] == [".iolab-made"]
     finally:
         discard_owned(base)
-
-
-def test_make_labs_summary_names_every_missing_piece(monkeypatch) -> None:
-    """A learner without PyTorch, PyDarshan or a tool is told so at the end, with the fix."""
-    import importlib.util
-
-    from iolab.cli import lab
-    from iolab.measure.tools import ToolStatus
-
-    statuses = [ToolStatus("fio", False, None, None, "measures bandwidth", "apt-get install fio",
-                           False),
-                ToolStatus("strace", True, "/usr/bin/strace", "6.1", "counts calls", "apt",
-                           True, problem="ptrace is denied here"),
-                ToolStatus("tar", True, "/usr/bin/tar", "1.34", "unpacks", "apt", True)]
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "torch" else real(name, *a))
-    lines = lab.missing_pieces(statuses)
-    assert any(line.startswith("fio ") and "apt-get install fio" in line for line in lines)
-    assert any(line.startswith("strace ") and "ptrace is denied" in line for line in lines)
-    assert not any(line.startswith("tar ") for line in lines)
-    assert any(line.startswith("torch ") and "make torch" in line for line in lines)
 
 
 def test_an_interrupt_hidden_by_an_extension_import_is_still_one(monkeypatch) -> None:

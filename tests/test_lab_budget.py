@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.cli import lab
 from iolab.core.workspace import WorkspaceEntry, ensure_writable_dir, repo_root
 from iolab.measure.footprint import Footprint, PhaseSampler, footprint
 from iolab.measure.lab_budget import (BUDGET_ENV, RECORDED, LabBudget, budget_frame,
                                       duration_text, load_budget)
+from iolab.pages import missing, notebooks
 
 
 def make_tree(root: Path) -> None:
@@ -83,10 +83,10 @@ def test_make_lab_records_one_phase_per_notebook_saved_as_it_ends(workspace: Pat
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("{}")
 
-    monkeypatch.setattr(lab, "execute_notebook", fake_execute)
-    monkeypatch.setattr(lab, "EXECUTED_PAGES", ())
+    monkeypatch.setattr(notebooks, "execute_notebook", fake_execute)
+    monkeypatch.setattr(notebooks, "EXECUTED_PAGES", ())
     with LabBudget(budget_file, interval_s=60, missing=["fio", "torch"]) as budget:
-        failed = lab.execute_notebooks(workspace / "lab" / "notebooks", budget=budget)
+        failed = notebooks.execute_notebooks(workspace / "lab" / "notebooks", budget=budget)
     assert failed == [f"{stems[1]}.ipynb"]
     assert seen_on_disk[0] == [stems[0]] and seen_on_disk[-1] == stems
     recorded = json.loads(budget_file.read_text())
@@ -155,6 +155,6 @@ def test_the_budget_names_the_missing_tools_then_packages(monkeypatch) -> None:
     statuses = [SimpleNamespace(name="fio", state="missing"),
                 SimpleNamespace(name="strace", state="ok"),
                 SimpleNamespace(name="sshfs", state="unusable")]
-    monkeypatch.setattr(lab.importlib.util, "find_spec",
+    monkeypatch.setattr(missing.importlib.util, "find_spec",
                         lambda name: None if name == "torch" else object())
-    assert lab.missing_names(statuses) == ["fio", "sshfs", "torch"]
+    assert missing.missing_names(statuses) == ["fio", "sshfs", "torch"]

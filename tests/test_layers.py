@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The packages of iolab and their ranks: each may import only from lower ranks.
 RANKS = {"core": 0, "measure": 1, "storage": 2, "diagnosis": 2, "hpc": 3, "ml": 3,
-         "classmode": 3, "cli": 4}
+         "classmode": 3, "pages": 3, "cli": 4}
 #: Folders of stand-alone scripts, and the only iolab packages they may import.
 SCRIPT_DIRS = ("data_generators", "demos")
 SCRIPT_PACKAGES = {"core"}

@@ -106,7 +106,7 @@ def test_notebook_09_without_pytorch_glues_every_figure_its_lesson_shows(
     import math
     import re
 
-    from iolab.cli.lab import execute_notebook
+    from iolab.pages.notebooks import execute_notebook
 
     blocker = tmp_path / "no-torch"
     blocker.mkdir()

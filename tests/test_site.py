@@ -197,7 +197,7 @@ def test_notebook_markdown_tables_render_as_tables(build) -> None:
 def test_make_lab_stages_every_page_of_the_toctree() -> None:
     """`make lab` builds the site from a staged copy (SITE_SOURCES plus this machine's
     notebooks); a page outside it would be a missing document there, and -W fails the build."""
-    from iolab.cli.lab import SITE_SOURCES
+    from iolab.pages.site import SITE_SOURCES
 
     text = (REPO / "index.md").read_text()
     entries = [line.strip() for block in re.findall(r"```\{toctree\}\n(.*?)```", text, re.S)
@@ -214,7 +214,8 @@ def test_make_labs_site_shows_this_machines_run(tmp_path: Path, capsys) -> None:
     staged as committed, so the glued figures still resolve, and the summary says so."""
     import json
 
-    from iolab.cli.lab import build_site, failure_logs
+    from iolab.pages.notebooks import failure_logs
+    from iolab.pages.site import build_site
 
     executed = tmp_path / "executed"
     executed.mkdir()

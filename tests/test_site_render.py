@@ -724,7 +724,7 @@ def test_make_lab_stages_the_static_files() -> None:
     """`make lab` builds the learner's site from a staged copy of SITE_SOURCES: a static
     directory of conf.py left out of it is a missing html_static_path entry there (a
     warning), and that site is then without the lab's style sheet."""
-    from iolab.cli.lab import SITE_SOURCES
+    from iolab.pages.site import SITE_SOURCES
 
     namespace: dict = {"__file__": str(REPO / "conf.py")}
     exec(compile((REPO / "conf.py").read_text(), "conf.py", "exec"), namespace)
@@ -732,4 +732,4 @@ def test_make_lab_stages_the_static_files() -> None:
               if not Path(entry).is_absolute()]
     unstaged = [entry for entry in static if Path(entry).parts[0] not in SITE_SOURCES]
     assert not unstaged, (f"html_static_path entries {unstaged} are not staged by `make lab` "
-                          "(add them to SITE_SOURCES in iolab/cli/lab.py)")
+                          "(add them to SITE_SOURCES in iolab/pages/site.py)")

@@ -21,6 +21,7 @@ import sys
 import textwrap
 from typing import NoReturn
 
+from iolab.cli.options import CommandLine
 from iolab.core.errors import run_cli
 
 #: Command modules under iolab.cli, in the order `--help` lists them. `clean` comes first
@@ -76,9 +77,9 @@ def lesson_guide(helps: dict[str, str]) -> str:
 def build_parser(full: bool = True, only: str | None = None) -> argparse.ArgumentParser:
     """All subcommands; with full=False only those that need no third-party package; with
     `only`, that one command's module (a command starts without importing every other)."""
-    parser = argparse.ArgumentParser(prog="python -m iolab",
-                                     description=textwrap.fill(DESCRIPTION, HELP_WIDTH),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandLine(prog="python -m iolab",
+                         description=textwrap.fill(DESCRIPTION, HELP_WIDTH),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      help="one of the commands below, listed by lesson")
     names = COMMAND_MODULES if full else COMMAND_MODULES[:1]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from iolab.cli.options import add_budget_option
+from iolab.cli.options import add_budget_option, add_json_option
 from iolab.core.budget import LIMITS
 from iolab.core.options import Bounds, int_option
 from iolab.storage.advise import (DEFAULT_BUDGET_S, DEFAULT_FILES, DEFAULT_MIB, MIN_FILES, MIN_MIB,
@@ -50,8 +50,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--files", type=int_option("--files", FILES_PER_PLACE),
                         default=DEFAULT_FILES,
                         help=f"most files one place holds at a time (default: {DEFAULT_FILES})")
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (measurements and advice) instead")
+    add_json_option(parser, "print one JSON object (measurements and advice) instead")
     add_budget_option(parser)
     parser.set_defaults(func=main)
 

@@ -1,6 +1,6 @@
 """`python -m iolab diagnose LOG|TRACE [--json] [--html FILE]` or `... diagnose -- CMD`: why a
 job is slow on the file system, findings ranked by the seconds they cost
-(iolab.diagnosis)."""
+(iolab.diagnosis). `darshan` prints the same report of a Darshan log (example_log, report)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from iolab.cli.options import add_top_option
+from iolab.cli.options import add_input_or_command, add_json_option, add_top_option
 from iolab.core.errors import LabError
 from iolab.core.options import path_option, text_option
 
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """The options of `diagnose` (and of `darshan`, which takes a log only)."""
-    parser.add_argument("--example", type=text_option("--example", "a bundled log's name"),
-                        help="a Darshan log bundled with PyDarshan, by name (e.g. sample-badost)")
-    parser.add_argument("--cwd", type=path_option("--cwd"), default=Path("."),
-                        help="for a saved trace: the folder the traced program ran in")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--html", type=path_option("--html"), metavar="FILE",
-                        help="also write the report as one self-contained HTML page")
-    add_top_option(parser, "how many rows of each table to print")
+if TYPE_CHECKING:
+    from iolab.diagnosis.inputs import Diagnosis
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -39,69 +31,73 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "FILE` writes one self-contained page to send to your support team."
         ),
     )
-    add_options(parser)
-    # One catch-all: `-- CMD ...` is a command to trace; anything else is a log or trace
-    # followed by options, parsed again in main (argparse cannot have both side by side).
-    parser.add_argument("rest", nargs=argparse.REMAINDER, metavar="LOG | TRACE | -- CMD",
-                        help="a Darshan log, a saved strace trace, or -- and a command")
-    parser.set_defaults(func=main, input=None)
-
-
-def _split(args: argparse.Namespace) -> list[str]:
-    """The command to trace (after --), or [] after parsing INPUT and its options into args."""
-    rest = getattr(args, "rest", [])
-    if rest[:1] == ["--"]:
-        return rest[1:]
-    if rest:
-        again = argparse.ArgumentParser(prog="python -m iolab diagnose")
-        add_options(again)
-        again.add_argument("input", type=path_option("INPUT"))
-        again.parse_args(rest, namespace=args)
-    return []
+    parser.add_argument("--example", type=text_option("--example", "a bundled log's name"),
+                        help="a Darshan log bundled with PyDarshan, by name (e.g. sample-badost)")
+    parser.add_argument("--cwd", type=path_option("--cwd"), default=Path("."),
+                        help="for a saved trace: the folder the traced program ran in")
+    add_json_option(parser)
+    parser.add_argument("--html", type=path_option("--html"), metavar="FILE",
+                        help="also write the report as one self-contained HTML page")
+    add_top_option(parser, "how many rows of each table to print")
+    add_input_or_command(parser, path_option("INPUT"), metavar="LOG | TRACE | -- CMD",
+                         help="a Darshan log, a saved strace trace, or -- and a command")
+    parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from iolab.core.tables import to_markdown
     from iolab.diagnosis import inputs
-    from iolab.diagnosis.report import format_findings, html_report, job_line, report_dict
 
-    command = _split(args)
-    given = [x for x in (args.input, args.example, command) if x]
-    if len(given) != 1:
+    if len([given for given in (args.input, args.example, args.command) if given]) != 1:
         raise LabError("give exactly one of: a Darshan log or saved trace, --example NAME, "
                        "or -- CMD (e.g. `python -m iolab diagnose -- python train.py`)")
-    if args.html and args.html.exists() and not args.html.is_file():
-        raise LabError(f"--html {args.html} is not a file; name the page to write, e.g. "
-                       "--html report.html")
-    want_figures = args.html is not None
-    if command:
-        result = inputs.from_command(command, figures=want_figures)
+    check_page(args.html)
+    figures = args.html is not None
+    if args.command:
+        result = inputs.from_command(args.command, figures=figures)
         sys.stderr.write(result.output)
     elif args.example:
-        from iolab.diagnosis.darshan import example_logs
-
-        logs = example_logs()
-        if args.example not in logs:
-            raise LabError(f"no bundled log is called {args.example!r}; choose one of "
-                           f"{', '.join(logs)}")
-        result = inputs.from_darshan(logs[args.example], figures=want_figures)
-    elif getattr(args, "darshan_only", False):
-        result = inputs.from_darshan(args.input, figures=want_figures)
+        result = inputs.from_darshan(example_log(args.example), figures=figures)
     else:  # a log or a trace by its content, whatever its name; anything else is refused
-        result = inputs.from_path(args.input, args.cwd, figures=want_figures)
-    if args.html:
-        args.html.write_text(html_report(result.run, result.findings, result.tables,
-                                         result.figures), encoding="utf-8")
-    if args.json:
+        result = inputs.from_path(args.input, args.cwd, figures=figures)
+    return report(result, args.json, args.html, args.top)
+
+
+def check_page(html: Path | None) -> None:
+    """Refuse an --html that names a folder (or anything else but a file) before any work."""
+    if html and html.exists() and not html.is_file():
+        raise LabError(f"--html {html} is not a file; name the page to write, e.g. "
+                       "--html report.html")
+
+
+def example_log(name: str) -> Path:
+    """The Darshan log bundled with PyDarshan called `name` (`--example`)."""
+    from iolab.diagnosis.darshan import example_logs
+
+    logs = example_logs()
+    if name not in logs:
+        raise LabError(f"no bundled log is called {name!r}; choose one of {', '.join(logs)}")
+    return logs[name]
+
+
+def report(result: Diagnosis, as_json: bool, html: Path | None, top: int) -> int:
+    """Print the diagnosis (tables and findings, or one JSON object), write the --html page;
+    returns the exit code (a traced command's own)."""
+    from iolab.core.tables import to_markdown
+    from iolab.diagnosis.report import format_findings, html_report, job_line, report_dict
+
+    if html:
+        html.write_text(html_report(result.run, result.findings, result.tables,
+                                    result.figures), encoding="utf-8")
+    if as_json:
         print(json.dumps(report_dict(result.run, result.findings,
-                                     {k: v.head(args.top) for k, v in result.tables.items()}),
+                                     {k: v.head(top) for k, v in result.tables.items()}),
                          allow_nan=False))
     else:
         print(job_line(result.run), "", sep="\n")
         for title, frame in result.tables.items():
             if len(frame):
-                print(title, to_markdown(frame.head(args.top)), "", sep="\n")
+                print(title, to_markdown(frame.head(top)), "", sep="\n")
         print(format_findings(result.findings, result.run))
-        if args.html:
-            print(f"\nreport written to {args.html}")
+        if html:
+            print(f"\nreport written to {html}")
     return result.exit_code

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from iolab.cli.options import add_json_option
 from iolab.core.options import path_option
 from iolab.core.tables import to_markdown
 from iolab.storage.locations import discover_locations, locations_frame
@@ -26,7 +27,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         "--add", action="append", default=[], type=path_option("--add"), metavar="DIR",
         help="another directory to compare (repeatable)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON array instead")
+    add_json_option(parser, "print one JSON array instead")
     parser.add_argument(
         "--no-probe", action="store_true", help="write nothing: skip the O_DIRECT probe"
     )

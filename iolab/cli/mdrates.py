@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from iolab.cli.options import add_budget_option
+from iolab.cli.options import add_budget_option, add_json_option
 from iolab.core.budget import FLAG, LIMITS
 from iolab.core.options import Bounds, int_option, path_option, process_bounds
 from iolab.core.tables import to_markdown
@@ -55,7 +55,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="bytes written and read per file (default: 0; IO500 hard: 3901)")
     parser.add_argument("--iterations", type=int_option("--iterations", ITERATIONS), default=1,
                         help="repeats for Max/Min/Mean/Std Dev (default: 1)")
-    parser.add_argument("--json", action="store_true", help="print one JSON array instead")
+    add_json_option(parser, "print one JSON array instead")
     add_budget_option(parser, old_names=("--allow-large",))
     parser.set_defaults(func=main)
 

@@ -1,23 +1,19 @@
 """`python -m iolab node-runs [--results DIR] [--site]`: the Slurm jobs' results per node and
-in total (iolab.hpc.node_runs); with --site, into the site `make lab` built."""
+in total (iolab.hpc.node_runs); with --site, into the site `make lab` built (iolab.pages)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pandas as pd
 
 from iolab.core.errors import LabError
 from iolab.core.options import path_option
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import WorkspaceEntry, repo_root, results_dir
-from iolab.core.writer_lock import writer_lock
+from iolab.core.workspace import WorkspaceEntry
 from iolab.hpc.node_runs import (NodeRun, completed_runs, fio_tables, mpiio_table,
                                  stage_in_table, storm_table)
-
-#: The site's page that shows the jobs' results (recorded, and the learner's own).
-PAGE = "reference/node-runs.ipynb"
+from iolab.pages.site import show_own_jobs
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -68,24 +64,7 @@ def main(args: argparse.Namespace) -> int:
         for title, table in tables_of(run):
             print(f"\n{title}\n{to_markdown(table)}")
     if args.site:
-        rebuild_site(root)
+        if root != WorkspaceEntry.SLURM_RESULTS.path():  # the page reads that folder only
+            raise LabError("--site shows the workspace's slurm-results/ only: leave out --results")
+        print(f"\nSite: {show_own_jobs()}")
     return 0
-
-
-def rebuild_site(root: Path) -> None:
-    """Execute the jobs' page again and rebuild the site of the last `make lab` with it."""
-    from iolab.cli.lab import build_site, execute_notebook
-
-    if root != WorkspaceEntry.SLURM_RESULTS.path():
-        raise LabError("--site shows the workspace's slurm-results/ only: leave out --results")
-    out = results_dir()
-    executed = out / "notebooks"
-    if not executed.is_dir():
-        raise LabError(f"there is no site to add the runs to yet ({executed} is missing): "
-                       "run `make lab` once first")
-    with writer_lock(out):
-        execute_notebook(repo_root() / PAGE, out / "pages" / PAGE)
-        ok, _ = build_site(executed, out / "site")
-    if not ok:
-        raise LabError("the site did not build (see above)")
-    print(f"\nSite: {out / 'site' / 'reference' / 'node-runs.html'}")

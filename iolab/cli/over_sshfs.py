@@ -11,7 +11,7 @@ import argparse
 import subprocess
 import sys
 
-from iolab.cli.options import add_data_option
+from iolab.cli.options import add_command_argument, add_data_option
 from iolab.core.errors import LabError
 from iolab.storage.netmount import LOOPBACK, loopback_sshfs
 
@@ -28,15 +28,13 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_data_option(parser, "the directory to mount, e.g. workspace/dataset", required=True,
                     old_names=("--export",))
-    parser.add_argument("command", nargs=argparse.REMAINDER,
-                        help="the command to run, after --; {} stands for the mount point")
+    add_command_argument(parser, "the command to run, after --; {} stands for the mount point")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     """Mount, run the command, unmount; the command's exit code (128+N for signal N)."""
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
+    if not args.command:
         raise LabError("no command was given; put it after `--`, e.g. `python -m iolab "
                        "over-sshfs --data DIR -- python demos/read_files.py --data {}`")
     with loopback_sshfs(args.dataset_dir) as mount:
@@ -44,8 +42,8 @@ def main(args: argparse.Namespace) -> int:
               f"(sshd on {LOOPBACK}:{mount.port})", file=sys.stderr)
         try:
             code = subprocess.run([part.replace("{}", str(mount.mount_point))
-                                   for part in command]).returncode
+                                   for part in args.command]).returncode
         except FileNotFoundError:
-            raise LabError(f"the command {command[0]!r} was not found; check its spelling, "
+            raise LabError(f"the command {args.command[0]!r} was not found; check its spelling, "
                            "install it, or give its full path") from None
     return code if code >= 0 else 128 - code

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from iolab.cli.options import add_json_option
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, int_option, path_option
 from iolab.core.tables import to_markdown
@@ -36,7 +37,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
                         help=f"comma-separated tests to run (default: {','.join(TESTS)})")
     parser.add_argument("--repeats", type=int_option("--repeats", REPEATS), default=3,
                         help="timed runs each (default: 3)")
-    parser.add_argument("--json", action="store_true", help="print one JSON array instead")
+    add_json_option(parser, "print one JSON array instead")
     parser.set_defaults(func=main)
 
 

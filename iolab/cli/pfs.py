@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from iolab.cli.options import add_budget_option
+from iolab.cli.options import add_budget_option, add_json_option
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, int_option, path_option
 from iolab.core.tables import to_markdown
@@ -58,8 +58,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     for name, text in (("status", "daemons, OSDs, MDS, mount and memory of your cluster"),
                        ("down", "unmount and end everything the cluster started")):
         action = actions.add_parser(name, help=text)
-        action.add_argument("--json", action="store_true", help="print one JSON object")
-    start.add_argument("--json", action="store_true", help="print one JSON object")
+        add_json_option(action)
+    add_json_option(start)
     parser.set_defaults(func=main)
 
 

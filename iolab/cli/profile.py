@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from iolab.cli.options import add_top_option
+from iolab.cli.options import add_command_argument, add_json_option, add_top_option
 from iolab.diagnosis.trace import METHODS, format_profile, profile_command
 
 
@@ -25,17 +25,16 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "stderr; exits with its exit code."
         ),
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    add_json_option(parser, "print one JSON object instead of tables")
     add_top_option(parser, "how many of the busiest files to list")
     parser.add_argument("--method", choices=METHODS, default="auto",
                         help="strace, proc-io (/proc/<pid>/io), or auto: strace if it can trace")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to profile, after --")
+    add_command_argument(parser, "the command to profile, after --")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    profile = profile_command(command, method=args.method)
+    profile = profile_command(args.command, method=args.method)
     sys.stderr.write(profile.stdout + profile.stderr)
     print(json.dumps(profile.to_json_dict()) if args.json else format_profile(profile, args.top))
     return profile.exit_code

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from iolab.cli.options import add_data_option
+from iolab.cli.options import add_command_argument, add_data_option, add_json_option
 from iolab.measure.syscall_report import format_report
 from iolab.measure.syscalls import METHODS, count_syscalls
 
@@ -24,16 +24,16 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_data_option(parser, "directory holding the dataset; calls on paths inside it count as "
                     "dataset calls", required=True, old_names=("--data-dir",))
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    add_json_option(parser, "print one JSON object instead of a table")
     parser.add_argument("--method", choices=METHODS, default="auto",
-                        help="strace, fallback (audit hook and /proc/<pid>/io), or auto: strace if it can trace")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to measure, after --")
+                        help="strace, fallback (audit hook and /proc/<pid>/io), or auto: strace "
+                             "if it can trace")
+    add_command_argument(parser, "the command to measure, after --")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    report = count_syscalls(command, args.dataset_dir, method=args.method)
+    report = count_syscalls(args.command, args.dataset_dir, method=args.method)
     sys.stderr.write(report.stdout + report.stderr)
     print(json.dumps(report.to_json_dict()) if args.json else format_report(report))
     return report.exit_code

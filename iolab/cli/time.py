@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from iolab.cli.options import add_data_option
+from iolab.cli.options import add_data_option, add_json_option
 from iolab.core.options import Bounds, int_option, text_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import existing_dir
@@ -44,9 +44,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="name in the table (default: the command)")
     add_data_option(parser, "directory the command reads; its file system is recorded",
                     old_names=("--location",))
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object instead of tables"
-    )
+    add_json_option(parser, "print one JSON object instead of tables")
     parser.add_argument("cmd", nargs="+", metavar="CMD", help="the command to time, after --")
     parser.set_defaults(func=main)
 

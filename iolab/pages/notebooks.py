@@ -1,0 +1,103 @@
+"""Executing the notebooks (and the site's executed pages) on this machine, into the workspace:
+the committed reference notebooks are never overwritten."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from iolab.core.owned import discard_owned
+from iolab.core.workspace import repo_root, socket_dir
+from iolab.measure.lab_budget import LabBudget
+from iolab.measure.recorded import FALLBACK_LOG_ENV
+
+#: Terminal colour and style codes (ESC [ ... m).
+ANSI_CODES = re.compile(r"\x1b\[[0-9;]*m")
+#: The site's page of the Slurm jobs' results (recorded, and the learner's own).
+JOBS_PAGE = "reference/node-runs.ipynb"
+#: Pages outside notebooks/ that make lab executes too (into <results>/pages/, same path)
+#: and stages over their committed copies: "Your storage" shows the learner's own run, the
+#: budget page this run's budget, the class wall the learner's class (when in one), the
+#: jobs page the learner's own Slurm jobs beside the recorded ones.
+EXECUTED_PAGES = ("reference/your-storage.ipynb", "workshop/lab-budget.ipynb",
+                  "workshop/class-wall.ipynb", JOBS_PAGE)
+
+
+def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
+    """Run a notebook with the notebooks/ folder as its working directory; save it elsewhere.
+
+    The kernel talks to this process over Unix sockets in a private scratch folder, not TCP:
+    on a shared login node nobody else can reach them, and the kernel has no reason to warn
+    that its traffic is unencrypted.
+    """
+    import nbformat
+    from jupyter_client import KernelManager
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(source, as_version=4)
+    sockets = socket_dir("kernel", "kernel-65535")  # jupyter_client names them <ip>-<port>
+    manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "kernel"))
+    try:
+        NotebookClient(notebook, km=manager, timeout=timeout_s,
+                       resources={"metadata": {"path": str(source.parent)}}).execute()
+    finally:
+        if manager.has_kernel:
+            manager.shutdown_kernel(now=True)
+        discard_owned(sockets)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+
+
+def plain(text: str) -> str:
+    """`text` without the terminal's colour codes (an IPython traceback is full of them)."""
+    return ANSI_CODES.sub("", text)
+
+
+def failure_logs(executed: Path) -> Path:
+    """Where execute_notebooks keeps the error of each notebook that failed (<stem>.txt)."""
+    return executed.parent / "failed-notebooks"
+
+
+def execute_notebooks(target_dir: Path, fallback_log: Path | None = None,
+                      budget: LabBudget | None = None) -> list[str]:
+    """Execute every notebook into target_dir; returns the names of those that failed.
+
+    With fallback_log, each result a notebook showed from its recording (a tool missing
+    here) adds a line to that file (the kernels inherit IOLAB_FALLBACK_LOG). With budget,
+    each notebook is a phase of it, saved as soon as it ends.
+    """
+    if fallback_log is not None:
+        fallback_log.unlink(missing_ok=True)
+        os.environ[FALLBACK_LOG_ENV] = str(fallback_log)
+    failed = []
+    logs = failure_logs(target_dir)
+    discard_owned(logs)
+    for source in sorted((repo_root() / "notebooks").glob("*.ipynb")):
+        start = time.perf_counter()
+        if budget is not None:
+            budget.begin(source.stem)
+        try:
+            execute_notebook(source, target_dir / source.name)
+        except Exception as err:  # a failing cell: report it, keep going with the others
+            text = plain(str(err)).strip() or repr(err)
+            logs.mkdir(exist_ok=True)
+            (logs / f"{source.stem}.txt").write_text(text + "\n")
+            print(f"  {source.name}: FAILED ({text.splitlines()[-1]}; the whole error: "
+                  f"{logs / source.stem}.txt)")
+            failed.append(source.name)
+            if budget is not None:
+                budget.finish("failed")
+            continue
+        print(f"  {source.name}: executed in {time.perf_counter() - start:.0f} s")
+    if budget is not None:
+        budget.finish("done")  # the pages below read the budget as it stands now
+    for page in EXECUTED_PAGES:  # beside target_dir, so build_site stages it at its own path
+        (target_dir.parent / "pages" / page).unlink(missing_ok=True)  # never a stale run
+        try:
+            execute_notebook(repo_root() / page, target_dir.parent / "pages" / page)
+        except Exception as err:  # keep the committed page, as for a failed notebook
+            print(f"  {page}: FAILED ({(plain(str(err)).strip().splitlines() or [repr(err)])[-1]})")
+            failed.append(page)
+    return failed
