@@ -204,6 +204,7 @@ def test_bad_budget_is_one_sentence(text: str) -> None:
     assert "--budget-s" in str(raised.value) and "\n" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_bad_budget_on_the_command_line_prints_one_sentence() -> None:
     proc = subprocess.run([sys.executable, "-m", "iolab", "advise", "--budget-s", "soon"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -226,6 +227,7 @@ def _tree(root: Path) -> list[str]:
 QUICK = ["advise", "--places", "workspace", "--budget-s", "8", "--files", "60", "--mib", "4"]
 
 
+@pytest.mark.slow
 def test_quick_run_prints_its_bound_first_and_leaves_the_workspace_as_it_was(
         workspace: Path, capsys) -> None:
     ensure_writable_dir(workspace)
@@ -240,6 +242,7 @@ def test_quick_run_prints_its_bound_first_and_leaves_the_workspace_as_it_was(
     assert _tree(workspace) == before
 
 
+@pytest.mark.slow
 def test_json_run_has_the_documented_shape(workspace: Path, capsys) -> None:
     assert cli_main([*QUICK, "--json"]) == 0
     out, err = capsys.readouterr()
@@ -260,6 +263,7 @@ def test_json_run_has_the_documented_shape(workspace: Path, capsys) -> None:
 
 
 @pytest.mark.parametrize("delay", [0.2, 0.8, 1.6])
+@pytest.mark.slow
 def test_interrupted_run_is_one_sentence_and_leaves_the_workspace_as_it_was(
         delay: float, workspace: Path) -> None:
     """Ctrl-C at some moment of a run: every test directory and the per-user directory go."""

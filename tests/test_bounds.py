@@ -232,17 +232,20 @@ Runs = dict[tuple[str, ...], Run]
 
 
 @pytest.mark.parametrize("case", BAD, ids=lambda case: case.id)
+@pytest.mark.slow  # every command line runs once, in the module's `runs`
 def test_a_value_out_of_range_is_one_sentence_before_any_work(case: Case, runs: Runs) -> None:
     _assert_refused(runs[case.argv], case.says)
 
 
 @pytest.mark.parametrize("case", TOO_BIG, ids=lambda case: case.id)
+@pytest.mark.slow  # every command line runs once, in the module's `runs`
 def test_beyond_the_login_node_budget_is_refused_with_the_flag(case: Case, runs: Runs) -> None:
     _assert_refused(runs[case.argv], case.says)
     assert FLAG in runs[case.argv].proc.stderr
 
 
 @pytest.mark.parametrize("argv", ACCEPTED, ids=lambda argv: Case(argv, "").id)
+@pytest.mark.slow  # every command line runs once, in the module's `runs`
 def test_values_at_the_ends_of_a_range_are_accepted(argv: tuple[str, ...], runs: Runs) -> None:
     run = runs[argv]
     assert run.proc.returncode == 0 and run.proc.stdout, run.proc.stderr

@@ -212,6 +212,7 @@ def test_cold_reader_timings_start_evicted_and_stay_correct(small_dataset: Path)
     assert residency(small_dataset / "data.tar").resident_pct >= CACHED_PCT
 
 
+@pytest.mark.slow
 def test_warm_reader_timings_record_no_residency(small_dataset: Path) -> None:
     (m,) = time_readers(small_dataset, names=("read_files",), repeats=1)
     assert (m.cache_state, m.warmup, m.prepared) == ("warm", 1, [])

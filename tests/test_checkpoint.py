@@ -279,6 +279,7 @@ def test_a_synchronous_save_over_sshfs_with_fsync_is_complete(workspace: Path):
     assert lab_leftovers() == []
 
 
+@pytest.mark.slow
 def test_torch_save_is_optional(workspace: Path, monkeypatch: pytest.MonkeyPatch):
     try:
         import torch  # noqa: F401

@@ -152,6 +152,7 @@ def _others_group() -> int | None:
 
 
 @pytest.mark.parametrize("mode", [0o2770, 0o777])
+@pytest.mark.slow
 def test_a_class_folder_others_may_rename_is_refused_and_class_check_says_so(
         tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A project folder writable by the group (or everyone) without the sticky bit lets a
@@ -387,6 +388,7 @@ run_cli(main)
 
 @pytest.mark.needs("users")
 @pytest.mark.parametrize("mode", [0o777, 0o755])
+@pytest.mark.slow
 def test_a_classmate_who_takes_my_workspace_name_gets_nothing_of_mine(stage: Path,
                                                                        mode: int) -> None:
     """The classmate makes $SCRATCH/iolab-<class>-<learner> first: open to all (they could

@@ -188,6 +188,7 @@ def most_at_once(turns: list[tuple[int, float, float]]) -> int:
     return peak
 
 
+@pytest.mark.slow
 def test_one_slot_serves_learners_in_arrival_order(queue: Path, learners) -> None:
     group = learners(slots=1, count=4, hold_s=0.2)
     for index in (2, 0, 3, 1):
@@ -414,6 +415,7 @@ def test_planted_files_are_ignored_and_left_alone(tmp_path: Path, queue: Path) -
     assert target.read_text() == "{}\n"
 
 
+@pytest.mark.slow
 def test_a_held_entering_file_holds_nobody_back(queue: Path) -> None:
     """The old queue's "entering" flag, locked forever by a stopped or hostile process, made
     every heavy step wait; order now comes from the kernel and no such flag is read."""

@@ -186,6 +186,7 @@ def test_clean_refuses_a_folder_without_the_class_marker(tmp_path: Path) -> None
      "there is no group"),
     (["class", "clean", "/nonexistent/iolab-class"], "does not exist"),
 ])
+@pytest.mark.slow
 def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -> None:
     argv = [str(tmp_path / "c") if arg == "D" else arg for arg in argv]
     done = subprocess.run([sys.executable, "-m", "iolab", *argv], cwd=ROOT,

@@ -72,6 +72,7 @@ def iolab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           text=True, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.slow
 def test_check_says_right_or_not_yet_without_giving_the_answer_away() -> None:
     right = iolab("check", "02", "tar-size", "7,485,440")
     assert right.returncode == 0 and right.stdout.startswith("right: The size of a tar archive")
@@ -88,6 +89,7 @@ def test_check_says_right_or_not_yet_without_giving_the_answer_away() -> None:
     (["02", "tar-size", "seven"], "'seven' is not a number"),
     (["02", "tar-size"], "give your answer after the exercise"),
 ])
+@pytest.mark.slow
 def test_check_refuses_bad_input_in_one_sentence(args: list[str], says: str) -> None:
     done = iolab("check", *args)
     assert done.returncode == 2 and "Traceback" not in done.stderr
@@ -164,6 +166,7 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("content, why", MALFORMED.values(), ids=list(MALFORMED))
+@pytest.mark.slow
 def test_a_malformed_file_is_left_out_counted_and_the_wall_still_renders(
         class_folder: Path, capsys: pytest.CaptureFixture, content: str, why: str) -> None:
     from iolab.cli import main as cli_main
@@ -235,6 +238,7 @@ def test_my_own_broken_file_does_not_stop_publishing(class_folder: Path) -> None
     assert scan_wall(read_class(class_folder)).ignored == {}
 
 
+@pytest.mark.slow
 def test_check_and_lab_go_on_without_a_wall(class_folder: Path,
                                             capsys: pytest.CaptureFixture) -> None:
     from iolab.cli.lab import to_the_wall

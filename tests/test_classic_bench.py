@@ -80,6 +80,7 @@ def test_the_two_sides_take_turns_on_one_dataset(tmp_path: Path, small_dataset: 
     assert frame.iloc[0].side == "classic" and frame.iloc[2 * len(PAIRS)].side == "lab"
 
 
+@pytest.mark.slow
 def test_a_classic_reader_that_read_other_data_stops_the_bench(tmp_path: Path,
                                                               small_dataset: Path) -> None:
     scripts = classic_scripts(fake_checkout(tmp_path / "classic", 1.0))

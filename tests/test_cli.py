@@ -128,6 +128,7 @@ def test_diagnose_refuses_a_log_and_a_command_together() -> None:
     ("data_generators/create_archive.py", [], 2),
     ("data_generators/make_images.py", ["--verify"], 1),
 ])
+@pytest.mark.slow
 def test_the_generators_take_data_and_still_accept_out(script: str, args: list[str], code: int,
                                                        tmp_path: Path) -> None:
     for flag in ("--out", "--data"):

@@ -57,6 +57,7 @@ def test_manifest_facts_match_the_files(small_dataset: Path) -> None:
         assert entry["sha256"] == digest
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_bytes_and_other_seed_differs(tmp_path: Path) -> None:
     a = build_dataset(tmp_path / "a", files=60, seed=3)
     b = build_dataset(tmp_path / "b", files=60, seed=3)
@@ -67,6 +68,7 @@ def test_same_seed_gives_identical_bytes_and_other_seed_differs(tmp_path: Path) 
     assert (a / "data.tar").read_bytes() == (b / "data.tar").read_bytes()
 
 
+@pytest.mark.slow
 def test_verify_detects_corruption_missing_and_extra_files(tmp_path: Path) -> None:
     out = build_dataset(tmp_path / "d", files=20)
     assert ds.verify_dataset(out).ok
@@ -160,6 +162,7 @@ def test_archive_is_compact_sorted_ustar_and_records_default_size(default_datase
     assert listed == names
 
 
+@pytest.mark.slow
 def test_archive_needs_a_verified_dataset_and_rebuilds_when_damaged(tmp_path: Path) -> None:
     out = tmp_path / "x"
     proc = run_script("data_generators/create_archive.py", "--data", out, check=False)

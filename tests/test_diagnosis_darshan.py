@@ -83,6 +83,7 @@ def test_the_bad_ost_log_points_at_ost_14() -> None:
 
 
 @needs_darshan
+@pytest.mark.slow
 def test_histogram_and_dxt_agree_with_the_counters() -> None:
     logs = darshan.example_logs()
     log = darshan.read_log(logs["ior_hdf5_example"])
@@ -108,6 +109,7 @@ def command(name: str, *argv: str) -> int:
 
 
 @needs_darshan
+@pytest.mark.slow
 def test_the_commands_print_the_ranked_diagnosis_as_json(capsys) -> None:
     assert command("darshan", "--example", "sample-badost", "--json", "--top", "2") == 0
     report = json.loads(capsys.readouterr().out)
@@ -126,6 +128,7 @@ def test_the_commands_print_the_ranked_diagnosis_as_json(capsys) -> None:
 
 
 @needs_darshan
+@pytest.mark.slow
 def test_the_html_report_is_one_self_contained_page(tmp_path, capsys) -> None:
     page = tmp_path / "report.html"
     assert command("diagnose", str(IMBALANCED), "--html", str(page)) == 0
@@ -141,6 +144,7 @@ E3SM = LOGS / "e3sm_io_heatmaps_and_dxt" / "e3sm_io_heatmap_only.darshan"
 
 
 @needs_darshan
+@pytest.mark.slow
 def test_apmpi_shows_the_ranks_waiting_for_the_io_ranks(tmp_path, capsys) -> None:
     """e3sm's APMPI: 512 ranks on 8 nodes of 64; the page has the per-rank scatter and the
     per-node table, and the finding comes first (GROUND_TRUTH.md gives its counters)."""
@@ -156,6 +160,7 @@ def test_apmpi_shows_the_ranks_waiting_for_the_io_ranks(tmp_path, capsys) -> Non
     assert "I/O and MPI waiting per rank (APMPI)" in text and "MPI time per node (APMPI)" in text
 
 
+@pytest.mark.slow
 def test_a_misread_apmpi_module_is_never_met_as_each_log_is_read_in_a_fresh_child() -> None:
     """PyDarshan 3.5 misreads the second APMPI module of a process (every rank's record
     zeros of rank 0, one short): such rows are refused, and a log read twice still has its

@@ -93,6 +93,7 @@ def test_a_sync_per_write(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.slow
 def test_git_status_gets_advice_for_a_repository(tmp_path: Path) -> None:
     """A work tree of 1500 files: git status looks each up; packing it would be wrong advice."""
     repo = tmp_path / "repo"

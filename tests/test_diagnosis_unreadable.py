@@ -72,6 +72,7 @@ def cut_points(log: Path) -> dict[str, int]:
 
 @needs_darshan
 @pytest.mark.parametrize("log", [NEW, OLD], ids=["3.41", "3.00-big-endian"])
+@pytest.mark.slow
 def test_a_log_cut_short_is_refused_naming_what_is_missing(tmp_path, capsys, log) -> None:
     expected = {"header": "its header", "job record": "the job record",
                 "file names": "the file names", "module": "module", "last byte": "module"}
@@ -94,6 +95,7 @@ def test_the_missing_modules_are_named(tmp_path, capsys) -> None:
 
 
 @needs_darshan
+@pytest.mark.slow
 def test_byte_flipped_copies_are_refused(tmp_path, capsys) -> None:
     """A flip in the magic number, the version, a map of the header or the start of a
     compressed region (zlib's header) is always caught; one inside compressed data may not
@@ -166,6 +168,7 @@ def test_a_darshan_2_log_is_named_with_what_reads_it(tmp_path, capsys) -> None:
 
 
 @needs_darshan
+@pytest.mark.slow
 def test_the_command_exits_2_with_one_line_and_no_traceback(tmp_path) -> None:
     cut = tmp_path / "job.darshan"
     cut.write_bytes(NEW.read_bytes()[:2000])
@@ -235,6 +238,7 @@ def check_types(report: dict, tables: set[str]) -> None:
 
 
 @needs_darshan
+@pytest.mark.slow
 def test_the_json_has_the_documented_types_and_a_verdict(tmp_path, capsys) -> None:
     from iolab.diagnosis.inputs import from_path
 

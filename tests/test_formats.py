@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import build_dataset, run_script
 
 from iolab.core import dataset as ds
@@ -26,6 +28,7 @@ def leftovers(workspace: Path) -> list[str]:
     return sorted(p.name for p in tmp.iterdir() if p.name != MADE_MARKER) if tmp.is_dir() else []
 
 
+@pytest.mark.slow
 def test_every_layout_gives_the_manifest_mean_and_nothing_is_left(workspace: Path,
                                                                    tmp_path: Path) -> None:
     data = build_dataset(tmp_path / "dataset", files=45, seed=3, archive=False)
@@ -51,6 +54,7 @@ def test_every_layout_gives_the_manifest_mean_and_nothing_is_left(workspace: Pat
     assert leftovers(workspace) == []
 
 
+@pytest.mark.slow
 def test_text_output_is_one_table_with_units(workspace: Path, small_dataset: Path) -> None:
     proc = run_formats(small_dataset)
     assert proc.returncode == 0, proc.stderr
@@ -61,6 +65,7 @@ def test_text_output_is_one_table_with_units(workspace: Path, small_dataset: Pat
     assert leftovers(workspace) == []
 
 
+@pytest.mark.slow
 def test_a_missing_dataset_is_one_sentence(workspace: Path, tmp_path: Path) -> None:
     proc = run_formats(tmp_path / "no-such-dataset")
     assert proc.returncode == 2
@@ -71,6 +76,7 @@ def test_a_missing_dataset_is_one_sentence(workspace: Path, tmp_path: Path) -> N
     assert leftovers(workspace) == []
 
 
+@pytest.mark.slow
 def test_a_damaged_dataset_is_refused_and_cleaned_up(workspace: Path, tmp_path: Path) -> None:
     data = build_dataset(tmp_path / "dataset", files=12, seed=4, archive=False)
     victim = data / ds.load_manifest(data)["files"][5]["path"]

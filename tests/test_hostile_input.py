@@ -254,6 +254,7 @@ def commands(d: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("case", DATA_CASES)
+@pytest.mark.slow
 def test_a_data_file_the_lab_must_not_read_is_refused(case, place: Path,
                                                       restore_modes: Chmod) -> None:
     name = case(place, restore_modes)
@@ -341,6 +342,7 @@ MANIFEST_CASES = [
 
 
 @pytest.mark.parametrize("case", MANIFEST_CASES, ids=lambda case: case.__name__)
+@pytest.mark.slow
 def test_a_manifest_the_lab_did_not_write_is_refused(case, place: Path) -> None:
     named = case(place)
     argvs = commands(place / "dataset")
@@ -396,6 +398,7 @@ def archive_link(place: Path) -> str:
 
 
 @pytest.mark.parametrize("case", [archive_info_fifo, archive_info_types, archive_link])
+@pytest.mark.slow
 def test_an_archive_the_lab_must_not_read_is_refused(case, place: Path) -> None:
     named = case(place)
     d = place / "dataset"
@@ -427,6 +430,7 @@ def shard_fifo(place: Path) -> str:
 
 
 @pytest.mark.parametrize("case", [shard_name_out, shard_link, shard_fifo])
+@pytest.mark.slow
 def test_shards_the_lab_must_not_read_are_refused(case, place: Path) -> None:
     named = case(place)
     d = place / "dataset"
@@ -456,6 +460,7 @@ def image_fifo(place: Path) -> str:
 
 
 @pytest.mark.parametrize("case", [image_key_out, image_label_null, image_fifo])
+@pytest.mark.slow
 def test_images_the_lab_must_not_read_are_refused(case, place: Path) -> None:
     named = case(place)
     images = place / "images"
@@ -476,6 +481,7 @@ def generate(d: Path, seed: int = 1) -> list[str]:
 
 @pytest.mark.parametrize("name", [ds.MANIFEST_NAME, ds.ARCHIVE_NAME, ds.ARCHIVE_INFO_NAME,
                                   ".data.partial", "manifest.json.partial", ds.MARKER_NAME])
+@pytest.mark.slow
 def test_generate_refuses_a_file_it_did_not_write(name: str, tmp_path: Path) -> None:
     d = tmp_path / "mine"
     d.mkdir()
@@ -588,6 +594,7 @@ def test_a_full_disk_at_the_lock_is_one_sentence(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("content", [b"", b"\xff\xfe not a holder line", b"1 2"])
+@pytest.mark.slow
 def test_an_empty_or_unreadable_lock_left_by_a_crash(content: bytes, tmp_path: Path,
                                                      restore_modes: Chmod) -> None:
     d = tmp_path / "dataset"
@@ -631,6 +638,7 @@ def test_the_lock_is_private_and_never_a_link(tmp_path: Path) -> None:
     ["data_generators/make_shards.py", "--samples-per-shard", str(10**30)],
     ["data_generators/make_shards.py", "--shard-size-mb", "inf"],
 ], ids=lambda argv: "-".join(a.strip("-") for a in argv[1:]) + f"-{Path(argv[0]).stem}")
+@pytest.mark.slow
 def test_numbers_out_of_range_are_refused_before_any_work(argv: list[str], tmp_path: Path) -> None:
     d = tmp_path / "new"
     assert_refused(run(script(argv[0], "--data", d, *argv[1:])), argv[1])

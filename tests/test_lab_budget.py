@@ -66,6 +66,7 @@ def test_a_peak_inside_a_phase_is_caught_and_the_end_measured(tmp_path: Path) ->
     assert first.seconds >= 1.0
 
 
+@pytest.mark.slow
 def test_make_lab_records_one_phase_per_notebook_saved_as_it_ends(workspace: Path,
                                                                    monkeypatch) -> None:
     """execute_notebooks with a budget: every notebook a phase, a failed one marked so, and
@@ -126,6 +127,7 @@ def test_the_recorded_budget_is_a_whole_make_lab_run(monkeypatch) -> None:
     assert isinstance(budget["missing"], list)
 
 
+@pytest.mark.slow
 def test_the_ram_disk_column_counts_every_lab_folder_of_the_user_there(tmp_path: Path,
                                                                         monkeypatch) -> None:
     """/dev/shm holds the per-user place and the hidden scratch folders of short jobs (a

@@ -209,6 +209,7 @@ def test_the_frame_has_units_and_names_no_one(places):
     assert not frame.path.str.contains(f"iolab-{user}", regex=False).any()
 
 
+@pytest.mark.slow
 def test_cli_json_prints_one_array(places, tmp_path):
     extra = tmp_path / "extra"
     extra.mkdir()

@@ -34,6 +34,7 @@ def layout_after_each_phase(seen: dict) -> Callable[[str, Path], None]:
     (False, {"process.0": 30, "process.1": 30}),
     (True, {"shared": 60}),
 ])
+@pytest.mark.slow
 def test_counts_are_exact_in_both_layouts(tmp_path: Path, shared_dir: bool,
                                           expected: dict) -> None:
     seen: dict = {}
@@ -52,6 +53,7 @@ def test_counts_are_exact_in_both_layouts(tmp_path: Path, shared_dir: bool,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_io500_hard_files_have_3901_bytes_in_every_iteration(tmp_path: Path) -> None:
     sizes: Counter = Counter()
 
@@ -85,6 +87,7 @@ def test_requests_beyond_the_caps_are_refused_before_anything_is_written(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_failing_worker_is_reported_and_nothing_is_left(tmp_path: Path) -> None:
     def remove_one_file(operation: str, iteration_dir: Path) -> None:
         if operation == "File creation":
@@ -97,6 +100,7 @@ def test_a_failing_worker_is_reported_and_nothing_is_left(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_an_interrupt_between_phases_stops_the_workers_and_removes_the_files(
         tmp_path: Path) -> None:
     def interrupt(operation: str, iteration_dir: Path) -> None:
@@ -125,6 +129,7 @@ def test_a_killed_worker_is_reported_and_nothing_is_left(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.3, 1.5])
+@pytest.mark.slow
 def test_an_interrupted_command_says_one_sentence_and_leaks_nothing(tmp_path: Path,
                                                                     delay: float) -> None:
     """Ctrl-C at some moment of `iolab mdrates`: the lab's exit skips the interpreter's

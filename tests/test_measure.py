@@ -46,6 +46,7 @@ print(json.dumps({"loop_wall_s": loop_wall_s, "loop_cpu_s": loop_cpu_s}))
 """
 
 
+@pytest.mark.slow
 def test_busy_loop_keeps_a_cpu_busy():
     # Pure arithmetic, so the time is user time. The child reports what its loop cost, seen
     # from inside: our CPU time must cover that, and must stay below the wall time.

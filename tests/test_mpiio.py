@@ -121,6 +121,7 @@ def test_demo_help_and_bad_hint():
 @needs_mpi
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("mode", mpiio.MODES)
+@pytest.mark.slow
 def test_every_byte_is_written_where_it_belongs(tmp_path, ranks, mode):
     blocks = 16
     run = mpiio.run_demo(ranks, mode, out_dir=tmp_path, blocks_per_rank=blocks)
@@ -150,6 +151,7 @@ def test_demo_alone_prints_verified(tmp_path):
 
 
 @needs_mpi
+@pytest.mark.slow
 def test_cb_nodes_needs_cb_config_list_on_one_node():
     alone = mpiio.run_demo(4, "collective", hints={"cb_nodes": "2"}, blocks_per_rank=8)
     assert alone.result["hints"]["cb_nodes"] == "1"
@@ -271,6 +273,7 @@ def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
 
 
 @needs_mpi
+@pytest.mark.slow
 def test_the_notebooks_first_cell_leaves_no_shared_memory_when_its_kernel_is_stopped():
     """Notebook 08's set-up cell runs in the Jupyter kernel, which is stopped without MPI's
     finalisation: had it initialised MPI (a singleton), MPICH's /dev/shm/mpich_shm_<pid>_0

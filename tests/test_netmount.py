@@ -116,6 +116,7 @@ def test_a_mount_still_in_use_is_detached_lazily(export: Path, workspace: Path, 
 
 @needs_sshfs
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.slow
 def test_an_interrupted_program_leaves_no_mount_and_no_sshd(export: Path, workspace: Path,
                                                             sig: signal.Signals):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "IOLAB_WORKDIR": str(workspace)}

@@ -333,6 +333,7 @@ def apply(action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str
 @settings(max_examples=80, deadline=None, database=None,  # nothing written into the checkout
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS, workspace_made_by_lab=st.booleans())
+@pytest.mark.slow
 def test_clean_removes_exactly_the_labs_folders(actions, workspace_made_by_lab: bool,
                                                 monkeypatch) -> None:
     """After any sequence of lab folders, user files and folders, copies, restores, links,
@@ -444,6 +445,7 @@ def test_a_marker_write_cut_short_leaves_the_old_marker_or_none(tmp_path: Path, 
     assert sorted(os.listdir(folder)) == [".iolab-images"] and has_marker(folder, ".iolab-images")
 
 
+@pytest.mark.slow
 def test_clean_finds_the_scratch_folder_of_a_killed_job(tmp_path: Path, monkeypatch) -> None:
     """A short job (advise, the O_DIRECT probe) killed by SIGKILL never reaches its own
     cleanup; its hidden scratch folder is marked, so `clean` removes it, and only it."""

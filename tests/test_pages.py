@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from iolab.pages.notebooks import execute_notebook
@@ -28,6 +29,7 @@ def test_notebooks_execute_into_a_copy_and_leave_the_source_alone(tmp_path: Path
     assert executed.cells[0].outputs[0]["text"].strip() == str(source.parent)
 
 
+@pytest.mark.slow
 def test_make_lab_runs_notebooks_quietly_over_private_sockets(tmp_path: Path,
                                                               workspace: Path) -> None:
     """No kernel warning per notebook in the `make lab` log, no colour codes in a failure, no

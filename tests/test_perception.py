@@ -88,6 +88,7 @@ def test_every_action_has_a_cold_and_a_warm_row(suite_run):
     assert (table["cpu_median_s"] > 0).all()
 
 
+@pytest.mark.slow
 def test_cold_runs_started_cold(suite_run):
     table, location = suite_run[0], suite_run[1]
     cold = table[table["cache_state"] == "cold"].set_index("test")
@@ -224,6 +225,7 @@ def test_cli_prints_json_rows(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_cli_refuses_an_unknown_test_in_one_sentence(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "iolab", "perception", "--directory", str(tmp_path),

@@ -135,6 +135,7 @@ def test_small_unaligned_writes_sequential_then_scattered(tmp_path: Path) -> Non
 
 @needs_strace
 @pytest.mark.usefixtures("workspace")
+@pytest.mark.slow
 def test_a_lab_reader_on_its_dataset(small_dataset: Path) -> None:
     from iolab.core import dataset as ds
     from iolab.core.workspace import repo_root

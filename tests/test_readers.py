@@ -22,6 +22,7 @@ def run_reader(name: str, data: Path, *extra: str) -> dict:
 
 
 @pytest.mark.parametrize("reader", READERS)
+@pytest.mark.slow
 def test_reader_matches_manifest_on_default_dataset(reader: str, default_dataset: Path) -> None:
     manifest = ds.load_manifest(default_dataset)
     result = run_reader(reader, default_dataset)
@@ -55,6 +56,7 @@ def names_in_order(path: Path) -> list[str]:
     return path.read_text().split()
 
 
+@pytest.mark.slow
 def test_random_reader_is_a_seeded_permutation(small_dataset: Path, tmp_path: Path) -> None:
     archive_order = sorted(e["path"] for e in ds.load_manifest(small_dataset)["files"])
     orders = {}
@@ -68,6 +70,7 @@ def test_random_reader_is_a_seeded_permutation(small_dataset: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize("buffer", [1, 10, 36, 37, 100])
+@pytest.mark.slow
 def test_chunked_shuffle_loses_no_member(small_dataset: Path, tmp_path: Path, buffer: int) -> None:
     out = tmp_path / "order.txt"
     result = run_reader("read_random_chunked", small_dataset, "--buffer", str(buffer),
@@ -83,6 +86,7 @@ def test_chunked_shuffle_loses_no_member(small_dataset: Path, tmp_path: Path, bu
 
 
 @pytest.mark.parametrize("reader", READERS)
+@pytest.mark.slow
 def test_missing_dataset_is_one_sentence(reader: str, tmp_path: Path) -> None:
     proc = run_script(f"demos/{reader}.py", "--data", tmp_path / "nothing", check=False)
     assert proc.returncode == 2
@@ -90,6 +94,7 @@ def test_missing_dataset_is_one_sentence(reader: str, tmp_path: Path) -> None:
     assert "data_generators/" in proc.stderr
 
 
+@pytest.mark.slow
 def test_damaged_file_is_reported_not_traced_back(tmp_path: Path) -> None:
     data = build_dataset(tmp_path / "d", files=5)
     victim = data / "data/activity_2004_1/activity_2004_1_3.csv"

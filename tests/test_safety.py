@@ -212,6 +212,7 @@ WRITERS = ["generate", "archive", "shards", "images", "order-out",
 
 
 @pytest.mark.parametrize("name", WRITERS)
+@pytest.mark.slow
 def test_writer_leaves_the_users_files_alone(name: str, dataset: Path) -> None:
     writer_input(name, dataset)
     beside = place_user_files(dataset.parent, dataset.parent / "mine")
@@ -238,6 +239,7 @@ def test_generate_refuses_a_data_folder_it_did_not_write(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("reader", ["read_files", "read_files_naive", "read_archive",
                                     "read_archive_random", "read_random_chunked"])
+@pytest.mark.slow
 def test_reader_changes_nothing(reader: str, dataset: Path) -> None:
     mine = place_user_files(dataset.parent)
     before = snapshot(dataset.parent)
@@ -306,6 +308,7 @@ def assert_success_or_busy(results: list[subprocess.CompletedProcess]) -> list[i
 
 
 @pytest.mark.parametrize("name", WRITERS)
+@pytest.mark.slow
 def test_two_writers_at_once(name: str, dataset: Path) -> None:
     writer_input(name, dataset)
     if name == "order-out":
@@ -335,6 +338,7 @@ def test_two_generators_with_different_sizes_leave_one_valid_dataset(tmp_path: P
 
 
 @pytest.mark.parametrize("reader", ["read_files", "read_archive"])
+@pytest.mark.slow
 def test_a_reader_during_a_regeneration_is_right_or_refuses(reader: str, dataset: Path) -> None:
     means = {run(writer_argv("generate", dataset.parent / f"ref{seed}", seed - 1)).stdout
              .rsplit(": ", 1)[1].strip() for seed in (1, 2)}
@@ -592,6 +596,7 @@ INTERRUPTED_WRITERS = [pytest.param("generate", marks=pytest.mark.slow), "archiv
 
 @pytest.mark.parametrize("sig", SIGNALS)
 @pytest.mark.parametrize("name", INTERRUPTED_WRITERS)
+@pytest.mark.slow
 def test_writer_interrupted_at_a_random_moment(name: str, sig: int, dataset: Path) -> None:
     mine = place_user_files(dataset.parent)
     for variant, delay in enumerate(delays(f"{name}-{sig}", 0.0, 0.4), start=1):
@@ -620,6 +625,7 @@ def test_writer_interrupted_at_a_random_moment(name: str, sig: int, dataset: Pat
 
 @pytest.mark.parametrize("sig", SIGNALS)
 @pytest.mark.parametrize("reader", ["read_files", "read_archive"])
+@pytest.mark.slow
 def test_reader_interrupted_prints_no_result(reader: str, sig: int, template: Path) -> None:
     for delay in delays(f"{reader}-{sig}", 0.0, 0.5):
         proc = signal_and_collect(interrupted(command(f"demos/{reader}.py", "--data", template),
@@ -630,6 +636,7 @@ def test_reader_interrupted_prints_no_result(reader: str, sig: int, template: Pa
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.slow
 def test_clean_interrupted_deletes_nothing_of_the_user(sig: int, tmp_path: Path) -> None:
     home = tmp_path / "home"
     mine = place_user_files(home, home / "tmp", home / "dataset")
@@ -701,6 +708,7 @@ DAMAGED = ([(r, f, v) for r in FILE_READERS for f in FILE_DAMAGE for v in ("", "
 
 @pytest.mark.parametrize("reader,damage,verify", DAMAGED,
                          ids=[f"{r}-{f.__name__}{v.replace('--', '-')}" for r, f, v in DAMAGED])
+@pytest.mark.slow
 def test_reader_refuses_damaged_input(reader: str, damage, verify: str, dataset: Path) -> None:
     damage(dataset)
     order = ["--order-out", dataset.parent / "order.txt"] if reader.endswith("random") else []
@@ -741,6 +749,7 @@ def test_verify_reports_damage(damage, dataset: Path) -> None:
     ["iolab", "sweep", "--directory", "{file}", "--dry-run"],
 ], ids=["read_files-file", "read_archive-missing", "archive-file", "shards-missing",
         "lustre-missing", "syscalls-file", "sweep-file"])
+@pytest.mark.slow
 def test_wrong_kind_of_path_is_one_sentence(argv: list[str], tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x")
     args = [a.format(file=tmp_path / "a-file", missing=tmp_path / "nowhere") for a in argv]
@@ -923,6 +932,7 @@ SAMPLE_DAMAGED = ([(r, f) for r in ("read_samples-shards", "accelerator") for f 
 
 @pytest.mark.parametrize("reader,damage", SAMPLE_DAMAGED,
                          ids=[f"{r}-{f.__name__}" for r, f in SAMPLE_DAMAGED])
+@pytest.mark.slow
 def test_sample_reader_refuses_damaged_input(reader: str, damage, dataset: Path) -> None:
     damage(dataset)
     proc = run(SHARD_READERS[reader](dataset))
@@ -931,6 +941,7 @@ def test_sample_reader_refuses_damaged_input(reader: str, damage, dataset: Path)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "change_byte", "delete"])
+@pytest.mark.slow
 def test_accelerator_refuses_damaged_image_files(damage: str, tmp_path: Path) -> None:
     images = tmp_path / "images"
     assert_ok(run(writer_argv("images", tmp_path / "dataset")))
@@ -973,6 +984,7 @@ def lab_files(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.slow
 def test_checkpoint_interrupted_leaves_nothing(sig: int, tmp_path: Path, workspace: Path) -> None:
     target = tmp_path / "target"
     mine = place_user_files(target)
@@ -1047,6 +1059,7 @@ def test_hygiene_caches_deletes_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("action,path", [("df", "missing"), ("usage", "file"), ("du", "missing"),
                                          ("checkpoints", "file")])
+@pytest.mark.slow
 def test_hygiene_bad_path_is_one_sentence(action: str, path: str, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("mine")
     where = tmp_path / ("a-file" if path == "file" else "nowhere")
@@ -1055,6 +1068,7 @@ def test_hygiene_bad_path_is_one_sentence(action: str, path: str, tmp_path: Path
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.slow
 def test_hygiene_interrupted_is_one_sentence_and_changes_nothing(sig: int, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     for n in range(40):
@@ -1140,6 +1154,7 @@ RESULT_FILES = [pytest.param("fio-csv", marks=pytest.mark.needs("fio")),
 
 
 @pytest.mark.parametrize("name", RESULT_FILES)
+@pytest.mark.slow
 def test_result_file_under_a_file_is_refused_before_the_run(name: str, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("mine")

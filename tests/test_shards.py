@@ -89,6 +89,7 @@ def test_full_read_gives_the_manifest_mean_exactly(sharded: Path, source: str) -
     assert result.mean == expected["expected_mean"] == loader.expected_result(sharded)["mean"]
 
 
+@pytest.mark.slow
 def test_default_dataset_mean_from_files_and_shards(default_dataset: Path) -> None:
     run_script("data_generators/make_shards.py", "--data", default_dataset)
     expected = ds.load_manifest(default_dataset)["expected_mean"]
@@ -97,6 +98,7 @@ def test_default_dataset_mean_from_files_and_shards(default_dataset: Path) -> No
         assert (result.samples, result.mean) == (7300, expected)
 
 
+@pytest.mark.slow
 def test_demo_prints_one_json_line_and_limit_stops_early(sharded: Path) -> None:
     out = run_script("demos/read_samples.py", "--source", "shards", "--data", sharded, "--limit", 5,
                      "--batch-size", 4).stdout
@@ -105,6 +107,7 @@ def test_demo_prints_one_json_line_and_limit_stops_early(sharded: Path) -> None:
     assert result["payload_bytes"] == 5 * 193
 
 
+@pytest.mark.slow
 def test_interrupted_build_is_not_taken_as_complete(sharded: Path, tmp_path: Path) -> None:
     out = tmp_path / "s"
     run_script("data_generators/make_shards.py", "--data", sharded, "--out", out, "--samples-per-shard", 10)

@@ -30,6 +30,7 @@ def test_shard_sizes_of_fixture(sharded: Path) -> None:
     assert [e["samples"] for e in shards.load_shard_index(sharded / "shards")["shards"]] == SIZES
 
 
+@pytest.mark.slow
 def test_buffer_order_is_webdatasets_order(sharded: Path) -> None:
     keys = keys_in_order(sharded)
     read = [key for key, _ in loader.shard_samples(sharded, buffer_size=8, seed=3)]

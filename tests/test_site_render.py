@@ -29,6 +29,9 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from test_site import REPO
 
+pytestmark = pytest.mark.slow  # every test reads the one build of the whole site
+
+
 LAB_CSS = "_static/lab.css"  # the lab's own style sheet (conf.py: html_css_files)
 # Characters that never need a glyph: variation selectors, joiners.
 IGNORABLE = {0x200C, 0x200D, *range(0xFE00, 0xFE10)}

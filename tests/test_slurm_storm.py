@@ -54,6 +54,7 @@ def test_the_helper_alone_is_one_task_and_leaves_only_its_barrier_file(tmp_path)
 
 
 @pytest.mark.parametrize("files", ["0", "-3", "abc", "1e3", "100001", ""])
+@pytest.mark.slow
 def test_the_helper_refuses_a_bad_file_count_in_one_sentence(tmp_path, files):
     proc = run_helper("--workdir", str(tmp_path), "--files", files)
     assert proc.returncode == 2

@@ -120,6 +120,7 @@ def test_summary_and_plot(small_sweep) -> None:
     plt.close(ax.figure)
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path) -> None:
     proc = iolab("sweep", "--directory", str(tmp_path), "--dry-run", "--csv",
                  str(tmp_path / "rows.csv"))

@@ -151,6 +151,7 @@ def small_files(folder: Path, count: int) -> int:
 
 @needs_strace
 @pytest.mark.usefixtures("workspace")
+@pytest.mark.slow
 def test_sqlite_commits_one_transaction_per_row(tmp_path: Path) -> None:
     (tmp_path / "db").mkdir()
     script = tmp_path / "insert.py"
@@ -176,6 +177,7 @@ def test_sqlite_commits_one_transaction_per_row(tmp_path: Path) -> None:
 @needs_strace
 @needs_program("cp")
 @pytest.mark.usefixtures("workspace")
+@pytest.mark.slow
 def test_cp_copies_every_byte_once(tmp_path: Path) -> None:
     total = small_files(tmp_path / "src", 300)
     profile = traced(["cp", "-r", "src", "dst"], tmp_path)

@@ -117,6 +117,7 @@ def fresh(stage: Path):
                 path.unlink()
 
 
+@pytest.mark.slow
 def test_another_users_folder_by_my_name_is_never_entered(fresh: Path) -> None:
     """The other user takes iolab-<runner> first and marks it the way the lab would."""
     taken = place(fresh, RUNNER)
@@ -147,6 +148,7 @@ print(make_location_dir(Path({str(taken)!r})))
 
 
 @pytest.mark.parametrize("planted", ["link-to-home", "file", "fifo"])
+@pytest.mark.slow
 def test_what_another_user_plants_by_my_name_leads_nowhere(fresh: Path, planted: str) -> None:
     """A link from the runner's predictable name to a place of the runner's own that the lab
     made and marked for the runner elsewhere (so a remover that followed the link would find
