@@ -66,10 +66,6 @@ PAUSE_ENV = "IOLAB_TEST_PAUSE_DIR"
 PAUSE_LIMIT_SECONDS = 60.0
 
 
-class NotOurs(Exception):
-    """A folder that exists but is not provably this user's lab folder."""
-
-
 # --------------------------------------------------------------------------- what the kernel says
 
 

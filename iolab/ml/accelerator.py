@@ -151,7 +151,6 @@ class TrainingRun:
     compute_s: list[float]
     samples: list[int]
     bytes: list[int]
-    set_compute_s: float
 
     @property
     def steps(self) -> int:
@@ -219,7 +218,7 @@ def simulate_training(batches: Iterable[Any], compute_s: float, steps: int, *,
         close = getattr(iterator, "close", None)
         if close is not None:
             close()  # stops DataLoader workers now, not whenever the loader is collected
-    return TrainingRun(waits, computes, samples, sizes, compute_s)
+    return TrainingRun(waits, computes, samples, sizes)
 
 
 # --------------------------------------------------------------------------- sweep
