@@ -180,18 +180,19 @@ def _version(python: str) -> tuple[int, int] | None:
 
 def check_python() -> Check:
     """Which supported CPythons learners find on PATH (python3, python3.10 ... python3.13)."""
-    found = {}
+    found: dict[tuple[int, int], str] = {}
     for name in ["python3", *(f"python{major}.{minor}" for major, minor in SUPPORTED)]:
         path = shutil.which(name)
         version = _version(path) if path else None
-        if version in SUPPORTED:
+        if path is not None and version is not None and version in SUPPORTED:
             found.setdefault(version, path)
     if not found:
         return Check("python", "fail", "no CPython 3.10 to 3.13 on PATH",
                      "find the module that provides one (`module spider python`) and tell "
                      "learners to load it before `make lab`")
     listed = ", ".join(f"{major}.{minor} ({path})" for (major, minor), path in sorted(found.items()))
-    default = _version(shutil.which("python3")) if shutil.which("python3") else None
+    python3 = shutil.which("python3")
+    default = _version(python3) if python3 else None
     if default not in SUPPORTED:
         return Check("python", "warn", f"python3 is not supported here, but these are: {listed}",
                      "learners must name one: `PYTHON=python3.11 make lab`, or load a module")

@@ -95,7 +95,8 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     named = argv[0].replace("-", "_") if argv and not argv[0].startswith("-") else None
-    named = MODULE_OF.get(named, named)
+    if named is not None:
+        named = MODULE_OF.get(named, named)
     args = build_parser(full=argv[:1] != ["clean"], only=named).parse_args(argv)
     return args.func(args)
 

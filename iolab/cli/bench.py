@@ -163,7 +163,8 @@ def report_classic(turns: pd.DataFrame, classic: Path, context: dict, table: pd.
         turns.to_csv(partial, index=False)
     with atomic_output(results / CLASSIC_RECORD) as partial:
         partial.write_text(json.dumps(record, indent=1) + "\n")
-    figure = classic_bars(ratios, record["floors_wall_median_s"]).figure
+    figure = classic_bars(ratios, record["floors_wall_median_s"]).get_figure(root=True)
+    assert figure is not None  # the bars are drawn on a figure of their own
     figure.savefig(results / "bench-classic.png", dpi=120, bbox_inches="tight")
     print(f"Saved: {results / CLASSIC_RUNS}, {results / CLASSIC_RECORD}, "
           f"{results / 'bench-classic.png'}")

@@ -71,9 +71,10 @@ def main(args: argparse.Namespace) -> int:
                             progress=lambda step: print(f"starting: {step}", file=sys.stderr))
         return _print_status(cluster, args.json)
     if args.action in ("status", "layout", "measure"):
-        cluster = cephfs.current()
-        if cluster is None:
+        found = cephfs.current()
+        if found is None:
             raise LabError("no CephFS of yours is up; start one with `python -m iolab pfs up`")
+        cluster = found
         if args.action == "layout":
             return _print_layout(cluster, args.stripe_count)
         if args.action == "measure":

@@ -68,8 +68,10 @@ def main(args: argparse.Namespace) -> int:
         from iolab.storage.sweep_plots import plot_sweep  # matplotlib only when a plot is asked for
 
         ax = plot_sweep(summary, title=f"file-size sweep, {summary['fs_type'].iloc[0]}")
+        figure = ax.get_figure(root=True)
+        assert figure is not None  # the sweep is drawn on a figure of its own
         with atomic_output(args.plot) as partial:
-            ax.figure.savefig(partial, bbox_inches="tight")
+            figure.savefig(partial, bbox_inches="tight")
     print(to_markdown(summary[["file_size", "files", "direction", "files_per_s_median",
                                "MiB_per_s_median", "GB_per_s_median", "Gbit_per_s_median",
                                "resident_before_max_pct"]]))

@@ -37,11 +37,14 @@ import warnings
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Generator, Iterable, Iterator, Sequence, cast
 
 from iolab.core import shards as sh
 from iolab.core.errors import LabError
 from iolab.core.samples import ACTIVITY, SHARDS_DIR, Dataset, sample_value
+
+if TYPE_CHECKING:
+    from torch.utils.data import Dataset as TorchDataset
 
 SOURCES = ("files", "shards")
 Sample = tuple[str, bytes]
@@ -153,7 +156,7 @@ def _chunks(items: Iterator[Sample], size: int) -> Iterator[list[Sample]]:
 def batches(dataset_dir: Path, source: str = "files", workers: int | None = None,
             batch_size: int = 32, sampler: Iterable[int] | None = None,
             shardshuffle: int | bool = False,
-            buffer_size: int = 0, seed: int = 0) -> Iterator[list[Sample]]:
+            buffer_size: int = 0, seed: int = 0) -> Generator[list[Sample], None, None]:
     """Batches of samples as a training loop receives them; see the module docstring.
 
     Bad arguments are refused here, before any reading starts (not at the first batch).
@@ -175,7 +178,7 @@ def batches(dataset_dir: Path, source: str = "files", workers: int | None = None
 
 def _batches(dataset_dir: Path, source: str, workers: int | None, batch_size: int,
              sampler: Iterable[int] | None, shardshuffle: int | bool, buffer_size: int,
-             seed: int) -> Iterator[list[Sample]]:
+             seed: int) -> Generator[list[Sample], None, None]:
     if workers is None:
         items = (file_samples(dataset_dir, sampler) if source == "files"
                  else shard_samples(dataset_dir, shardshuffle, seed, buffer_size))
@@ -188,7 +191,10 @@ def _batches(dataset_dir: Path, source: str, workers: int | None, batch_size: in
         # records the CPUs); torch's advice to use fewer would only clutter every table.
         warnings.filterwarnings("ignore", message="This DataLoader will create")
         if source == "files":
-            loader = DataLoader(FileDataset(dataset_dir), batch_size=batch_size, sampler=sampler,
+            # torch takes any object with __getitem__ and __len__ as a map-style dataset; its
+            # stubs want its Dataset class, which the core cannot subclass (torch is optional)
+            files = cast("TorchDataset[Sample]", FileDataset(dataset_dir))
+            loader = DataLoader(files, batch_size=batch_size, sampler=sampler,
                                 num_workers=workers, collate_fn=_as_list)
         else:
             dataset = _webdataset(dataset_dir, shardshuffle, seed, buffer_size)

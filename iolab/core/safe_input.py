@@ -184,9 +184,9 @@ def _is_day(value: object) -> bool:
 
 
 # exactly int: true and false are not counts
-COUNT = field_check(lambda v: type(v) is int and 0 <= v <= MAX_FIELD_INT,  # type: ignore[operator]
+COUNT = field_check(lambda v: type(v) is int and 0 <= v <= MAX_FIELD_INT,
                     f"a whole number from 0 to {MAX_FIELD_INT}")
-INTEGER = field_check(lambda v: type(v) is int and -MAX_FIELD_INT <= v <= MAX_FIELD_INT,  # type: ignore[operator]
+INTEGER = field_check(lambda v: type(v) is int and -MAX_FIELD_INT <= v <= MAX_FIELD_INT,
                       "a whole number")
 # abs() <= bound also rules out NaN and infinity (JSON's 1e999 reads as infinity)
 NUMBER = field_check(lambda v: type(v) in (int, float)

@@ -83,6 +83,7 @@ def plan_shards(sample_bytes: Sequence[int], samples_per_shard: int | None = Non
     if samples_per_shard is not None:
         return [range(start, min(start + samples_per_shard, n))
                 for start in range(0, n, samples_per_shard)]
+    assert shard_bytes is not None  # exactly one of the two was given (checked above)
     plan, start, used = [], 0, 0
     for index, size in enumerate(sample_bytes):
         if index > start and used + size > shard_bytes:

@@ -307,7 +307,7 @@ def make_location_dir(path: Path) -> Path:
 # --------------------------------------------------------------------------- paths given by a user
 
 
-def existing_dir(path: Path | str, hint: str = "pass an existing folder") -> Path:
+def existing_dir(path: str | os.PathLike[str], hint: str = "pass an existing folder") -> Path:
     """`path` if it is a folder, else a LabError saying it is missing or is a file."""
     path = Path(path).expanduser()
     if path.is_dir():

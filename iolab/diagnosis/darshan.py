@@ -37,6 +37,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -56,9 +57,17 @@ CHILD_TIMEOUT_S = 120
 DARSHAN_MAGIC = 6567223
 #: Bytes read to recognise a log: the largest header (3.41: 64 modules) and some to spare.
 HEAD_BYTES = 4096
+
+
+class _Decompressor(Protocol):
+    """zlib's and bz2's decompressor objects, as log_version uses them."""
+
+    def decompress(self, data: bytes, /) -> bytes: ...
+
+
 #: Darshan 1.x and 2.x logs are one gzip or bzip2 stream (*.darshan.gz, *.darshan.bz2).
-_COMPRESSED = {b"\x1f\x8b": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
-               b"BZh": bz2.BZ2Decompressor}
+_COMPRESSED: dict[bytes, Callable[[], _Decompressor]] = {
+    b"\x1f\x8b": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), b"BZh": bz2.BZ2Decompressor}
 #: Sentence ends of the refusals: what a user can do with a log that cannot be read.
 _FIX_COPY = ("copy it again from the job's Darshan log folder, or diagnose a complete log; "
              "`darshan-parser` shows what libdarshan can still read")

@@ -40,7 +40,7 @@ def judge(truth: dict, found: Sequence[Finding] | set[str]) -> Judgement:
     by_rule_only = isinstance(found, (set, frozenset))
 
     def raised(item: dict) -> bool:
-        if by_rule_only:
+        if isinstance(found, (set, frozenset)):  # by_rule_only, spelled so mypy narrows
             return item["rule"] in found
         about = item.get("about")
         return any(f.rule == item["rule"] and (about is None or about in names(f)) for f in found)

@@ -11,6 +11,7 @@ import html
 import io
 import math
 from dataclasses import asdict
+from typing import overload
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,10 @@ def verdict(run: Run | None, findings: list[Finding]) -> str:
     return "incomplete-log" if run is not None and run.incomplete else "nothing-worth-changing"
 
 
+@overload
+def json_ready(value: dict) -> dict: ...
+@overload
+def json_ready(value: object) -> object: ...
 def json_ready(value: object) -> object:
     """`value` in JSON's own types: numpy's numbers and booleans as plain ones (json.dumps
     would otherwise need default=str and print `"False"`), NaN and infinities as null (JSON

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -156,7 +156,8 @@ class FileProfile:
             if offset is not None and succeeded:
                 self._count_order(is_read, offset >= (previous or 0))
             return
-        self._count_order(is_read, appended or offset >= (previous or 0))
+        # unless appended, the offset is known here (returned above otherwise)
+        self._count_order(is_read, appended or (offset is not None and offset >= (previous or 0)))
         if offset is None:
             return
         self.unaligned += offset % ALIGNMENT != 0
@@ -209,6 +210,11 @@ class _Description:
     append: bool = False
 
 
+def _result(call: TraceCall) -> int | None:
+    """What a call returned if it succeeded (a descriptor, a byte count), else None."""
+    return call.ret if call.succeeded else None
+
+
 class _Tally:
     """Folds traced calls into one FileProfile per (file, process), following descriptors."""
 
@@ -218,7 +224,7 @@ class _Tally:
         self.tables: dict[str, dict[int, _Description]] = {}  # pid -> descriptors (threads share)
         self.sizes: dict[str, int] = {}  # sizes the trace made known: where appends land
         self.early: dict[str, list[TraceCall]] = {}  # a child's calls before its clone returned
-        self.seconds: Counter = Counter()  # pid -> seconds in traced calls
+        self.seconds: defaultdict[str, float] = defaultdict(float)  # pid -> s in traced calls
 
     def record(self, path: str, pid: str) -> FileProfile:
         return self.records.setdefault((path, pid), FileProfile(path))
@@ -315,9 +321,10 @@ class _Tally:
                                else ""))
         record.sync_opens += bool(flags & _SYNC_FLAGS)
         record.direct_opens += "O_DIRECT" in flags
-        if call.succeeded:
+        fd = _result(call)
+        if fd is not None:
             record.reopened()
-            self.tables[call.pid][call.ret] = _Description(path, 0, "O_APPEND" in flags)
+            self.tables[call.pid][fd] = _Description(path, 0, "O_APPEND" in flags)
             if "O_TRUNC" in flags:
                 self.sizes[path] = 0
 
@@ -327,12 +334,15 @@ class _Tally:
         description = self._description(call.pid, call.args[0])
         if name in DUPS or (name.startswith("fcntl") and len(call.args) > 1
                             and call.args[1] in _DUP_COMMANDS):
-            if call.succeeded and description is None:
-                table.pop(call.ret, None)  # the new descriptor is now a pipe's, or a socket's
-            elif call.succeeded:
-                table[call.ret] = description
+            fd = _result(call)
+            if fd is not None and description is None:
+                table.pop(fd, None)  # the new descriptor is now a pipe's, or a socket's
+            elif fd is not None and description is not None:
+                table[fd] = description
         elif name == "close":
-            table.pop(fd_number(call.args[0]), None)  # the description lives on in its aliases
+            closed = fd_number(call.args[0])
+            if closed is not None:
+                table.pop(closed, None)  # the description lives on in its aliases
         if description is None:
             return
         record = self.record(description.path, call.pid)
@@ -367,7 +377,7 @@ class _Tally:
               explicit: int | None, call: TraceCall, seconds: float) -> None:
         """A transfer at `explicit` (pread, pwrite: the position stays) or at the file
         position, which it moves; an O_APPEND write lands at the end, if the size is known."""
-        nbytes = call.ret if call.succeeded else 0
+        nbytes = _result(call) or 0
         explicit = None if explicit is not None and explicit < 0 else explicit  # preadv2(-1)
         appended = not is_read and description.append
         offset = (explicit if explicit is not None else
@@ -391,9 +401,9 @@ class _Tally:
             sides = ((args[1], args[2], True), (args[0], "NULL", False))
         else:  # copy_file_range and splice: (fd_in, off_in, fd_out, off_out, len, flags)
             sides = ((args[0], args[1], True), (args[2], args[3], False))
-        files = [(self._description(call.pid, fd), offset, is_read)
+        found = [(self._description(call.pid, fd), offset, is_read)
                  for fd, offset, is_read in sides]
-        files = [(d, offset, is_read) for d, offset, is_read in files
+        files = [(d, offset, is_read) for d, offset, is_read in found
                  if d is not None and (is_read or call.ret != 0)]
         for description, offset, is_read in files:
             record = self.record(description.path, call.pid)
@@ -426,7 +436,7 @@ def traced_prefixes(paths: Iterable[str]) -> tuple[str, ...]:
     """The prefixes of the Pythons a trace shows starting, found by their landmark as Python
     finds its own; a Python installed in the system's folders (/usr) is left to them."""
     found = list(dict.fromkeys(m.group(1) for m in map(_LANDMARK.match, paths) if m))
-    kinds = path_origins(pd.Series(found, dtype=object)) if found else []
+    kinds: Iterable[str] = path_origins(pd.Series(found, dtype=object)) if found else []
     return tuple(prefix for prefix, kind in zip(found, kinds) if kind == "data")
 
 
@@ -486,7 +496,8 @@ class Profile:
 
     def size_histogram(self, origin: str = "data") -> pd.DataFrame:
         """How many reads and writes fell in each size class, for files of one origin."""
-        reads, writes = Counter(), Counter()
+        reads: Counter[str] = Counter()
+        writes: Counter[str] = Counter()
         origins = self.origins()
         for f in self.files.values():
             if origins[f.path] == origin:

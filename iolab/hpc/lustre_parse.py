@@ -302,6 +302,7 @@ def parse_lfs_df(text: str) -> pd.DataFrame:
             raise LabError(f"cannot read the `lfs df` line {raw.strip()!r}: pass the whole "
                            "output, starting with its UUID header line")
         mount = MOUNT.match(values[4])
+        assert mount is not None  # MOUNT matches any text without a newline, as a token is
         if summary:
             kind, index, target = "summary", pd.NA, "filesystem_summary"
             fs_name = rows[-1]["fs_name"] if rows and rows[-1]["mount"] == mount["mount"] \

@@ -385,7 +385,7 @@ def _result(stdout: str, stderr: str, code: int, cmd: list[str]) -> dict:
 def _traced(cmd: list[str], env: dict[str, str], directory: Path):
     """Run cmd under `strace -f -y` and count the reads and writes on files in directory."""
     status = strace_status()
-    if not status.available:
+    if not status.available or status.path is None:  # an available strace has its path
         raise LabError(status.reason)
     roots = tuple(dict.fromkeys((os.path.abspath(directory), os.path.realpath(directory))))
     tally: Counter[tuple[int, str]] = Counter()

@@ -73,7 +73,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 def completed_runs(results_root: Path) -> list[NodeRun]:
     """The completed jobs under `results_root`, oldest first (by job id where numeric)."""
-    runs = []
+    runs: list[NodeRun] = []
     if not results_root.is_dir():
         return runs
     for folder in results_root.iterdir():

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import FancyBboxPatch
+from matplotlib.typing import ColorType
 
 from iolab.hpc.stripes import MDT, Layout, pieces
 
@@ -24,10 +27,12 @@ MiB = 1024**2
 def _ost_colours(osts: list) -> dict:
     """A stable colour per OST (MDT in grey), in the order the OSTs first appear."""
     distinct = list(dict.fromkeys(o for o in osts if o != MDT))
-    palette = (plt.get_cmap("tab20").colors if len(distinct) <= 20 else
-               [plt.get_cmap("nipy_spectral")(0.05 + 0.9 * i / (len(distinct) - 1))
-                for i in range(len(distinct))])
-    colours, next_colour = {}, 0
+    palette: Sequence[ColorType] = (
+        matplotlib.color_sequences["tab20"] if len(distinct) <= 20 else
+        [plt.get_cmap("nipy_spectral")(0.05 + 0.9 * i / (len(distinct) - 1))
+         for i in range(len(distinct))])
+    colours: dict[object, ColorType] = {}
+    next_colour = 0
     for ost in osts:
         if ost in colours:
             continue

@@ -67,6 +67,8 @@ class OpenCounter:
     @staticmethod
     def _exists(path: object) -> bool:
         """Whether an open can succeed; os.stat raises no audit event, so this is not counted."""
+        if not isinstance(path, (str, bytes, int, os.PathLike)):
+            return False  # not a path
         try:
             return os.path.exists(path)
         except (TypeError, ValueError):
@@ -74,8 +76,8 @@ class OpenCounter:
 
     def _relative(self, path: object) -> str | None:
         """path relative to the data directory, or None (also for descriptors, which have no name)."""
-        if isinstance(path, int):
-            return None
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return None  # a descriptor, or not a path at all
         try:
             absolute = os.path.abspath(os.fsdecode(os.fspath(path)))
         except (TypeError, ValueError):  # not a path: never let the hook break the program
@@ -105,7 +107,7 @@ def run_program(program: list[str]) -> None:
     if program[0] == "-c":
         sys.argv = ["-c", *program[2:]]
         main = types.ModuleType("__main__")
-        main.__builtins__ = __builtins__
+        main.__dict__["__builtins__"] = __builtins__  # main.__builtins__, undeclared in typeshed
         sys.modules["__main__"] = main
         exec(compile(program[1], "<string>", "exec"), main.__dict__)
     elif program[0] == "-m":

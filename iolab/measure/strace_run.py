@@ -84,12 +84,12 @@ def _strace_version(path: str) -> str | None:
     return match.group(1) if match else None
 
 
-def require_strace() -> StraceStatus:
-    """strace_status, or a LabError with its one sentence when strace cannot trace here."""
+def require_strace() -> str:
+    """The path of a strace that can trace here, or a LabError with strace_status's sentence."""
     status = strace_status()
-    if not status.available:
+    if not status.available or status.path is None:  # an available strace has its path
         raise LabError(status.reason)
-    return status
+    return status.path
 
 
 @dataclass
@@ -133,9 +133,9 @@ def check_command(cmd: Sequence[str], cwd: str | os.PathLike | None,
 
 def run_strace(options: Sequence[str], cmd: list[str], cwd, env, trace_file: Path) -> Finished:
     """Run cmd under strace writing to trace_file; the command's output is captured."""
-    status = require_strace()
+    strace = require_strace()
     proc = subprocess.run(
-        [status.path, *options, "-o", str(trace_file.resolve()), "--", *cmd],
+        [strace, *options, "-o", str(trace_file.resolve()), "--", *cmd],
         cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
     )
     if not trace_file.exists() or trace_file.stat().st_size == 0:

@@ -26,9 +26,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from io import BufferedIOBase
 from pathlib import Path
-from typing import IO, Callable
 
 import pandas as pd
 from tqdm import tqdm
@@ -158,7 +159,7 @@ def summarize(measurements: list[Measurement]) -> pd.DataFrame:
     return pd.DataFrame([m.summary_row() for m in measurements], columns=SUMMARY_COLUMNS)
 
 
-def _drain(stream: IO[bytes], tail: bytearray) -> None:
+def _drain(stream: BufferedIOBase, tail: bytearray) -> None:
     """Read a pipe to its end, keeping only its last OUTPUT_TAIL_BYTES (output may be large)."""
     while chunk := stream.read1(65536):
         tail += chunk
@@ -221,6 +222,7 @@ def run_once(cmd: list[str], cwd: Path | str | None = None, env: dict | None = N
         raise LabError(f"the command {cmd[0]} was not found; {hint}") from None
     except PermissionError:
         raise LabError(f"{cmd[0]} is not executable; check its path and permissions") from None
+    assert proc.stdout is not None and proc.stderr is not None  # both piped
     tails = (bytearray(), bytearray())
     readers = [
         threading.Thread(target=_drain, args=(stream, tail), daemon=True)
@@ -319,7 +321,7 @@ def time_command(
                 runs.append(run)
             bar.update()
     results = [run.result for run in runs]
-    resident_pct_before = (
+    resident_pct_before: list[float | None] = (
         [_resident_pct_after(p) for p in prepared] if before_each is not None else [None] * repeats
     )
     public_command = [public_text(arg) for arg in cmd]

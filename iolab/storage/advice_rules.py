@@ -22,7 +22,8 @@ measured values named in each docstring.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import Literal, NamedTuple, TypedDict
 
 from iolab.storage.hygiene import USABLE_FRACTIONS
 
@@ -44,9 +45,16 @@ WORTH_A_MOVE_PCT = 10.0
 #: Where a figure's run-to-run spread was not measured (a set built from published
 #: figures, or a single run), differences under this share are taken as noise.
 ASSUMED_NOISE_PCT = 25.0
+#: The measured figures of a place the rules read (keys of advise.PLACE_FIELDS).
+Figure = Literal[
+    "import_cold_s", "import_cold_spread_s", "small_file_bytes",
+    "small_read_cold_files_per_s", "small_read_cold_spread_files_per_s",
+    "stream_read_MiB_per_s", "stream_write_MiB_per_s", "stream_write_spread_MiB_per_s",
+    "used_pct", "inodes_used_pct",
+]
 #: The run-to-run spread kept beside each figure the rules rank by (advise.REPEATS runs:
 #: the largest minus the smallest, in the figure's unit).
-SPREAD_OF = {
+SPREAD_OF: dict[Figure, Figure] = {
     "import_cold_s": "import_cold_spread_s",
     "small_read_cold_files_per_s": "small_read_cold_spread_files_per_s",
     "stream_write_MiB_per_s": "stream_write_spread_MiB_per_s",
@@ -54,6 +62,31 @@ SPREAD_OF = {
 #: Room a TMPDIR needs (the lab's choice): unpacking an archive, building a conda
 #: environment or pip's wheel cache each take several GB of temporary space.
 TMPDIR_MIN_FREE_BYTES = 10 * GB
+
+
+class Place(TypedDict, total=False):
+    """The keys of one place (advise.PLACE_FIELDS) that these rules read; a figure that was
+    not measured is None. A place has more keys; the rules leave them alone."""
+
+    name: str
+    path: str
+    role: str
+    kind: str
+    fs_type: str | None
+    same_as: str | None
+    repeats: int | None
+    import_modules: int | None
+    free_bytes: int | None
+    small_file_bytes: int | None
+    used_pct: float | None
+    inodes_used_pct: float | None
+    import_cold_s: float | None
+    import_cold_spread_s: float | None
+    small_read_cold_files_per_s: float | None
+    small_read_cold_spread_files_per_s: float | None
+    stream_read_MiB_per_s: float | None
+    stream_write_MiB_per_s: float | None
+    stream_write_spread_MiB_per_s: float | None
 
 
 class Advice(NamedTuple):
@@ -65,37 +98,44 @@ class Advice(NamedTuple):
     place: str | None = None
 
 
-def _places(measurements: dict) -> list[dict]:
+def _places(measurements: dict) -> list[Place]:
     """The places to compare: one per file system and role (a place measured as the same file
     system as another of its role, `same_as`, stands behind it and is named with it)."""
-    places = list(measurements.get("places") or [])
-    roles = {p["name"]: p.get("role") for p in places}
+    places: list[Place] = list(measurements.get("places") or [])
+    roles: dict[str | None, str | None] = {p["name"]: p.get("role") for p in places}
     # a twin in another role (/tmp beside home) still stands for that role
     return [p for p in places if roles.get(p.get("same_as"), "") != p.get("role")]
 
 
-def _also(place: dict, measurements: dict) -> str:
+def _also(place: Place, measurements: dict) -> str:
     """' (one file system with a, b)' for the places measured as the same as `place`."""
     twins = [p["name"] for p in measurements.get("places") or []
              if p.get("same_as") == place["name"]]
     return f" (one file system with {', '.join(twins)})" if twins else ""
 
 
-def _value(place: dict, key: str) -> float | None:
+def _value(place: Place, key: Figure) -> float | None:
     value = place.get(key)
     return None if value is None else float(value)
 
 
-def _with(places: list[dict], key: str) -> list[dict]:
+def _with(places: list[Place], key: Figure) -> list[Place]:
     """The places where `key` was measured."""
     return [place for place in places if _value(place, key) is not None]
 
 
-def _role(place: dict, role: str) -> bool:
+def _measured(place: Place, key: Figure) -> float:
+    """`key` of a place where it was measured (one that _with kept)."""
+    value = _value(place, key)
+    assert value is not None, f"{key} of {place.get('name')} was not measured"
+    return value
+
+
+def _role(place: Place, role: str) -> bool:
     return place.get("role") == role
 
 
-def _local_temporary(place: dict) -> bool:
+def _local_temporary(place: Place) -> bool:
     """A node-local place for temporary files: not memory, not over the network."""
     return _role(place, "temporary") and place.get("kind") in ("local", "host-shared")
 
@@ -107,15 +147,16 @@ class _Tie(NamedTuple):
     why: str
 
 
-def _tie(best: dict, other: dict, key: str) -> _Tie:
+def _tie(best: Place, other: Place, key: Figure) -> _Tie:
     """The gap `other` may have from `best` in `key` without being a measured difference.
 
     The larger of the two places' measured run-to-run spreads, but never under
     WORTH_A_MOVE_PCT of the best; ASSUMED_NOISE_PCT where neither spread was measured.
     """
     target = abs(_value(best, key) or 0.0)
-    spreads = [s for s in (_value(best, SPREAD_OF.get(key, "")),
-                           _value(other, SPREAD_OF.get(key, ""))) if s is not None]
+    spread = SPREAD_OF.get(key)
+    spreads = [] if spread is None else [
+        s for s in (_value(best, spread), _value(other, spread)) if s is not None]
     if not spreads:
         return _Tie(target * ASSUMED_NOISE_PCT / 100,
                     f"within {ASSUMED_NOISE_PCT:.0f} %, the noise assumed where the "
@@ -136,28 +177,28 @@ def _figure(value: float, key: str) -> str:
     return _rate(value, "files/s" if "files" in key else "MiB/s")
 
 
-def _close(best: dict, others: list[dict], key: str) -> list[tuple[dict, _Tie]]:
+def _close(best: Place, others: list[Place], key: Figure) -> list[tuple[Place, _Tie]]:
     """The places no measurably different from `best` in `key`, with the reason, `best`
-    first (its own entry's reason is unused)."""
+    first (its own entry's reason is unused); all of them measured `key`."""
     tied = [(best, _Tie(0.0, ""))]
     for place in others:
         if place is best:
             continue
         tie = _tie(best, place, key)
-        if abs(_value(place, key) - _value(best, key)) <= tie.band:
+        if abs(_measured(place, key) - _measured(best, key)) <= tie.band:
             tied.append((place, tie))
     return tied
 
 
-def _pick(places: list[dict], key: str, lowest: bool = False) -> dict:
+def _pick(places: list[Place], key: Figure, lowest: bool = False) -> Place:
     """The best place in `key`; among those no measurably different from it (_tie), the
     first in the order the places were listed, so two runs on a quiet machine agree."""
-    best = (min if lowest else max)(places, key=lambda p: _value(p, key))
+    best = (min if lowest else max)(places, key=lambda p: _measured(p, key))
     tied = {id(p) for p, _ in _close(best, places, key)}
     return next(p for p in places if id(p) in tied)
 
 
-def _similar(best: dict, others: list[dict], key: str) -> str:
+def _similar(best: Place, others: list[Place], key: Figure) -> str:
     """'; no measured difference from a (why), b (why): either will do', or ''."""
     close = [f"{p['name']} ({tie.why})" for p, tie in _close(best, others, key)[1:]]
     return f"; no measured difference from {', '.join(close)}: either will do" if close else ""
@@ -180,20 +221,20 @@ def environment_rule(measurements: dict) -> Advice | None:
     if not measured:
         return None
     best = _pick(measured, "import_cold_s", lowest=True)
-    worst = max(measured, key=lambda p: _value(p, "import_cold_s"))
+    worst = max(measured, key=lambda p: _measured(p, "import_cold_s"))
     modules = best.get("import_modules")
     what = f"a package of {modules} modules" if modules else "a package of many small modules"
-    times = ", ".join(f"{p['name']} {_value(p, 'import_cold_s'):.2f} s" for p in measured)
+    times = ", ".join(f"{p['name']} {_measured(p, 'import_cold_s'):.2f} s" for p in measured)
     reason = f"importing {what} cold took {times}"
-    if len(measured) > 1 and _value(best, "import_cold_s") > 0:
-        ratio = _value(worst, "import_cold_s") / _value(best, "import_cold_s")
+    if len(measured) > 1 and _measured(best, "import_cold_s") > 0:
+        ratio = _measured(worst, "import_cold_s") / _measured(best, "import_cold_s")
         reason += f" ({ratio:.1f}x faster than in {worst['name']})"
     reason += _similar(best, measured, "import_cold_s")
     return Advice("environment", f"Create Python/conda environments in {best['name']}"
                   f" ({best.get('path')}){_also(best, measurements)}.", reason, best["name"])
 
 
-def _dataset_place(measurements: dict) -> dict | None:
+def _dataset_place(measurements: dict) -> Place | None:
     """The persistent place that reads small files fastest, cold; None if none was measured."""
     measured = _with([p for p in _places(measurements) if _role(p, "persistent")],
                      "small_read_cold_files_per_s")
@@ -211,21 +252,22 @@ def dataset_rule(measurements: dict) -> Advice | None:
     best = _dataset_place(measurements)
     if best is None:
         return None
-    key = "small_read_cold_files_per_s"
+    key: Figure = "small_read_cold_files_per_s"
     measured = _with([p for p in _places(measurements) if not _role(p, "memory")], key)
-    rates = ", ".join(f"{p['name']} {_rate(_value(p, key), 'files/s')}" for p in
-                      sorted(measured, key=lambda p: -_value(p, key)))
+    rates = ", ".join(f"{p['name']} {_rate(_measured(p, key), 'files/s')}" for p in
+                      sorted(measured, key=lambda p: -_measured(p, key)))
     size = best.get("small_file_bytes")
     recommendation = (f"Keep many-file datasets in {best['name']} ({best.get('path')})"
                       f"{_also(best, measurements)}.")
     reason = f"reading {size or 'small'}-byte files cold: {rates}"
     reason += _similar(best, _with([p for p in measured if _role(p, "persistent")], key), key)
     local = [p for p in measured if _local_temporary(p)
-             and _value(p, key) >= STAGE_MIN_RATIO * _value(best, key)]
+             and _measured(p, key) >= STAGE_MIN_RATIO * _measured(best, key)]
     if local:
-        fast = max(local, key=lambda p: _value(p, key))
+        fast = max(local, key=lambda p: _measured(p, key))
         recommendation += (f" In a job, copy or unpack it to {fast['name']} first: it reads "
-                           f"small files {_value(fast, key) / _value(best, key):.1f}x faster.")
+                           f"small files {_measured(fast, key) / _measured(best, key):.1f}x "
+                           "faster.")
     return Advice("dataset", recommendation, reason, best["name"])
 
 
@@ -269,13 +311,14 @@ def checkpoint_rule(measurements: dict) -> Advice | None:
     finished file to the persistent place in the background (training waits only for the
     local write). None when no persistent place has a streaming write rate.
     """
-    key = "stream_write_MiB_per_s"
+    key: Figure = "stream_write_MiB_per_s"
     persistent = _with([p for p in _places(measurements) if _role(p, "persistent")], key)
     if not persistent:
         return None
     best = _pick(persistent, key)
-    rates = ", ".join(f"{p['name']} {_rate(_value(p, key), 'MiB/s')}" for p in
-                      sorted(_with(_places(measurements), key), key=lambda p: -_value(p, key)))
+    rates = ", ".join(f"{p['name']} {_rate(_measured(p, key), 'MiB/s')}" for p in
+                      sorted(_with(_places(measurements), key),
+                             key=lambda p: -_measured(p, key)))
     reason = f"streaming write: {rates}"
     if len(persistent) == 1:
         reason += " (the only persistent place with this figure)"
@@ -283,13 +326,19 @@ def checkpoint_rule(measurements: dict) -> Advice | None:
     recommendation = (f"Save checkpoints to {best['name']} ({best.get('path')})"
                       f"{_also(best, measurements)}.")
     local = [p for p in _with(_places(measurements), key) if _local_temporary(p)]
-    fast = max(local, key=lambda p: _value(p, key), default=None)
+    fast = max(local, key=lambda p: _measured(p, key), default=None)
     if (fast is not None and best.get("kind") == "network"
-            and _value(fast, key) >= LOCAL_FIRST_MIN_RATIO * _value(best, key)):
+            and _measured(fast, key) >= LOCAL_FIRST_MIN_RATIO * _measured(best, key)):
         recommendation = (f"Write checkpoints to {fast['name']} first, then copy each finished "
                           f"file to {best['name']} in the background: the local write is "
-                          f"{_value(fast, key) / _value(best, key):.1f}x faster.")
+                          f"{_measured(fast, key) / _measured(best, key):.1f}x faster.")
     return Advice("checkpoints", recommendation, reason, best["name"])
+
+
+def _roomy(place: Place) -> bool:
+    """Room enough for a TMPDIR, or its free space not measured."""
+    free = place.get("free_bytes")
+    return free is None or free >= TMPDIR_MIN_FREE_BYTES
 
 
 def tmpdir_rule(measurements: dict) -> Advice | None:
@@ -302,8 +351,7 @@ def tmpdir_rule(measurements: dict) -> Advice | None:
     candidate.
     """
     places = _places(measurements)
-    candidates = [p for p in places if _local_temporary(p)
-                  and (p.get("free_bytes") is None or p["free_bytes"] >= TMPDIR_MIN_FREE_BYTES)]
+    candidates = [p for p in places if _local_temporary(p) and _roomy(p)]
     if not candidates:
         return None
     best = max(candidates, key=lambda p: (_value(p, "stream_write_MiB_per_s") or 0,
@@ -312,15 +360,19 @@ def tmpdir_rule(measurements: dict) -> Advice | None:
     room = f"{free / GB:,.1f} GB free" if free is not None else "free space not measured"
     fs_type = best.get("fs_type") or "type unknown"
     reason = f"{best['name']} is {best.get('kind')} ({fs_type}), {room}"
-    for key, what in (("stream_write_MiB_per_s", "write"), ("stream_read_MiB_per_s", "read")):
-        if _value(best, key) is not None:
-            reason += f", streaming {what} {_rate(_value(best, key), 'MiB/s')}"
+    streams: tuple[tuple[Figure, str], ...] = (("stream_write_MiB_per_s", "write"),
+                                               ("stream_read_MiB_per_s", "read"))
+    for key, what in streams:
+        rate = _value(best, key)
+        if rate is not None:
+            reason += f", streaming {what} {_rate(rate, 'MiB/s')}"
     tmp = next((p for p in places if p.get("name") == "tmp"), None)
     if tmp is not None and tmp is not best:
         if tmp.get("kind") == "memory":
             reason += "; /tmp is in memory here"
-        elif tmp.get("free_bytes") is not None and tmp["free_bytes"] < TMPDIR_MIN_FREE_BYTES:
-            reason += f"; warning: tmp has only {tmp['free_bytes'] / GB:.1f} GB free"
+        elif ((tmp_free := tmp.get("free_bytes")) is not None
+              and tmp_free < TMPDIR_MIN_FREE_BYTES):
+            reason += f"; warning: tmp has only {tmp_free / GB:.1f} GB free"
     return Advice("TMPDIR", f"export TMPDIR={best.get('path')} ({best['name']}).", reason,
                   best["name"])
 
@@ -331,11 +383,12 @@ def nearly_full_rule(measurements: dict) -> Advice | None:
     that can be relied on (lesson 11; NEARLY_FULL_SOURCE). None when no place is that full
     or nothing was measured.
     """
+    shares: tuple[tuple[Figure, str], ...] = (("used_pct", "bytes"),
+                                              ("inodes_used_pct", "inodes"))
     full = []
     for place in _places(measurements):
-        parts = [f"{_value(place, key):.0f} % of its {what} used"
-                 for key, what in (("used_pct", "bytes"), ("inodes_used_pct", "inodes"))
-                 if _value(place, key) is not None and _value(place, key) >= NEARLY_FULL_PCT]
+        parts = [f"{used:.0f} % of its {what} used" for key, what in shares
+                 if (used := _value(place, key)) is not None and used >= NEARLY_FULL_PCT]
         if parts:
             full.append((place["name"], " and ".join(parts)))
     if not full:

@@ -37,6 +37,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from typing import SupportsFloat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -262,7 +263,7 @@ def _spread(runs: pd.Series) -> float:
     return float(runs.max() - runs.min())
 
 
-def _maybe(value: object) -> float | None:
+def _maybe(value: SupportsFloat | None) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
@@ -437,7 +438,7 @@ def _measure_all(names: Sequence[str] | None, started: float, budget_s: float, m
                      sshfs_note=sshfs_note)
     if announce is not None:
         announce(plan.text())
-    places = []
+    places: list[dict] = []
     for index, location in enumerate(locations):
         twin = same_file_system(location.base, places)
         if twin is not None:  # one file system is one place: measured once, never ranked

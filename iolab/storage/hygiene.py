@@ -302,7 +302,7 @@ def _tree_totals(root: Path, depth: int) -> list[tuple[Entry, int, int]]:
             parent = totals[e.path.parent]
             parent[0] += totals[e.path][0]
             parent[1] += totals[e.path][1]
-    return [(e, *totals[e.path]) for e in entries if 0 < e.depth <= depth]
+    return [(e, totals[e.path][0], totals[e.path][1]) for e in entries if 0 < e.depth <= depth]
 
 
 def du_consumers(root: Path | str, depth: int = 1) -> pd.DataFrame:
@@ -391,7 +391,7 @@ def tmpdir_report() -> pd.DataFrame:
     The first row is Python's own choice (tempfile.gettempdir(), which follows TMPDIR); then
     each variable that clusters use, then the usual directories.
     """
-    candidates = [("tempfile.gettempdir()", tempfile.gettempdir())]
+    candidates: list[tuple[str, str | None]] = [("tempfile.gettempdir()", tempfile.gettempdir())]
     candidates += [(f"${name}", os.environ.get(name) or None) for name in TMP_VARIABLES]
     candidates += [(directory, directory) for directory in TMP_DIRECTORIES]
     rows = []

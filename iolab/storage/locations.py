@@ -165,7 +165,8 @@ def _inspect(name: str, base: Path) -> Location:
 
 def _error_note(err: OSError) -> str:
     """'ENOSPC: No space left on device' for an OSError."""
-    return f"{errno.errorcode.get(err.errno, err.errno)}: {err.strerror}"
+    code = errno.errorcode.get(err.errno, str(err.errno)) if err.errno is not None else "error"
+    return f"{code}: {err.strerror}"
 
 
 def _write_and_read_back(fd: int, size: int) -> None:

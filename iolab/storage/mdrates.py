@@ -47,7 +47,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from tqdm import tqdm
@@ -194,7 +196,7 @@ def _stop(processes: list) -> None:
             process.join()
 
 
-def _died(process: multiprocessing.Process) -> LabError:
+def _died(process: BaseProcess) -> LabError:
     """A worker's pipe closed before it answered: it was killed or ran out of memory."""
     process.join(STOP_TIMEOUT_S)
     code = process.exitcode if process.exitcode is not None else "?"
@@ -202,7 +204,7 @@ def _died(process: multiprocessing.Process) -> LabError:
                     "machine's memory and process limits, then try again")
 
 
-def _run_phase(workers: dict[Connection, tuple[int, multiprocessing.Process]],
+def _run_phase(workers: dict[Connection, tuple[int, BaseProcess]],
                directory: Path) -> list[tuple]:
     """Start one phase in every worker together and wait until all have finished it.
 
@@ -217,7 +219,8 @@ def _run_phase(workers: dict[Connection, tuple[int, multiprocessing.Process]],
     rows = []
     waiting = set(workers)
     while waiting:
-        for connection in wait(list(waiting)):
+        # wait returns those of the connections given that are ready (typeshed: any kind)
+        for connection in cast("list[Connection]", wait(list(waiting))):
             rank, process = workers[connection]
             try:
                 kind, detail = connection.recv()
@@ -242,7 +245,7 @@ def _run_processes(layout: _Layout, iterations: int, show: bool,
     report (a Barrier and a Queue did, after the lab's one-sentence exit).
     """
     context = multiprocessing.get_context("spawn")
-    workers: dict[Connection, tuple[int, multiprocessing.Process]] = {}
+    workers: dict[Connection, tuple[int, BaseProcess]] = {}
     try:
         # A "spawn" start writes the worker's arguments down a pipe to the new interpreter; a
         # Ctrl-C in the middle of that write leaves the worker reading half of them, and it

@@ -149,9 +149,11 @@ def _account_problem() -> str | None:
     return None
 
 
-def _privsep_problem(sshd: str) -> str | None:
-    """As root, sshd needs its privilege-separation directory; the lab does not create it."""
-    if os.geteuid() != 0 or PRIVSEP_DIR.is_dir() or not _mentions(sshd, str(PRIVSEP_DIR)):
+def _privsep_problem(sshd: str | None) -> str | None:
+    """As root, sshd needs its privilege-separation directory; the lab does not create it.
+    None also without sshd (_missing_problem says that)."""
+    if (sshd is None or os.geteuid() != 0 or PRIVSEP_DIR.is_dir()
+            or not _mentions(sshd, str(PRIVSEP_DIR))):
         return None
     return (f"as root, sshd needs {PRIVSEP_DIR}: create it with `mkdir -p {PRIVSEP_DIR}`, "
             "or run the lab as an ordinary user")
@@ -190,6 +192,24 @@ class SshfsMount:
     fs_type: str
 
 
+@dataclass(frozen=True)
+class _Tools:
+    """The programs a mount runs, by path (a status that is available has found them all)."""
+
+    ssh_keygen: str
+    sshd: str
+    sshfs: str
+    fusermount: str
+
+
+def _tools(status: NetmountStatus) -> _Tools:
+    """The programs of an available status; LabError with its reason when it is not."""
+    if (not status.available or status.ssh_keygen is None or status.sshd is None
+            or status.sshfs is None or status.fusermount is None):
+        raise LabError(status.reason)
+    return _Tools(status.ssh_keygen, status.sshd, status.sshfs, status.fusermount)
+
+
 @contextlib.contextmanager
 def loopback_sshfs(export_dir: Path, name: str = "sshfs") -> Iterator[SshfsMount]:
     """Mount `export_dir` over sshfs through a private sshd; undo everything on exit.
@@ -200,20 +220,18 @@ def loopback_sshfs(export_dir: Path, name: str = "sshfs") -> Iterator[SshfsMount
     Ctrl-C, and during cleanup both are held back until it is done, so the mount and the
     processes are gone however the block ends. Raises LabError when sshfs cannot work here.
     """
-    status = sshfs_status()
-    if not status.available:
-        raise LabError(status.reason)
+    tools = _tools(sshfs_status())
     export = existing_dir(export_dir, "give --data an existing folder to mount").resolve()
     with sigterm_as_interrupt():
         cleanup = contextlib.ExitStack()
         try:
-            yield _mount(cleanup, status, export, name)
+            yield _mount(cleanup, tools, export, name)
         finally:
             with interrupts_held():
                 cleanup.close()
 
 
-def _mount(cleanup: contextlib.ExitStack, status: NetmountStatus, export: Path,
+def _mount(cleanup: contextlib.ExitStack, tools: _Tools, export: Path,
            name: str) -> SshfsMount:
     """Start sshd and sshfs, registering each undo step on `cleanup` as soon as it is needed.
 
@@ -227,9 +245,9 @@ def _mount(cleanup: contextlib.ExitStack, status: NetmountStatus, export: Path,
     cleanup.callback(_remove_mount_point, mount_point)
     cleanup.callback(_end_processes_naming, (scratch, mount_point))
     port = _free_port()
-    _write_keys_and_configs(status, scratch, port)
-    sshd = _start_sshd(cleanup, status, scratch, port)
-    _start_sshfs(cleanup, status, export, mount_point, scratch)
+    _write_keys_and_configs(tools, scratch, port)
+    sshd = _start_sshd(cleanup, tools, scratch, port)
+    _start_sshfs(cleanup, tools, export, mount_point, scratch)
     return SshfsMount(mount_point, export, port, sshd.pid, FS_TYPE)
 
 
@@ -240,7 +258,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _write_keys_and_configs(status: NetmountStatus, scratch: Path, port: int) -> None:
+def _write_keys_and_configs(tools: _Tools, scratch: Path, port: int) -> None:
     """Throwaway host and client keys, sshd_config and the client's ssh_config, in scratch.
 
     The client trusts exactly the new host key (its own known_hosts), so if another program
@@ -249,7 +267,7 @@ def _write_keys_and_configs(status: NetmountStatus, scratch: Path, port: int) ->
     user = pwd.getpwuid(os.geteuid()).pw_name  # the account sshd checks, whatever $USER says
     host_key, client_key = scratch / "host_key", scratch / "client_key"
     for key in (host_key, client_key):
-        _run([status.ssh_keygen, "-q", "-t", "ed25519", "-N", "", "-C", HOST_ALIAS,
+        _run([tools.ssh_keygen, "-q", "-t", "ed25519", "-N", "", "-C", HOST_ALIAS,
               "-f", str(key)], "ssh-keygen could not create a key")
     (scratch / "authorized_keys").write_text(client_key.with_suffix(".pub").read_text())
     (scratch / "known_hosts").write_text(
@@ -298,7 +316,7 @@ def _run(cmd: Sequence[str], failure: str) -> None:
         raise LabError(f"{failure} ({last})")
 
 
-def _start_sshd(cleanup: contextlib.ExitStack, status: NetmountStatus, scratch: Path,
+def _start_sshd(cleanup: contextlib.ExitStack, tools: _Tools, scratch: Path,
                 port: int) -> subprocess.Popen:
     """Run sshd in the foreground as our child, in its own session, and wait until it listens.
 
@@ -306,7 +324,7 @@ def _start_sshd(cleanup: contextlib.ExitStack, status: NetmountStatus, scratch: 
     """
     log = scratch / "sshd.log"
     with open(log, "wb") as out:
-        sshd = subprocess.Popen([status.sshd, "-D", "-e", "-f", str(scratch / "sshd_config")],
+        sshd = subprocess.Popen([tools.sshd, "-D", "-e", "-f", str(scratch / "sshd_config")],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     cleanup.callback(_stop_sshd, sshd, scratch)
@@ -331,19 +349,19 @@ def _accepts(port: int) -> bool:
     return True
 
 
-def _start_sshfs(cleanup: contextlib.ExitStack, status: NetmountStatus, export: Path,
+def _start_sshfs(cleanup: contextlib.ExitStack, tools: _Tools, export: Path,
                  mount_point: Path, scratch: Path) -> None:
     """Run sshfs in the foreground as our child and wait until the mount appears as fuse.sshfs.
 
     When it fails, sshd's log is quoted too: a refused login is explained only there.
     """
-    cmd = [status.sshfs, f"{HOST_ALIAS}:{export}", str(mount_point), "-f",
+    cmd = [tools.sshfs, f"{HOST_ALIAS}:{export}", str(mount_point), "-f",
            "-F", str(scratch / "ssh_config"), "-o", ",".join(SSHFS_OPTIONS)]
     log = scratch / "sshfs.log"
     with open(log, "wb") as out:
         sshfs = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
                                  stderr=subprocess.STDOUT, start_new_session=True)
-    cleanup.callback(_unmount_and_stop, status.fusermount, mount_point, sshfs)
+    cleanup.callback(_unmount_and_stop, tools.fusermount, mount_point, sshfs)
     deadline = time.monotonic() + START_TIMEOUT_S
     while sshfs.poll() is None:
         if _fs_type(mount_point) == FS_TYPE:

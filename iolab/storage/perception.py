@@ -626,7 +626,8 @@ _TEST_FUNCTIONS = {
     "untar": time_untar_sync,
 }
 #: The one external tool each test needs besides Python; without it the suite skips the test.
-_NEEDS = {"git": ("git", GIT_MISSING), "untar": ("tar", install_hint("tar"))}
+_NEEDS = {"git": ("git", GIT_MISSING),  # tar is in the tools table: its hint is never None
+          "untar": ("tar", install_hint("tar") or "tar is not installed; install it")}
 
 
 def _skipped_row(test: str, directory: Path, reason: str) -> dict:

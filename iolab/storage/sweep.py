@@ -40,6 +40,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 from tqdm import tqdm
@@ -196,7 +197,20 @@ def _read_files(paths: list[Path], expected_bytes: int) -> float:
     return seconds
 
 
-def _row(point: tuple, direction: str, repeat: int, seconds: float,
+class _Point(Protocol):
+    """One point of a sweep: a row of `plan`, as DataFrame.itertuples gives it."""
+
+    @property
+    def file_size(self) -> str: ...  # its label, e.g. "4KiB"
+    @property
+    def file_bytes(self) -> int: ...
+    @property
+    def files(self) -> int: ...
+    @property
+    def point_bytes(self) -> int: ...
+
+
+def _row(point: _Point, direction: str, repeat: int, seconds: float,
          resident_pct: float | None) -> dict:
     """One measurement with its rates in every unit the lesson compares."""
     bytes_per_s = point.point_bytes / seconds
@@ -217,7 +231,7 @@ def _row(point: tuple, direction: str, repeat: int, seconds: float,
     }
 
 
-def _measure_point(run_dir: Path, point: tuple, repeat: int) -> list[dict]:
+def _measure_point(run_dir: Path, point: _Point, repeat: int) -> list[dict]:
     """Write the point's files, evict them, read them cold, and delete them whatever happens."""
     paths = [run_dir / f"{point.file_size}.{index:05d}" for index in range(point.files)]
     pool = memoryview(os.urandom(point.file_bytes + DISTINCT_OFFSETS))

@@ -71,7 +71,7 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, write: Callable[[HashingWriter], None], fsync: bool) -> Saved:
+def atomic_write(path: Path, write: Callable[[HashingWriter], object], fsync: bool) -> Saved:
     """Write under a hidden temporary name and rename it to `path` only when complete.
 
     A crash or an exception leaves either no file or the complete one under `path`, never a
