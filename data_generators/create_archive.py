@@ -59,8 +59,10 @@ def member_mtime(rel: str) -> int:
 
 def write_ustar(dataset_dir: Path, paths: list[str], target: Path) -> None:
     """Write the compact archive: same input gives byte-identical output."""
-    with ds.create_new(target) as handle, \
-            tarfile.open(fileobj=handle, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+    with (
+        ds.create_new(target) as handle,
+        tarfile.open(fileobj=handle, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+    ):
         for rel in paths:
             payload = ds.read_data_file(dataset_dir, rel)
             info = tarfile.TarInfo(rel)
@@ -83,8 +85,9 @@ def default_format_size(dataset_dir: Path, paths: list[str]) -> int:
 def archive_is_current(dataset_dir: Path) -> bool:
     """Whether an existing archive was made from this manifest and is unchanged since (an
     archive.json the lab will not read, a link or a FIFO, is refused by verify_archive)."""
-    return (os.path.lexists(dataset_dir / ds.ARCHIVE_INFO_NAME)
-            and not ds.verify_archive(dataset_dir))
+    return os.path.lexists(dataset_dir / ds.ARCHIVE_INFO_NAME) and not ds.verify_archive(
+        dataset_dir
+    )
 
 
 def commit(dataset_dir: Path, partial: Path, info: dict) -> None:
@@ -108,17 +111,21 @@ def write_archive(dataset_dir: Path, manifest: dict) -> dict:
     archive = dataset_dir / ds.ARCHIVE_NAME
     try:
         write_ustar(dataset_dir, paths, partial)
-        info = ds.new_archive_info(dataset_dir, partial, len(paths), payload,
-                                   default_format_size(dataset_dir, paths))
+        info = ds.new_archive_info(
+            dataset_dir, partial, len(paths), payload, default_format_size(dataset_dir, paths)
+        )
     except KeyboardInterrupt:
         with contextlib.suppress(KeyboardInterrupt), interrupts_held():
             partial.unlink(missing_ok=True)
-        raise Interrupted(f"the half-written archive was removed; {archive} is as it was "
-                          "before") from None
+        raise Interrupted(
+            f"the half-written archive was removed; {archive} is as it was before"
+        ) from None
     except OSError as err:
         partial.unlink(missing_ok=True)
-        raise LabError(f"writing {archive} failed ({err.strerror or err}); the half-written "
-                       "archive was removed") from None
+        raise LabError(
+            f"writing {archive} failed ({err.strerror or err}); the half-written "
+            "archive was removed"
+        ) from None
     except LabError:  # a data file swapped for a link or a FIFO since it verified
         partial.unlink(missing_ok=True)
         raise
@@ -127,8 +134,10 @@ def write_archive(dataset_dir: Path, manifest: dict) -> dict:
     except KeyboardInterrupt:
         raise Interrupted(f"the new archive {archive} was complete") from None
     except OSError as err:
-        raise LabError(f"putting {archive} in place failed ({err.strerror or err}); run "
-                       f"`python data_generators/create_archive.py --data {dataset_dir}` again") from None
+        raise LabError(
+            f"putting {archive} in place failed ({err.strerror or err}); run "
+            f"`python data_generators/create_archive.py --data {dataset_dir}` again"
+        ) from None
     return info
 
 
@@ -158,17 +167,25 @@ def create_archive(dataset_dir: Path) -> tuple[dict, bool]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_data_option(parser, "dataset directory (holding data/ and manifest.json)",
-                    required=True, old_names=("--out",))
+    add_data_option(
+        parser,
+        "dataset directory (holding data/ and manifest.json)",
+        required=True,
+        old_names=("--out",),
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     info, reused = create_archive(args.dataset_dir)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Archive {public_text(args.dataset_dir / ds.ARCHIVE_NAME)}: {info['members']} members, "
-          f"{info['archive_bytes']} bytes for {info['payload_bytes']} bytes of data "
-          f"({info['overhead_ratio']:.1f}x), {verb}")
-    print(f"Python's default tar format would take {info['default_format_bytes']} bytes "
-          f"({info['default_overhead_ratio']:.1f}x)")
+    print(
+        f"Archive {public_text(args.dataset_dir / ds.ARCHIVE_NAME)}: {info['members']} members, "
+        f"{info['archive_bytes']} bytes for {info['payload_bytes']} bytes of data "
+        f"({info['overhead_ratio']:.1f}x), {verb}"
+    )
+    print(
+        f"Python's default tar format would take {info['default_format_bytes']} bytes "
+        f"({info['default_overhead_ratio']:.1f}x)"
+    )
     return 0
 
 

@@ -40,32 +40,53 @@ BYTES_PER_FILE_ON_DISK = 4096
 #: Room to leave for the archive written next to the dataset (ustar: 1 KiB per member).
 ARCHIVE_BYTES_PER_FILE = 1024
 #: How many daily files a run may write.
-FILES = Bounds(1, ds.MAX_FILES, "files", "each file is an inode of a shared file system, "
-               "and 100,000 days are 274 years")
+FILES = Bounds(
+    1,
+    ds.MAX_FILES,
+    "files",
+    "each file is an inode of a shared file system, and 100,000 days are 274 years",
+)
 #: Where a run writes before renaming into place, and where the replaced data waits to go.
 PARTIAL_NAME = ".data.partial"
 REPLACED_NAME = ".data.replaced"
 #: Every name a run replaces or deletes in the dataset folder: whichever is there already must
 #: be the lab's (ds.claim_folder). data/ first: it names the usual case in the refusal.
-REPLACES = (ds.DATA_DIR, ds.MANIFEST_NAME, ds.ARCHIVE_NAME, ds.ARCHIVE_INFO_NAME, PARTIAL_NAME,
-            REPLACED_NAME, ds.MANIFEST_NAME + ".partial", ds.MARKER_NAME)
+REPLACES = (
+    ds.DATA_DIR,
+    ds.MANIFEST_NAME,
+    ds.ARCHIVE_NAME,
+    ds.ARCHIVE_INFO_NAME,
+    PARTIAL_NAME,
+    REPLACED_NAME,
+    ds.MANIFEST_NAME + ".partial",
+    ds.MARKER_NAME,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Write the lab's deterministic small-files dataset and its manifest.",
         epilog="A dataset that already verifies is reused (also in a read-only place); one "
-               "that does not is rebuilt. One run at a time may write a directory.",
+        "that does not is rebuilt. One run at a time may write a directory.",
     )
     add_data_option(parser, "dataset directory to write", required=True, old_names=("--out",))
     parser.add_argument(
-        "--files", type=int_option("--files", FILES), default=ds.DEFAULT_FILES,
+        "--files",
+        type=int_option("--files", FILES),
+        default=ds.DEFAULT_FILES,
         help=f"number of daily files (default {ds.DEFAULT_FILES}: 20 years from 2004-01-01)",
     )
-    parser.add_argument("--seed", type=int_option("--seed", SEEDS), default=ds.DEFAULT_SEED,
-                        help="random seed (default 1)")
-    parser.add_argument("--verify", action="store_true",
-                        help="only check DIR against its manifest (data files and data.tar)")
+    parser.add_argument(
+        "--seed",
+        type=int_option("--seed", SEEDS),
+        default=ds.DEFAULT_SEED,
+        help="random seed (default 1)",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="only check DIR against its manifest (data files and data.tar)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser.parse_args(argv)
 
@@ -90,9 +111,14 @@ def reusable(out: Path, files: int, seed: int) -> dict | None:
 def claim(out: Path) -> None:
     """Make `out` the lab's dataset folder, or refuse: a data/, manifest, archive or partial
     file there is replaced only if the lab wrote it (its marker) or the dataset verifies."""
-    ds.claim_folder(out, ds.present(out, REPLACES), ds.MARKER_NAME, ds.MARKER_TEXT,
-                    lambda out: ds.verify_dataset(out, archive=False).ok,
-                    "choose an empty directory for --data, or move it away")
+    ds.claim_folder(
+        out,
+        ds.present(out, REPLACES),
+        ds.MARKER_NAME,
+        ds.MARKER_TEXT,
+        lambda out: ds.verify_dataset(out, archive=False).ok,
+        "choose an empty directory for --data, or move it away",
+    )
 
 
 def progress(iterable, total: int, quiet: bool):
@@ -160,21 +186,27 @@ def write_dataset(out: Path, files: int, seed: int, quiet: bool) -> dict:
         manifest = write_files(partial, files, seed, quiet)
     except KeyboardInterrupt:
         discard(partial)
-        raise Interrupted(f"the half-written files were removed; whatever {out} held "
-                          "before is unchanged") from None
+        raise Interrupted(
+            f"the half-written files were removed; whatever {out} held before is unchanged"
+        ) from None
     except OSError as err:
         discard(partial)
-        raise LabError(f"writing the dataset in {out} failed ({err.strerror or err}); the "
-                       "half-written files were removed") from None
+        raise LabError(
+            f"writing the dataset in {out} failed ({err.strerror or err}); the "
+            "half-written files were removed"
+        ) from None
     try:
         commit(out, partial, manifest)
         confirm_written(out, manifest)
     except KeyboardInterrupt:
-        raise Interrupted(f"the new dataset in {out} was complete; check it with "
-                          f"{ds.verify_command(out)}") from None
+        raise Interrupted(
+            f"the new dataset in {out} was complete; check it with {ds.verify_command(out)}"
+        ) from None
     except OSError as err:
-        raise LabError(f"putting the new dataset in place in {out} failed "
-                       f"({err.strerror or err}); run {ds.create_command(out)} again") from None
+        raise LabError(
+            f"putting the new dataset in place in {out} failed "
+            f"({err.strerror or err}); run {ds.create_command(out)} again"
+        ) from None
     return manifest
 
 
@@ -187,13 +219,17 @@ def confirm_written(out: Path, manifest: dict) -> None:
     result = ds.verify_dataset(out, archive=False)
     if on_disk != manifest or not result.ok:
         problem = result.problems[0] if result.problems else "another run replaced it"
-        raise LabError(f"the dataset written to {out} does not verify ({problem}); run "
-                       f"{ds.create_command(out)} again")
+        raise LabError(
+            f"the dataset written to {out} does not verify ({problem}); run "
+            f"{ds.create_command(out)} again"
+        )
 
 
-def generate(out: Path, files: int = ds.DEFAULT_FILES, seed: int = ds.DEFAULT_SEED,
-             quiet: bool = False) -> tuple[dict, bool]:
+def generate(
+    out: Path, files: int = ds.DEFAULT_FILES, seed: int = ds.DEFAULT_SEED, quiet: bool = False
+) -> tuple[dict, bool]:
     """Make sure `out` holds the requested, verified dataset; returns (manifest, reused)."""
+
     def build(out: Path) -> dict:
         claim(out)
         check_capacity(out, files * (BYTES_PER_FILE_ON_DISK + ARCHIVE_BYTES_PER_FILE), files + 1000)
@@ -211,8 +247,10 @@ def main() -> int:
     start = time.perf_counter()
     manifest, reused = generate(args.dataset_dir, args.files, args.seed, args.quiet)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Dataset {public_text(args.dataset_dir)}: {manifest['file_count']} files, {manifest['total_rows']} rows, "
-          f"{manifest['total_bytes']} bytes, {verb}")
+    print(
+        f"Dataset {public_text(args.dataset_dir)}: {manifest['file_count']} files, {manifest['total_rows']} rows, "
+        f"{manifest['total_bytes']} bytes, {verb}"
+    )
     print(f"Expected mean activity_level: {manifest['expected_mean']!r}")
     return 0
 

@@ -39,8 +39,13 @@ MARKER_NAME = ".iolab-images"
 MARKER_TEXT = "written by the storage I/O lab's make_images.py: this folder holds lab images"
 #: Every name a run replaces or deletes in its folder: whichever is there already must be
 #: the lab's (ds.claim_folder).
-REPLACES = (sm.IMAGE_FILES_DIR, sm.SHARDS_DIR, MANIFEST_NAME, MANIFEST_NAME + ".partial",
-            MARKER_NAME)
+REPLACES = (
+    sm.IMAGE_FILES_DIR,
+    sm.SHARDS_DIR,
+    MANIFEST_NAME,
+    MANIFEST_NAME + ".partial",
+    MARKER_NAME,
+)
 MIN_SAMPLE_KB, MAX_SAMPLE_KB = 100, 8192
 MAX_COUNT = 100_000
 DEFAULTS = {"count": 512, "sample_kb": 256, "seed": 1, "shard_mb": 16.0}
@@ -50,17 +55,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Write a deterministic image-like dataset as files and as webdataset shards.",
         epilog=f"Defaults ({DEFAULTS['count']} x {DEFAULTS['sample_kb']} KB = 128 MB) suit a shared "
-               "login node. A dataset that already verifies with the same options is reused.",
+        "login node. A dataset that already verifies with the same options is reused.",
     )
-    add_data_option(parser, "dataset directory (default: <workspace>/images)",
-                    default=WorkspaceEntry.IMAGES.path(), old_names=("--out",))
+    add_data_option(
+        parser,
+        "dataset directory (default: <workspace>/images)",
+        default=WorkspaceEntry.IMAGES.path(),
+        old_names=("--out",),
+    )
     parser.add_argument("--count", type=int, default=DEFAULTS["count"], help="number of samples")
-    parser.add_argument("--sample-kb", type=int, default=DEFAULTS["sample_kb"],
-                        help=f"bytes per sample in KB (1024 bytes), {MIN_SAMPLE_KB} to {MAX_SAMPLE_KB}")
-    parser.add_argument("--seed", type=int_option("--seed", SEEDS), default=DEFAULTS["seed"],
-                        help="random seed")
-    parser.add_argument("--shard-mb", type=float, default=DEFAULTS["shard_mb"],
-                        help="largest shard size in MB (10^6 bytes)")
+    parser.add_argument(
+        "--sample-kb",
+        type=int,
+        default=DEFAULTS["sample_kb"],
+        help=f"bytes per sample in KB (1024 bytes), {MIN_SAMPLE_KB} to {MAX_SAMPLE_KB}",
+    )
+    parser.add_argument(
+        "--seed", type=int_option("--seed", SEEDS), default=DEFAULTS["seed"], help="random seed"
+    )
+    parser.add_argument(
+        "--shard-mb",
+        type=float,
+        default=DEFAULTS["shard_mb"],
+        help="largest shard size in MB (10^6 bytes)",
+    )
     parser.add_argument("--verify", action="store_true", help="only check DIR against its manifest")
     return parser.parse_args(argv)
 
@@ -68,8 +86,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def check_request(count: int, sample_kb: int, shard_mb: float) -> None:
     """One sentence for each impossible request, before anything is written."""
     if not MIN_SAMPLE_KB <= sample_kb <= MAX_SAMPLE_KB:
-        raise LabError(f"--sample-kb {sample_kb} is out of range; choose {MIN_SAMPLE_KB} to "
-                       f"{MAX_SAMPLE_KB} (100 KB to 8 MB, the size of typical training images)")
+        raise LabError(
+            f"--sample-kb {sample_kb} is out of range; choose {MIN_SAMPLE_KB} to "
+            f"{MAX_SAMPLE_KB} (100 KB to 8 MB, the size of typical training images)"
+        )
     if not 1 <= count <= MAX_COUNT:
         raise LabError(f"--count {count} is out of range; choose 1 to {MAX_COUNT} samples")
     if not 0.1 <= shard_mb <= 100_000:
@@ -89,9 +109,17 @@ def verify_images(out: Path) -> list[str]:
 def clear_previous(out: Path) -> None:
     """Remove an earlier (possibly half-written) dataset, but only one this lab made: its
     folder carries the lab's marker, or what is there verifies."""
-    ds.claim_folder(out, ds.present(out, REPLACES), MARKER_NAME, MARKER_TEXT,
-                    lambda out: not verify_images(out), "choose an empty directory for --data")
-    (out / MANIFEST_NAME).unlink(missing_ok=True)  # first: a half-rebuilt dataset never looks complete
+    ds.claim_folder(
+        out,
+        ds.present(out, REPLACES),
+        MARKER_NAME,
+        MARKER_TEXT,
+        lambda out: not verify_images(out),
+        "choose an empty directory for --data",
+    )
+    (out / MANIFEST_NAME).unlink(
+        missing_ok=True
+    )  # first: a half-rebuilt dataset never looks complete
     ds.discard_path(out / sm.IMAGE_FILES_DIR)
 
 
@@ -113,19 +141,33 @@ def write_dataset(out: Path, count: int, sample_kb: int, seed: int, shard_mb: fl
     def shard_samples(indices: range):
         for i in indices:
             payload = (files / f"{sm.image_key(i)}.bin").read_bytes()
-            yield sm.image_key(i), {"bin": payload, sm.LABEL_EXT: label_member(sm.image_label(payload))}
+            yield (
+                sm.image_key(i),
+                {"bin": payload, sm.LABEL_EXT: label_member(sm.image_label(payload))},
+            )
 
-    shard_entries = [sh.write_shard(shard_dir / sh.SHARD_NAME.format(n), shard_samples(indices))
-                     for n, indices in enumerate(plan)]
+    shard_entries = [
+        sh.write_shard(shard_dir / sh.SHARD_NAME.format(n), shard_samples(indices))
+        for n, indices in enumerate(plan)
+    ]
     request = {"count": count, "sample_kb": sample_kb, "seed": seed, "shard_mb": shard_mb}
     manifest = sm.new_images_manifest(request, size, entries, len(shard_entries))
-    sh.write_index(shard_dir, {
-        "format_version": sh.INDEX_FORMAT_VERSION, "generator": "data_generators/make_images.py",
-        "kind": sm.IMAGES, "payload_ext": sm.PAYLOAD_EXT[sm.IMAGES], "source": request,
-        "shard_count": len(shard_entries), "sample_count": count, "payload_bytes": count * size,
-        "shard_bytes": sum(e["bytes"] for e in shard_entries), "label_sum": manifest["label_sum"],
-        "shards": shard_entries,
-    })
+    sh.write_index(
+        shard_dir,
+        {
+            "format_version": sh.INDEX_FORMAT_VERSION,
+            "generator": "data_generators/make_images.py",
+            "kind": sm.IMAGES,
+            "payload_ext": sm.PAYLOAD_EXT[sm.IMAGES],
+            "source": request,
+            "shard_count": len(shard_entries),
+            "sample_count": count,
+            "payload_bytes": count * size,
+            "shard_bytes": sum(e["bytes"] for e in shard_entries),
+            "label_sum": manifest["label_sum"],
+            "shards": shard_entries,
+        },
+    )
     sm.write_images_manifest(out, manifest)
     return manifest
 
@@ -149,8 +191,13 @@ def discard(out: Path) -> None:
             ds.discard_path(out / name)
 
 
-def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULTS["sample_kb"],
-             seed: int = DEFAULTS["seed"], shard_mb: float = DEFAULTS["shard_mb"]) -> tuple[dict, bool]:
+def generate(
+    out: Path,
+    count: int = DEFAULTS["count"],
+    sample_kb: int = DEFAULTS["sample_kb"],
+    seed: int = DEFAULTS["seed"],
+    shard_mb: float = DEFAULTS["shard_mb"],
+) -> tuple[dict, bool]:
     """Make sure `out` holds the requested, verified dataset; returns (manifest, reused).
 
     One run at a time writes a directory (its lock); an interrupt removes the half-written
@@ -170,12 +217,16 @@ def generate(out: Path, count: int = DEFAULTS["count"], sample_kb: int = DEFAULT
             raise Interrupted(f"the half-written dataset in {out} was removed") from None
         except OSError as err:
             discard(out)
-            raise LabError(f"writing the images in {out} failed ({err.strerror or err}); the "
-                           "half-written dataset was removed") from None
+            raise LabError(
+                f"writing the images in {out} failed ({err.strerror or err}); the "
+                "half-written dataset was removed"
+            ) from None
         problems = verify_images(out)
         if problems:
-            raise LabError(f"the dataset written to {out} does not verify ({problems[0]}); run "
-                           "make_images.py again")
+            raise LabError(
+                f"the dataset written to {out} does not verify ({problems[0]}); run "
+                "make_images.py again"
+            )
         return manifest
 
     return build_once(Path(out), lambda out: reusable(out, request), build)
@@ -185,13 +236,20 @@ def main() -> int:
     args = parse_args()
     if args.verify:
         problems = verify_images(args.dataset_dir)
-        print(f"{args.dataset_dir}: " + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3])))
+        print(
+            f"{args.dataset_dir}: "
+            + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3]))
+        )
         return 0 if not problems else 1
     start = time.perf_counter()
-    manifest, reused = generate(args.dataset_dir, args.count, args.sample_kb, args.seed, args.shard_mb)
+    manifest, reused = generate(
+        args.dataset_dir, args.count, args.sample_kb, args.seed, args.shard_mb
+    )
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
-    print(f"Images {args.dataset_dir}: {manifest['count']} samples x {manifest['sample_bytes']} bytes "
-          f"as files and {manifest['shard_count']} shards, label sum {manifest['label_sum']}, {verb}")
+    print(
+        f"Images {args.dataset_dir}: {manifest['count']} samples x {manifest['sample_bytes']} bytes "
+        f"as files and {manifest['shard_count']} shards, label sum {manifest['label_sum']}, {verb}"
+    )
     return 0
 
 

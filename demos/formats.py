@@ -25,11 +25,10 @@ import statistics
 import time
 from pathlib import Path
 
-import read_files  # the CSV files are read exactly as read_files.py reads them
-import reader_common as rc  # starts the interrupt handling
-
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import read_files  # the CSV files are read exactly as read_files.py reads them
+import reader_common as rc  # starts the interrupt handling
 
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core.errors import LabError, run_cli  # noqa: E402
@@ -41,8 +40,13 @@ COLUMN = "activity_level"
 #: The size of a .npy header: numpy pads it so that the data starts at a multiple of 64 bytes.
 NPY_HEADER_BYTES = 128
 #: Timed reads of each format.
-REPEATS = Bounds(1, 50, "repeats", "each repeat reads every format again, the 7300 CSV files "
-                 "among them, and a median settles within a few")
+REPEATS = Bounds(
+    1,
+    50,
+    "repeats",
+    "each repeat reads every format again, the 7300 CSV files "
+    "among them, and a median settles within a few",
+)
 
 
 def read_csv_files(dataset_dir: Path) -> tuple[pd.DataFrame, list[tuple[str, int]]]:
@@ -98,8 +102,10 @@ def timed(function, repeats: int) -> tuple[float, list[float]]:
         values.add(function())
         seconds.append(time.perf_counter() - start)
     if len(values) != 1:
-        raise LabError(f"repeated reads gave different means ({sorted(values)}): the files "
-                       "changed while being read; run it again when nothing else writes there")
+        raise LabError(
+            f"repeated reads gave different means ({sorted(values)}): the files "
+            "changed while being read; run it again when nothing else writes there"
+        )
     return values.pop(), seconds
 
 
@@ -115,38 +121,65 @@ def compare(dataset_dir: Path, repeats: int) -> dict:
         layouts = [
             ("csv files", manifest["file_count"], csv_bytes, lambda: mean_from_csv(dataset_dir)),
             ("table .csv", 1, paths["csv"].stat().st_size, lambda: mean_from_one_csv(paths["csv"])),
-            ("table .npy", 1, paths["table"].stat().st_size,
-             lambda: mean_from_table(paths["table"])),
-            ("column .npy", 1, paths[COLUMN].stat().st_size,
-             lambda: mean_from_column(paths[COLUMN])),
+            (
+                "table .npy",
+                1,
+                paths["table"].stat().st_size,
+                lambda: mean_from_table(paths["table"]),
+            ),
+            (
+                "column .npy",
+                1,
+                paths[COLUMN].stat().st_size,
+                lambda: mean_from_column(paths[COLUMN]),
+            ),
         ]
         rows = []
         for name, files, size, read in layouts:
             mean, seconds = timed(read, repeats)
-            rows.append({"format": name, "files_opened": files, "bytes_read": size,
-                         "median_s": statistics.median(seconds), "min_s": min(seconds),
-                         "max_s": max(seconds), "mean": mean,
-                         "matches_manifest": mean == manifest["expected_mean"]})
+            rows.append(
+                {
+                    "format": name,
+                    "files_opened": files,
+                    "bytes_read": size,
+                    "median_s": statistics.median(seconds),
+                    "min_s": min(seconds),
+                    "max_s": max(seconds),
+                    "mean": mean,
+                    "matches_manifest": mean == manifest["expected_mean"],
+                }
+            )
     except (OSError, ValueError) as err:
-        raise LabError(f"the formats comparison could not read or write its files "
-                       f"({type(err).__name__}: {' '.join(str(err).split())}); check the dataset "
-                       f"with {ds.verify_command(dataset_dir)} and the free space of "
-                       f"{public_text(scratch.parent)}") from None
+        raise LabError(
+            f"the formats comparison could not read or write its files "
+            f"({type(err).__name__}: {' '.join(str(err).split())}); check the dataset "
+            f"with {ds.verify_command(dataset_dir)} and the free space of "
+            f"{public_text(scratch.parent)}"
+        ) from None
     finally:
         remove_tree(scratch)
     mismatched = [row["format"] for row in rows if not row["matches_manifest"]]
     if mismatched:
-        raise LabError(f"the mean read from {mismatched[0]} differs from the manifest's "
-                       f"{manifest['expected_mean']!r}; check the dataset with "
-                       f"{ds.verify_command(dataset_dir)}")
-    return {"rows_in_table": manifest["total_rows"], "expected_mean": manifest["expected_mean"],
-            "repeats": repeats, "convert_s": convert_s, "formats": rows}
+        raise LabError(
+            f"the mean read from {mismatched[0]} differs from the manifest's "
+            f"{manifest['expected_mean']!r}; check the dataset with "
+            f"{ds.verify_command(dataset_dir)}"
+        )
+    return {
+        "rows_in_table": manifest["total_rows"],
+        "expected_mean": manifest["expected_mean"],
+        "repeats": repeats,
+        "convert_s": convert_s,
+        "formats": rows,
+    }
 
 
 def report(result: dict) -> None:
     frame = pd.DataFrame(result["formats"])
-    print(f"Mean of {COLUMN} over {result['rows_in_table']} rows, {result['repeats']} repeats "
-          "each, warm page cache:")
+    print(
+        f"Mean of {COLUMN} over {result['rows_in_table']} rows, {result['repeats']} repeats "
+        "each, warm page cache:"
+    )
     print(to_markdown(frame.drop(columns="mean")))
     print(f"Expected mean (manifest): {result['expected_mean']!r}; every format gave exactly it")
     print(f"Writing the other layouts from the CSV files, once, took {result['convert_s']:.3f} s")
@@ -154,11 +187,21 @@ def report(result: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=path_option("--data"), required=True,
-                        help="dataset directory (holds manifest.json and data/)")
-    parser.add_argument("--repeats", type=int_option("--repeats", REPEATS), default=5,
-                        help="timed reads per format (default 5)")
-    parser.add_argument("--json", action="store_true", help="print one JSON line instead of a table")
+    parser.add_argument(
+        "--data",
+        type=path_option("--data"),
+        required=True,
+        help="dataset directory (holds manifest.json and data/)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int_option("--repeats", REPEATS),
+        default=5,
+        help="timed reads per format (default 5)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON line instead of a table"
+    )
     args = parser.parse_args()
     result = compare(args.data, args.repeats)
     if args.json:

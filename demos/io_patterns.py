@@ -43,8 +43,10 @@ def write_file(path: Path, size: int, chunk: int = MIB) -> int:
             written = os.write(fd, data[: min(chunk, size - offset)])
             calls += 1
             if written != min(chunk, size - offset):
-                raise LabError(f"a write to {path} was cut short ({written} bytes); the file "
-                               "system may be full: free some space and run again")
+                raise LabError(
+                    f"a write to {path} was cut short ({written} bytes); the file "
+                    "system may be full: free some space and run again"
+                )
     finally:
         os.close(fd)
     return calls
@@ -63,8 +65,10 @@ def small_reads(path: Path) -> str:
             total += len(chunk)
     finally:
         os.close(fd)
-    return (f"small-reads: wrote {8 * MIB:,} bytes in {writes} writes, then read {total:,} bytes "
-            f"in {reads} reads of at most {BLOCK} bytes (the last one empty, at the end)")
+    return (
+        f"small-reads: wrote {8 * MIB:,} bytes in {writes} writes, then read {total:,} bytes "
+        f"in {reads} reads of at most {BLOCK} bytes (the last one empty, at the end)"
+    )
 
 
 def reread_loop(path: Path, passes: int = 10) -> str:
@@ -79,16 +83,20 @@ def reread_loop(path: Path, passes: int = 10) -> str:
             reads += 1  # the empty read at the end
         finally:
             os.close(fd)
-    return (f"reread-loop: wrote {MIB:,} bytes in {writes} write, then opened and read it whole "
-            f"{passes} times: {total:,} bytes in {reads} reads")
+    return (
+        f"reread-loop: wrote {MIB:,} bytes in {writes} write, then opened and read it whole "
+        f"{passes} times: {total:,} bytes in {reads} reads"
+    )
 
 
 def stat_storm(path: Path, stats: int = 2000) -> str:
     writes = write_file(path, 64 * 1024, chunk=64 * 1024)
     for _ in range(stats):  # "has it changed?" asked again and again
         os.stat(path)
-    return (f"stat-storm: wrote {64 * 1024:,} bytes in {writes} write, then called stat on it "
-            f"{stats} times")
+    return (
+        f"stat-storm: wrote {64 * 1024:,} bytes in {writes} write, then called stat on it "
+        f"{stats} times"
+    )
 
 
 def small_unaligned_writes(path: Path, records: int = 2000, size: int = 100) -> str:
@@ -97,13 +105,17 @@ def small_unaligned_writes(path: Path, records: int = 2000, size: int = 100) -> 
     try:
         for i in range(records):  # one record at a time, as a logger without a buffer does
             if os.pwrite(fd, record, i * size) != size:
-                raise LabError(f"a write to {path} was cut short; the file system may be "
-                               "full: free some space and run again")
+                raise LabError(
+                    f"a write to {path} was cut short; the file system may be "
+                    "full: free some space and run again"
+                )
     finally:
         os.close(fd)
     aligned = sum(1 for i in range(records) if i * size % BLOCK == 0)
-    return (f"small-unaligned-writes: wrote {records * size:,} bytes in {records} writes of "
-            f"{size} bytes; {records - aligned} of them start off a {BLOCK}-byte boundary")
+    return (
+        f"small-unaligned-writes: wrote {records * size:,} bytes in {records} writes of "
+        f"{size} bytes; {records - aligned} of them start off a {BLOCK}-byte boundary"
+    )
 
 
 def random_reads(path: Path, seed: int = 1) -> str:
@@ -118,20 +130,31 @@ def random_reads(path: Path, seed: int = 1) -> str:
             total += len(os.pread(fd, BLOCK, block * BLOCK))
     finally:
         os.close(fd)
-    return (f"random-reads: wrote {size:,} bytes in {writes} writes, then read {total:,} bytes in "
-            f"{len(blocks)} reads of {BLOCK} bytes at shuffled offsets (seed {seed})")
+    return (
+        f"random-reads: wrote {size:,} bytes in {writes} writes, then read {total:,} bytes in "
+        f"{len(blocks)} reads of {BLOCK} bytes at shuffled offsets (seed {seed})"
+    )
 
 
-PATTERNS = {"small-reads": small_reads, "reread-loop": reread_loop, "stat-storm": stat_storm,
-            "small-unaligned-writes": small_unaligned_writes, "random-reads": random_reads}
+PATTERNS = {
+    "small-reads": small_reads,
+    "reread-loop": reread_loop,
+    "stat-storm": stat_storm,
+    "small-unaligned-writes": small_unaligned_writes,
+    "random-reads": random_reads,
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pattern", choices=sorted(PATTERNS), help="which pattern to run")
-    parser.add_argument("--data", type=path_option("--data"), default=None,
-                        help="a directory of the lab's own to write in (made and marked if "
-                             "missing; default: workspace/tmp/io-patterns)")
+    parser.add_argument(
+        "--data",
+        type=path_option("--data"),
+        default=None,
+        help="a directory of the lab's own to write in (made and marked if "
+        "missing; default: workspace/tmp/io-patterns)",
+    )
     args = parser.parse_args()
     where = lab_owned_dir(args.data or WorkspaceEntry.TMP.path() / "io-patterns")
     check_capacity(where, 16 * MIB, 1)
@@ -139,8 +162,10 @@ def main() -> int:
     try:
         print(PATTERNS[args.pattern](path))
     except OSError as err:
-        raise LabError(f"the {args.pattern} pattern could not use {path} ({err.strerror}); "
-                       "choose a writable directory with --data") from None
+        raise LabError(
+            f"the {args.pattern} pattern could not use {path} ({err.strerror}); "
+            "choose a writable directory with --data"
+        ) from None
     finally:
         path.unlink(missing_ok=True)
     return 0

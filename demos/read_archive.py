@@ -15,12 +15,16 @@ import reader_common as rc
 def read(dataset_dir):
     path = rc.archive_path(dataset_dir)
     members = []
-    with rc.archive_problems(path), tarfile.open(path, mode="r|") as tar:  # "r|": a stream, no seeks
+    with (
+        rc.archive_problems(path),
+        tarfile.open(path, mode="r|") as tar,
+    ):  # "r|": a stream, no seeks
         for member in tar:
             if member.isfile():
                 members.append((member.name, tar.extractfile(member).read()))
-    return rc.Reading(rc.parse_once(data.decode() for _name, data in members),
-                      rc.named_sizes(members))
+    return rc.Reading(
+        rc.parse_once(data.decode() for _name, data in members), rc.named_sizes(members)
+    )
 
 
 if __name__ == "__main__":

@@ -32,11 +32,13 @@ def read(dataset_dir, seed):
         for name, offset, size in index:
             raw.seek(offset)
             members.append((name, raw.read(size)))
-    return rc.Reading(rc.parse_once(data.decode() for _name, data in members),
-                      rc.named_sizes(members), order=rc.member_order(members))
+    return rc.Reading(
+        rc.parse_once(data.decode() for _name, data in members),
+        rc.named_sizes(members),
+        order=rc.member_order(members),
+    )
 
 
 if __name__ == "__main__":
     args = rc.parse_args(__doc__.split("\n\n")[0], seed=True)
-    rc.run_reader("read_archive_random", args, rc.ARCHIVE,
-                  lambda: read(args.data, args.seed))
+    rc.run_reader("read_archive_random", args, rc.ARCHIVE, lambda: read(args.data, args.seed))

@@ -8,7 +8,6 @@ fixed overhead of setting up a CSV parser 7300 times.
 """
 
 import pandas as pd
-
 import reader_common as rc
 
 
@@ -17,14 +16,17 @@ def read_one(path):
     try:
         return pd.read_csv(path, header=0, names=rc.COLUMNS)
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as err:
-        raise rc.DatasetProblem(f"{path} cannot be parsed ({err}); the dataset is damaged") from None
+        raise rc.DatasetProblem(
+            f"{path} cannot be parsed ({err}); the dataset is damaged"
+        ) from None
 
 
 def read(dataset_dir):
     files = rc.csv_files(dataset_dir)
     frames = [read_one(path) for path in files]
-    return rc.Reading(pd.concat(frames, ignore_index=True), rc.file_sizes(dataset_dir, files, frames),
-                      unit="rows")
+    return rc.Reading(
+        pd.concat(frames, ignore_index=True), rc.file_sizes(dataset_dir, files, frames), unit="rows"
+    )
 
 
 if __name__ == "__main__":

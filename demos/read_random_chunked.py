@@ -25,11 +25,15 @@ def stream_members(path):
 def read(dataset_dir, buffer, seed):
     members = stream_members(rc.archive_path(dataset_dir))
     shuffled = list(rc.buffered_shuffle(members, buffer, random.Random(seed)))
-    return rc.Reading(rc.parse_once(data.decode() for _name, data in shuffled),
-                      rc.named_sizes(shuffled), order=rc.member_order(shuffled))
+    return rc.Reading(
+        rc.parse_once(data.decode() for _name, data in shuffled),
+        rc.named_sizes(shuffled),
+        order=rc.member_order(shuffled),
+    )
 
 
 if __name__ == "__main__":
     args = rc.parse_args(__doc__.split("\n\n")[0], seed=True, buffer=True)
-    rc.run_reader("read_random_chunked", args, rc.ARCHIVE,
-                  lambda: read(args.data, args.buffer, args.seed))
+    rc.run_reader(
+        "read_random_chunked", args, rc.ARCHIVE, lambda: read(args.data, args.buffer, args.seed)
+    )

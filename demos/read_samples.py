@@ -21,27 +21,44 @@ quiet_interrupts()  # first: Ctrl-C during a slow import (webdataset, torch) is 
 
 from iolab.core.dataset import MAX_FILES  # noqa: E402
 from iolab.core.loader import SOURCES, check_full_read, read_throughput  # noqa: E402
-from iolab.core.options import (BATCH_SAMPLES, Bounds, int_option, path_option,  # noqa: E402
-                                process_bounds)
+from iolab.core.options import BATCH_SAMPLES, Bounds, int_option, path_option, process_bounds  # noqa: E402
 
 #: Samples read before stopping; a limit beyond the dataset reads all of it.
-LIMIT = Bounds(1, MAX_FILES, "samples", f"no dataset of the lab holds more than {MAX_FILES:,} "
-               "samples, so a larger limit reads the same")
+LIMIT = Bounds(
+    1,
+    MAX_FILES,
+    "samples",
+    f"no dataset of the lab holds more than {MAX_FILES:,} "
+    "samples, so a larger limit reads the same",
+)
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--source", choices=SOURCES, required=True,
-                        help="files: DIR/data or DIR/files, one open per sample; shards: DIR/shards")
-    parser.add_argument("--data", type=path_option("--data"), required=True,
-                        help="dataset directory")
-    parser.add_argument("--workers", type=int_option("--workers", process_bounds(0, "workers")),
-                        help="PyTorch DataLoader workers (0 = DataLoader in this process); "
-                             "omit to read without a DataLoader")
-    parser.add_argument("--batch-size", type=int_option("--batch-size", BATCH_SAMPLES), default=32,
-                        help="samples per batch (default 32)")
-    parser.add_argument("--limit", type=int_option("--limit", LIMIT),
-                        help="stop after this many samples")
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        required=True,
+        help="files: DIR/data or DIR/files, one open per sample; shards: DIR/shards",
+    )
+    parser.add_argument(
+        "--data", type=path_option("--data"), required=True, help="dataset directory"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int_option("--workers", process_bounds(0, "workers")),
+        help="PyTorch DataLoader workers (0 = DataLoader in this process); "
+        "omit to read without a DataLoader",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int_option("--batch-size", BATCH_SAMPLES),
+        default=32,
+        help="samples per batch (default 32)",
+    )
+    parser.add_argument(
+        "--limit", type=int_option("--limit", LIMIT), help="stop after this many samples"
+    )
     return parser.parse_args()
 
 

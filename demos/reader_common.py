@@ -31,8 +31,9 @@ import os
 import random
 import stat
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence, Sized, TypeVar
+from typing import TypeVar
 
 from iolab.core.errors import LabError, quiet_interrupts, run_cli
 
@@ -45,9 +46,14 @@ from iolab.core.options import SEEDS, Bounds, int_option, path_option  # noqa: E
 
 COLUMNS = ["index", "hour", "activity_level"]
 #: Members held in the shuffle buffer.
-BUFFER = Bounds(1, ds.MAX_FILES, "members", "the buffer holds its members in memory, and "
-                f"the largest dataset has {ds.MAX_FILES:,} files: a larger buffer is the same "
-                "full shuffle")
+BUFFER = Bounds(
+    1,
+    ds.MAX_FILES,
+    "members",
+    "the buffer holds its members in memory, and "
+    f"the largest dataset has {ds.MAX_FILES:,} files: a larger buffer is the same "
+    "full shuffle",
+)
 #: What a reader reads: the per-file readers read data/, the archive readers data.tar.
 FILES, ARCHIVE = "files", "archive"
 T = TypeVar("T")
@@ -70,8 +76,13 @@ class Reading:
 
     __slots__ = ("frame", "tally", "unit", "order")
 
-    def __init__(self, frame: pd.DataFrame, tally: Tally, unit: str = "bytes",
-                 order: Callable[[], list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        tally: Tally,
+        unit: str = "bytes",
+        order: Callable[[], list[str]] | None = None,
+    ) -> None:
         self.frame, self.tally, self.unit, self.order = frame, tally, unit, order
 
 
@@ -88,20 +99,35 @@ def member_order(members: list[tuple[str, bytes]]) -> Callable[[], list[str]]:
 def parse_args(description: str, *, seed: bool = False, buffer: bool = False) -> argparse.Namespace:
     """The common command line: --data DIR [--json] [--verify] [--seed S] [--buffer N] [--order-out F]."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--data", type=path_option("--data"), required=True,
-                        help="dataset directory (holds manifest.json, data/ and data.tar)")
+    parser.add_argument(
+        "--data",
+        type=path_option("--data"),
+        required=True,
+        help="dataset directory (holds manifest.json, data/ and data.tar)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of text")
-    parser.add_argument("--verify", action="store_true",
-                        help="check every checksum against the manifest before reading (reads "
-                             "the data twice); file count and sizes are always checked")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every checksum against the manifest before reading (reads "
+        "the data twice); file count and sizes are always checked",
+    )
     if seed:
-        parser.add_argument("--seed", type=int_option("--seed", SEEDS), default=1,
-                            help="shuffle seed (default 1)")
-        parser.add_argument("--order-out", type=path_option("--order-out"),
-                            help="write the member names in the order they were read, one per line")
+        parser.add_argument(
+            "--seed", type=int_option("--seed", SEEDS), default=1, help="shuffle seed (default 1)"
+        )
+        parser.add_argument(
+            "--order-out",
+            type=path_option("--order-out"),
+            help="write the member names in the order they were read, one per line",
+        )
     if buffer:
-        parser.add_argument("--buffer", type=int_option("--buffer", BUFFER), default=10,
-                            help="members held in the shuffle buffer (default 10, as in the classic demo)")
+        parser.add_argument(
+            "--buffer",
+            type=int_option("--buffer", BUFFER),
+            default=10,
+            help="members held in the shuffle buffer (default 10, as in the classic demo)",
+        )
     try:
         return parser.parse_args()
     except LabError as err:  # parsed before run_reader's run_cli: print its one sentence
@@ -136,8 +162,16 @@ def csv_files(dataset_dir: Path) -> list[str]:
 def _entries(folder: str, want_dirs: bool) -> list[str]:
     """The sorted paths in `folder`, all real folders (want_dirs) or all regular files."""
     with os.scandir(folder) as listing:
-        entries = [(entry.name, entry.path, entry.is_dir(follow_symlinks=False) if want_dirs
-                    else entry.is_file(follow_symlinks=False)) for entry in listing]
+        entries = [
+            (
+                entry.name,
+                entry.path,
+                entry.is_dir(follow_symlinks=False)
+                if want_dirs
+                else entry.is_file(follow_symlinks=False),
+            )
+            for entry in listing
+        ]
     entries.sort()
     for _name, path, right_type in entries:
         if not right_type:
@@ -145,7 +179,8 @@ def _entries(folder: str, want_dirs: bool) -> list[str]:
             raise DatasetProblem(
                 f"{path} is not a {'folder' if want_dirs else 'regular file'} (a link, "
                 f"FIFO, socket or device), so it is not read; recreate the dataset with "
-                f"{ds.create_command(os.path.dirname(data_dir))}")
+                f"{ds.create_command(os.path.dirname(data_dir))}"
+            )
     return [path for _name, path, _right_type in entries]
 
 
@@ -156,7 +191,9 @@ def file_sizes(dataset_dir: Path, files: list[str], amounts: Sequence[Sized]) ->
     return lambda: _tally_files(dataset_dir, files, amounts)
 
 
-def _tally_files(dataset_dir: Path, files: list[str], amounts: Sequence[Sized]) -> list[tuple[str, int]]:
+def _tally_files(
+    dataset_dir: Path, files: list[str], amounts: Sequence[Sized]
+) -> list[tuple[str, int]]:
     skip = len(os.path.join(dataset_dir, ""))
     return [(path[skip:], len(amount)) for path, amount in zip(files, amounts)]
 
@@ -232,14 +269,21 @@ def activity_sum(frame: pd.DataFrame) -> int:
     return int(levels.sum())
 
 
-def check_reading(dataset_dir: Path, manifest: dict, frame: pd.DataFrame,
-                  observed: list[tuple[str, int]], unit: str = "bytes") -> None:
+def check_reading(
+    dataset_dir: Path,
+    manifest: dict,
+    frame: pd.DataFrame,
+    observed: list[tuple[str, int]],
+    unit: str = "bytes",
+) -> None:
     """Refuse a reading that differs from the manifest: a file or member missing, extra or of
     the wrong size, or other rows or values than the manifest's."""
     problems = ds.compare_reading(manifest, observed, unit, len(frame), activity_sum(frame))
     if problems:
-        raise DatasetProblem(f"the dataset in {dataset_dir} does not match its manifest: "
-                             f"{problems[0]}; check it with {ds.verify_command(dataset_dir)}")
+        raise DatasetProblem(
+            f"the dataset in {dataset_dir} does not match its manifest: "
+            f"{problems[0]}; check it with {ds.verify_command(dataset_dir)}"
+        )
 
 
 def check_checksums(dataset_dir: Path, manifest: dict, source: str) -> None:
@@ -253,8 +297,9 @@ def check_checksums(dataset_dir: Path, manifest: dict, source: str) -> None:
         problems = dataset.verify_archive(dataset_dir)
     if problems:
         hint = f"; rebuild it with {ds.create_command(dataset_dir)}" if source == FILES else ""
-        raise DatasetProblem(f"the dataset in {dataset_dir} does not match its manifest: "
-                             f"{problems[0]}{hint}")
+        raise DatasetProblem(
+            f"the dataset in {dataset_dir} does not match its manifest: {problems[0]}{hint}"
+        )
 
 
 def report(reader: str, seconds: float, frame: pd.DataFrame, members: int, as_json: bool) -> None:
@@ -263,8 +308,17 @@ def report(reader: str, seconds: float, frame: pd.DataFrame, members: int, as_js
     if as_json:
         import json
 
-        print(json.dumps({"reader": reader, "time_s": seconds, "rows": rows, "mean": mean,
-                          "members": members}))
+        print(
+            json.dumps(
+                {
+                    "reader": reader,
+                    "time_s": seconds,
+                    "rows": rows,
+                    "mean": mean,
+                    "members": members,
+                }
+            )
+        )
     else:
         print(f"Time taken: {seconds:.3f} s")
         print(f"Files read: {members}")
@@ -272,8 +326,9 @@ def report(reader: str, seconds: float, frame: pd.DataFrame, members: int, as_js
         print(f"Mean activity_level: {mean!r}")
 
 
-def run_reader(reader: str, args: argparse.Namespace, source: str,
-               read: Callable[[], Reading]) -> None:
+def run_reader(
+    reader: str, args: argparse.Namespace, source: str, read: Callable[[], Reading]
+) -> None:
     """Load the manifest, time `read`, check what it read against the manifest, report it.
 
     Only the reading is timed (listing, open/read, the one parse); the manifest is read
@@ -296,11 +351,18 @@ def run_reader(reader: str, args: argparse.Namespace, source: str,
             seconds = time.perf_counter() - start
             observed = reading.tally()
             check_reading(args.data, manifest, reading.frame, observed, reading.unit)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, KeyError,
-                OSError) as err:
+        except (
+            pd.errors.ParserError,
+            pd.errors.EmptyDataError,
+            UnicodeDecodeError,
+            KeyError,
+            OSError,
+        ) as err:
             detail = " ".join(str(err).split())  # pandas' messages end in a line break
-            raise LabError(f"the dataset could not be read ({type(err).__name__}: {detail}); check "
-                           f"it with {ds.verify_command(args.data)}") from None
+            raise LabError(
+                f"the dataset could not be read ({type(err).__name__}: {detail}); check "
+                f"it with {ds.verify_command(args.data)}"
+            ) from None
         write_order(order_out, reading.order)
         report(reader, seconds, reading.frame, len(observed), args.json)
 

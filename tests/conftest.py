@@ -19,9 +19,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -142,42 +142,82 @@ BROWSERS = ("chromium", "chromium-browser")
 CHROMEDRIVERS = ("chromedriver",)
 
 AREAS = {
-    "strace": Area("system-call counts traced with strace", "strace",
-                   "apt-get install strace (as root), or `module load strace`", _strace_problem),
-    "fio": Area("fio benchmark runs", "fio", "apt-get install fio (as root), or `module load fio`",
-                _fio_problem),
-    "sshfs": Area("the loopback network file system (sshfs)",
-                  "sshfs openssh-server openssh-client",
-                  "apt-get install sshfs openssh-server openssh-client (as root), and read-write "
-                  "access to /dev/fuse", _sshfs_problem),
-    "slurm": Area("the one-node Slurm that runs the job scripts",
-                  "munge slurmctld slurmd slurm-client",
-                  "apt-get install munge slurmctld slurmd slurm-client, then run the tests as "
-                  "root (the daemons switch users)", _slurm_problem),
-    "slurm_nodes": Area("a Slurm of several nodes on one host (tests/test_slurm_nodes.py)",
-                        "munge slurmctld slurmd slurm-client util-linux",
-                        "apt-get install munge slurmctld slurmd slurm-client, then run the "
-                        "tests as root on a machine that allows new UTS and mount namespaces",
-                        _slurm_nodes_problem),
-    "torch": Area("PyTorch DataLoader and torch.save paths", "none (PyPI: torch)", "make torch",
-                  _torch_problem),
-    "mpi": Area("MPI-IO runs", "none (PyPI: mpich, mpi4py, in requirements.txt)",
-                "make (it installs the mpich and mpi4py wheels)", _mpi_problem),
-    "browser": Area("the built site in a headless browser (tests/test_site_browser.py)",
-                    "chromium chromium-driver",
-                    "apt-get install chromium chromium-driver (as root)", _browser_problem),
-    "users": Area("two ordinary users on one machine (tests/test_two_users.py)",
-                  "passwd util-linux", "run the tests as root (they create two users)",
-                  _users_problem),
-    "mounts": Area("bind mounts in lab folders, which no remover may enter",
-                   "mount", "run the tests as root (mount --bind needs it)", _mounts_problem),
-    "darshan": Area("reading Darshan logs with PyDarshan", "none (PyPI: darshan)",
-                    "make darshan (CPython 3.7 to 3.12)", _darshan_problem),
-    "cephfs": Area("a private CephFS started and mounted by the lab (tests/test_cephfs.py)",
-                   "ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common",
-                   "apt-get install --no-install-recommends ceph-mon ceph-mgr ceph-osd ceph-mds "
-                   "ceph-fuse ceph-common (as root), and read-write access to /dev/fuse",
-                   _cephfs_problem),
+    "strace": Area(
+        "system-call counts traced with strace",
+        "strace",
+        "apt-get install strace (as root), or `module load strace`",
+        _strace_problem,
+    ),
+    "fio": Area(
+        "fio benchmark runs",
+        "fio",
+        "apt-get install fio (as root), or `module load fio`",
+        _fio_problem,
+    ),
+    "sshfs": Area(
+        "the loopback network file system (sshfs)",
+        "sshfs openssh-server openssh-client",
+        "apt-get install sshfs openssh-server openssh-client (as root), and read-write "
+        "access to /dev/fuse",
+        _sshfs_problem,
+    ),
+    "slurm": Area(
+        "the one-node Slurm that runs the job scripts",
+        "munge slurmctld slurmd slurm-client",
+        "apt-get install munge slurmctld slurmd slurm-client, then run the tests as "
+        "root (the daemons switch users)",
+        _slurm_problem,
+    ),
+    "slurm_nodes": Area(
+        "a Slurm of several nodes on one host (tests/test_slurm_nodes.py)",
+        "munge slurmctld slurmd slurm-client util-linux",
+        "apt-get install munge slurmctld slurmd slurm-client, then run the "
+        "tests as root on a machine that allows new UTS and mount namespaces",
+        _slurm_nodes_problem,
+    ),
+    "torch": Area(
+        "PyTorch DataLoader and torch.save paths",
+        "none (PyPI: torch)",
+        "make torch",
+        _torch_problem,
+    ),
+    "mpi": Area(
+        "MPI-IO runs",
+        "none (PyPI: mpich, mpi4py, in requirements.txt)",
+        "make (it installs the mpich and mpi4py wheels)",
+        _mpi_problem,
+    ),
+    "browser": Area(
+        "the built site in a headless browser (tests/test_site_browser.py)",
+        "chromium chromium-driver",
+        "apt-get install chromium chromium-driver (as root)",
+        _browser_problem,
+    ),
+    "users": Area(
+        "two ordinary users on one machine (tests/test_two_users.py)",
+        "passwd util-linux",
+        "run the tests as root (they create two users)",
+        _users_problem,
+    ),
+    "mounts": Area(
+        "bind mounts in lab folders, which no remover may enter",
+        "mount",
+        "run the tests as root (mount --bind needs it)",
+        _mounts_problem,
+    ),
+    "darshan": Area(
+        "reading Darshan logs with PyDarshan",
+        "none (PyPI: darshan)",
+        "make darshan (CPython 3.7 to 3.12)",
+        _darshan_problem,
+    ),
+    "cephfs": Area(
+        "a private CephFS started and mounted by the lab (tests/test_cephfs.py)",
+        "ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common",
+        "apt-get install --no-install-recommends ceph-mon ceph-mgr ceph-osd ceph-mds "
+        "ceph-fuse ceph-common (as root), and read-write access to /dev/fuse",
+        _cephfs_problem,
+    ),
 }
 NEEDS_PREFIX = "needs "
 
@@ -194,16 +234,22 @@ def skip_reason(name: str) -> str | None:
     if problem is None:
         return None
     area = AREAS[name]
-    return (f"{NEEDS_PREFIX}{name}: {problem.rstrip('.')} (Debian packages: {area.packages}; "
-            f"enable with: {area.enable})")
+    return (
+        f"{NEEDS_PREFIX}{name}: {problem.rstrip('.')} (Debian packages: {area.packages}; "
+        f"enable with: {area.enable})"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "needs(area): skip unless this area's tool works here: "
-                            + ", ".join(AREAS))
+    config.addinivalue_line(
+        "markers", "needs(area): skip unless this area's tool works here: " + ", ".join(AREAS)
+    )
     for name in AREAS:
-        config.addinivalue_line("markers", f"needs_{name}: set on every test marked "
-                                f"needs({name!r}), to select them: -m needs_{name}")
+        config.addinivalue_line(
+            "markers",
+            f"needs_{name}: set on every test marked "
+            f"needs({name!r}), to select them: -m needs_{name}",
+        )
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection reads the marks
@@ -255,8 +301,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("needs"):
         for name in mark.args:
             if name not in AREAS:
-                raise pytest.UsageError(f"unknown area {name!r} in @pytest.mark.needs; "
-                                        f"known: {', '.join(AREAS)}")
+                raise pytest.UsageError(
+                    f"unknown area {name!r} in @pytest.mark.needs; known: {', '.join(AREAS)}"
+                )
             reason = skip_reason(name)
             if reason:
                 pytest.skip(reason)
@@ -320,15 +367,18 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     were skipped, with the command that would enable it."""
     changed = config.stash.get(_WORKSPACE_CHANGED, [])
     if changed:
-        terminalreporter.section(f"FAILED: the run changed {CHECKOUT_WORKSPACE} (tests must "
-                                 "write into IOLAB_WORKDIR, a temporary workspace)", red=True)
+        terminalreporter.section(
+            f"FAILED: the run changed {CHECKOUT_WORKSPACE} (tests must "
+            "write into IOLAB_WORKDIR, a temporary workspace)",
+            red=True,
+        )
         for entry in changed[:20]:
             terminalreporter.write_line(f"  {entry}")
     counts: dict[str, int] = {}
     for report in terminalreporter.stats.get("skipped", []):
         reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
         reason = reason.removeprefix("Skipped: ")
-        name = reason[len(NEEDS_PREFIX):].split(":", 1)[0]
+        name = reason[len(NEEDS_PREFIX) :].split(":", 1)[0]
         if reason.startswith(NEEDS_PREFIX) and name in AREAS:  # not a free-form skip's words
             counts[name] = counts.get(name, 0) + 1
     if not counts:
@@ -336,8 +386,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     terminalreporter.section("areas skipped here, and how to enable them")
     for name, count in counts.items():
         area = AREAS[name]
-        terminalreporter.write_line(f"{area.covers}: {count} tests skipped ({area_problem(name)}); "
-                                    f"enable with: {area.enable}")
+        terminalreporter.write_line(
+            f"{area.covers}: {count} tests skipped ({area_problem(name)}); "
+            f"enable with: {area.enable}"
+        )
 
 
 @pytest.fixture
@@ -372,15 +424,21 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> os.statvfs_result:
 
 def run_script(script: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one of the lab's scripts exactly as a learner would, from the repo root."""
-    proc = subprocess.run([PY, str(ROOT / script), *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [PY, str(ROOT / script), *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{script} {args} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
-def build_dataset(out: Path, files: int | None = None, seed: int | None = None,
-                  archive: bool = True) -> Path:
+def build_dataset(
+    out: Path, files: int | None = None, seed: int | None = None, archive: bool = True
+) -> Path:
     """Generate a dataset (and its archive) in `out` with the builder `make lab` uses."""
     from iolab.core import builder
 
@@ -406,8 +464,18 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
     out = tmp_path_factory.mktemp("site")
     html = out / "html"
     command = [
-        sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going",
-        "-d", str(out / "doctrees"), "-b", "html", str(ROOT), str(html),
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "-n",
+        "--keep-going",
+        "-d",
+        str(out / "doctrees"),
+        "-b",
+        "html",
+        str(ROOT),
+        str(html),
     ]
     result = subprocess.run(
         command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT

@@ -31,8 +31,11 @@ JOBS = (
     ("small-files-local.sbatch", (f"--nodes={NODES}", "--ntasks-per-node=2"), {}),
     ("mpiio.sbatch", (f"--nodes={NODES}",), {}),
     ("metadata-storm.sbatch", (f"--nodes={NODES}",), {}),
-    ("fio-node.sbatch", (f"--nodes={NODES}",),
-     {"IOLAB_FIO_SIZE_SCALE": "0.001", "IOLAB_FIO_RUNTIME_S": "1"}),
+    (
+        "fio-node.sbatch",
+        (f"--nodes={NODES}",),
+        {"IOLAB_FIO_SIZE_SCALE": "0.001", "IOLAB_FIO_RUNTIME_S": "1"},
+    ),
 )
 #: Large files the page does not read: the dataset's manifest (1.1 MB, a line per file) and
 #: fio's full JSON per node and place (about 100 KB each, with latency histograms).
@@ -56,16 +59,23 @@ def record(target: Path) -> None:
             shutil.rmtree(target)
         target.mkdir(parents=True)
         for _script, results in recorded:
-            shutil.copytree(results, target / results.name,
-                            ignore=shutil.ignore_patterns(*LEFT_OUT))
+            shutil.copytree(
+                results, target / results.name, ignore=shutil.ignore_patterns(*LEFT_OUT)
+            )
     slurm = subprocess.run(["slurmd", "-V"], capture_output=True, text=True).stdout
     context = machine_context()
-    (target / "machine.json").write_text(json.dumps({
-        "label": machine_label(context),
-        "recorded_on": datetime.date.today().isoformat(),
-        "slurm": slurm.strip(),
-        "nodes": f"{NODES} slurmd on this one machine (tests/slurm_cluster.py)",
-    }, indent=1) + "\n")
+    (target / "machine.json").write_text(
+        json.dumps(
+            {
+                "label": machine_label(context),
+                "recorded_on": datetime.date.today().isoformat(),
+                "slurm": slurm.strip(),
+                "nodes": f"{NODES} slurmd on this one machine (tests/slurm_cluster.py)",
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"recorded {len(recorded)} jobs in {target}")
 
 

@@ -40,14 +40,22 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 #: The command each daemon or client needs, and the Debian package that provides it.
-PACKAGES = {"munged": "munge", "mungekey": "munge", "slurmctld": "slurmctld",
-            "slurmd": "slurmd", "sbatch": "slurm-client", "sinfo": "slurm-client",
-            "scontrol": "slurm-client", "scancel": "slurm-client", "squeue": "slurm-client"}
+PACKAGES = {
+    "munged": "munge",
+    "mungekey": "munge",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sbatch": "slurm-client",
+    "sinfo": "slurm-client",
+    "scontrol": "slurm-client",
+    "scancel": "slurm-client",
+    "squeue": "slurm-client",
+}
 #: How long the node may take to come up idle, and daemons to exit after SIGTERM.
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 15
@@ -55,21 +63,41 @@ STOP_TIMEOUT_S = 15
 PENDING_LIMIT_S = 20
 #: How often a submitted job's state is asked for, and the states it ends in.
 POLL_S = 0.25
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
-                          "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+    }
+)
 #: The most nodes one host runs (each slurmd and its jobs share the host's cores).
 MAX_NODES = 4
 #: Hardware fields of `slurmd -C` copied to the node line.
-NODE_FIELDS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore",
-               "RealMemory")
+NODE_FIELDS = (
+    "CPUs",
+    "Boards",
+    "SocketsPerBoard",
+    "CoresPerSocket",
+    "ThreadsPerCore",
+    "RealMemory",
+)
 
 
 def skip_reason() -> str | None:
     """Why a Slurm cannot be started here (not root, a package missing), or None."""
     missing = sorted({pkg for cmd, pkg in PACKAGES.items() if shutil.which(cmd) is None})
     if missing:
-        return ("a test Slurm needs the Debian packages " + ", ".join(missing)
-                + " (apt-get install slurmctld slurmd slurm-client munge)")
+        return (
+            "a test Slurm needs the Debian packages "
+            + ", ".join(missing)
+            + " (apt-get install slurmctld slurmd slurm-client munge)"
+        )
     if os.geteuid() != 0:
         return "a test Slurm must run as root (its daemons switch users); run as CI's root"
     return None
@@ -82,12 +110,17 @@ def multinode_skip_reason() -> str | None:
         return reason
     if shutil.which("unshare") is None:
         return "a several-node test Slurm needs unshare (Debian package util-linux)"
-    proc = subprocess.run(["unshare", "--uts", "--mount", "--propagation", "private",
-                           "hostname", "iolab-probe"], capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run(
+        ["unshare", "--uts", "--mount", "--propagation", "private", "hostname", "iolab-probe"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if proc.returncode != 0:
-        return ("a several-node test Slurm needs new UTS and mount namespaces, which this "
-                f"machine refuses ({proc.stderr.strip() or proc.returncode})")
+        return (
+            "a several-node test Slurm needs new UTS and mount namespaces, which this "
+            f"machine refuses ({proc.stderr.strip() or proc.returncode})"
+        )
     return None
 
 
@@ -110,8 +143,9 @@ def node_name() -> str:
 
 def node_hardware() -> str:
     """The node's CPUs, sockets, cores, threads and memory as `slurmd -C` reports them."""
-    text = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True,
-                          timeout=30).stdout
+    text = subprocess.run(
+        ["slurmd", "-C"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     fields = dict(re.findall(r"(\w+)=(\S+)", text))
     return " ".join(f"{key}={fields[key]}" for key in NODE_FIELDS if key in fields)
 
@@ -128,8 +162,11 @@ def node_lines(names: list[str], hardware: str) -> str:
     if len(names) == 1:
         return f"NodeName={names[0]} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN"
     host = node_name()
-    return "\n".join(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 "
-                     f"Port={_free_port()} {hardware} State=UNKNOWN" for name in names)
+    return "\n".join(
+        f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 "
+        f"Port={_free_port()} {hardware} State=UNKNOWN"
+        for name in names
+    )
 
 
 def slurm_conf(root: Path, names: list[str], hardware: str) -> str:
@@ -189,15 +226,23 @@ class SlurmCluster:
 
     def client(self, *command: str, timeout: float = 30) -> subprocess.CompletedProcess:
         """Run a Slurm client command against this cluster."""
-        return subprocess.run(list(command), env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            list(command), env=self.env, capture_output=True, text=True, timeout=timeout
+        )
 
     def _daemon(self, name: str, *command: str) -> None:
         log = open(self.root / "log" / f"{name}.stdout", "w")
         with log:
-            self.daemons.append(subprocess.Popen(
-                list(command), env=self.env, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True))
+            self.daemons.append(
+                subprocess.Popen(
+                    list(command),
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
     def start(self) -> None:
         """Write the configuration, start munged, slurmctld and slurmd, wait for idle."""
@@ -212,16 +257,26 @@ class SlurmCluster:
             path.chmod(0o711)
         (self.root / "munge").chmod(0o700)
         key = self.root / "munge" / "munge.key"
-        subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True,
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            ["mungekey", "--create", f"--keyfile={key}"],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
         (self.root / "slurm.conf").write_text(slurm_conf(self.root, self.nodes, node_hardware()))
-        (self.root / "hosts").write_text(f"127.0.0.1 localhost {node_name()} "
-                                         + " ".join(self.nodes) + "\n")
-        self._daemon("munged", "munged", "--foreground", f"--key-file={key}",
-                     f"--socket={self.root}/sock/munge.socket",
-                     f"--pid-file={self.root}/munge/munged.pid",
-                     f"--log-file={self.root}/munge/munged.log",
-                     f"--seed-file={self.root}/munge/munged.seed")
+        (self.root / "hosts").write_text(
+            f"127.0.0.1 localhost {node_name()} " + " ".join(self.nodes) + "\n"
+        )
+        self._daemon(
+            "munged",
+            "munged",
+            "--foreground",
+            f"--key-file={key}",
+            f"--socket={self.root}/sock/munge.socket",
+            f"--pid-file={self.root}/munge/munged.pid",
+            f"--log-file={self.root}/munge/munged.log",
+            f"--seed-file={self.root}/munge/munged.seed",
+        )
         self._wait_for(lambda: (self.root / "sock" / "munge.socket").exists(), "munged")
         self._daemon("slurmctld", "slurmctld", "-D", "-i")
         if len(self.nodes) == 1:
@@ -233,9 +288,11 @@ class SlurmCluster:
 
     def node_command(self, name: str) -> list[str]:
         """slurmd for one of several nodes, in namespaces that make it a host of its own."""
-        setup = (f"mount --bind {self.root}/hosts /etc/hosts"
-                 f" && mount --bind {self.root}/nodes/{name} {self.root}/local"
-                 f" && hostname {name} && exec slurmd -D -N {name}")
+        setup = (
+            f"mount --bind {self.root}/hosts /etc/hosts"
+            f" && mount --bind {self.root}/nodes/{name} {self.root}/local"
+            f" && hostname {name} && exec slurmd -D -N {name}"
+        )
         return ["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c", setup]
 
     def local_dir(self, name: str) -> Path:
@@ -251,8 +308,10 @@ class SlurmCluster:
         while not ready():
             dead = [p.args[0] for p in self.daemons if p.poll() is not None]
             if dead or time.monotonic() > deadline:
-                raise RuntimeError(f"the test Slurm did not come up waiting for {what} "
-                                   f"(exited: {dead or 'none'}):\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"the test Slurm did not come up waiting for {what} "
+                    f"(exited: {dead or 'none'}):\n{self.log_tail()}"
+                )
             time.sleep(0.3)
 
     def log_tail(self, lines: int = 15) -> str:
@@ -271,9 +330,15 @@ class SlurmCluster:
         code = re.search(r"\bExitCode=(\S+)", text)
         return (state.group(1) if state else "UNKNOWN", code.group(1) if code else "?")
 
-    def sbatch(self, script: Path, *options: str, cwd: Path, env: dict[str, str],
-               timeout: float = 120,
-               while_running: Callable[[str], None] | None = None) -> JobResult:
+    def sbatch(
+        self,
+        script: Path,
+        *options: str,
+        cwd: Path,
+        env: dict[str, str],
+        timeout: float = 120,
+        while_running: Callable[[str], None] | None = None,
+    ) -> JobResult:
         """Submit `script` unchanged, wait (bounded) until the job ends, collect its result.
 
         `options` may only be sbatch options such as --export or --output; `env` is added
@@ -283,8 +348,9 @@ class SlurmCluster:
         """
         output = Path(tempfile.mkstemp(prefix="job-", suffix=".out", dir=self.root)[1])
         command = ["sbatch", "--parsable", f"--output={output}", *options, str(script)]
-        proc = subprocess.run(command, cwd=cwd, env={**self.env, **env}, capture_output=True,
-                              text=True, timeout=30)
+        proc = subprocess.run(
+            command, cwd=cwd, env={**self.env, **env}, capture_output=True, text=True, timeout=30
+        )
         job_id = proc.stdout.strip().split(";")[0]
         if proc.returncode != 0 or not job_id:
             raise AssertionError(f"sbatch refused {script.name}: {proc.stderr.strip()}")
@@ -292,13 +358,16 @@ class SlurmCluster:
             state, exit_code = self._wait_until_done(job_id, timeout, while_running)
         except AssertionError as err:
             self.cancel_all()
-            raise AssertionError(f"{script.name}: {err}\n"
-                                 f"{output.read_text(errors='replace')}") from None
-        return JobResult(job_id, job_returncode(exit_code), state, exit_code,
-                         output.read_text(errors="replace"))
+            raise AssertionError(
+                f"{script.name}: {err}\n{output.read_text(errors='replace')}"
+            ) from None
+        return JobResult(
+            job_id, job_returncode(exit_code), state, exit_code, output.read_text(errors="replace")
+        )
 
-    def _wait_until_done(self, job_id: str, timeout: float,
-                         while_running: Callable[[str], None] | None) -> tuple[str, str]:
+    def _wait_until_done(
+        self, job_id: str, timeout: float, while_running: Callable[[str], None] | None
+    ) -> tuple[str, str]:
         """The job's final state and exit code; fail early when it stays pending (the tests
         run one job at a time, so a pending job asked for more than the node has)."""
         deadline = time.monotonic() + timeout
@@ -315,8 +384,10 @@ class SlurmCluster:
                 pending_since = pending_since or now
                 if now - pending_since > PENDING_LIMIT_S:
                     reason = self.client("squeue", "--noheader", "--format=%r", "--job", job_id)
-                    raise AssertionError(f"the job stayed pending ({reason.stdout.strip()}): "
-                                         "it asks for more than the test node has")
+                    raise AssertionError(
+                        f"the job stayed pending ({reason.stdout.strip()}): "
+                        "it asks for more than the test node has"
+                    )
             elif state == "RUNNING" and while_running is not None and now - called_at >= 1:
                 called_at = now
                 while_running(job_id)
@@ -351,9 +422,11 @@ class SlurmCluster:
         slurmctld forks a helper, slurmscriptd, that lives and dies with it.
         """
         daemons = {p.pid for p in self.daemons}
-        return [pid for pid in processes_using(self.env["SLURM_CONF"])
-                if pid not in daemons and not (_comm(pid) == "slurmscriptd"
-                                               and _parent(pid) in daemons)]
+        return [
+            pid
+            for pid in processes_using(self.env["SLURM_CONF"])
+            if pid not in daemons and not (_comm(pid) == "slurmscriptd" and _parent(pid) in daemons)
+        ]
 
     def leftovers(self) -> list[int]:
         """Processes of this cluster still alive after stop(): must be none."""

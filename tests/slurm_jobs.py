@@ -10,17 +10,25 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SLURM_DEMOS = ROOT / "demos" / "slurm"
 #: Variables of the outer environment that would steer a job elsewhere, blanked per job.
-STEERING = ("IOLAB_NODE_LOCAL", "SLURM_TMPDIR", "LOCAL_SCRATCH", "IOLAB_FIO_SIZE_SCALE",
-            "IOLAB_FIO_RUNTIME_S", "IOLAB_MPI_LAUNCH", "IOLAB_MPIIO_ARGS", "IOLAB_STORM_FILES",
-            "IOLAB_STORM_MAX_TOTAL")
+STEERING = (
+    "IOLAB_NODE_LOCAL",
+    "SLURM_TMPDIR",
+    "LOCAL_SCRATCH",
+    "IOLAB_FIO_SIZE_SCALE",
+    "IOLAB_FIO_RUNTIME_S",
+    "IOLAB_MPI_LAUNCH",
+    "IOLAB_MPIIO_ARGS",
+    "IOLAB_STORM_FILES",
+    "IOLAB_STORM_MAX_TOTAL",
+)
 
 
 @contextlib.contextmanager
@@ -38,16 +46,27 @@ def job_places() -> Iterator[dict[str, Path]]:
 
 def job_env(places: dict[str, Path], **extra: str) -> dict[str, str]:
     """The environment sbatch passes on: the places above, nothing from the outer shell."""
-    return {**{name: "" for name in STEERING}, "IOLAB_WORKDIR": str(places["workspace"]),
-            "TMPDIR": str(places["local"]), "SCRATCH": str(places["scratch"]), **extra}
+    return {
+        **{name: "" for name in STEERING},
+        "IOLAB_WORKDIR": str(places["workspace"]),
+        "TMPDIR": str(places["local"]),
+        "SCRATCH": str(places["scratch"]),
+        **extra,
+    }
 
 
-def submit(cluster, name: str, places, *options: str, timeout: float = 240,
-           while_running=None, **extra):
+def submit(
+    cluster, name: str, places, *options: str, timeout: float = 240, while_running=None, **extra
+):
     """Submit demos/slurm/`name` unchanged (sbatch `options` only) and wait for it."""
-    return cluster.sbatch(SLURM_DEMOS / name, *options, cwd=ROOT,
-                          env=job_env(places, **extra), timeout=timeout,
-                          while_running=while_running)
+    return cluster.sbatch(
+        SLURM_DEMOS / name,
+        *options,
+        cwd=ROOT,
+        env=job_env(places, **extra),
+        timeout=timeout,
+        while_running=while_running,
+    )
 
 
 def assert_completed(job) -> None:

@@ -76,7 +76,10 @@ def test_batch_size_counts_samples_and_bytes() -> None:
     assert acc.batch_size([b"ab", b"cde"]) == (2, 5)
     assert acc.batch_size([("000001", b"xy"), ("000002", b"z")]) == (2, 3)  # iolab.ml.pipeline
     assert acc.batch_size(np.zeros((4, 10), dtype=np.float64)) == (4, 320)
-    assert acc.batch_size({"__key__": ["a", "b"], "npy": np.zeros((2, 3), dtype=np.uint8)}) == (2, 6)
+    assert acc.batch_size({"__key__": ["a", "b"], "npy": np.zeros((2, 3), dtype=np.uint8)}) == (
+        2,
+        6,
+    )
 
 
 @pytest.mark.needs("torch")
@@ -165,11 +168,22 @@ def test_sweep_frame_columns_units_and_cache_states(small_files: Path) -> None:
         assert workers is None  # no DataLoader: a plain iterator
         return ([path.read_bytes(), path.read_bytes()] for path in files)
 
-    frame = acc.sweep(make_batches, small_files, compute_ms=[1, 2], workers=[None], steps=3,
-                      source="files", location="workspace", repeats=2)
+    frame = acc.sweep(
+        make_batches,
+        small_files,
+        compute_ms=[1, 2],
+        workers=[None],
+        steps=3,
+        source="files",
+        location="workspace",
+        repeats=2,
+    )
     assert frame.columns.tolist() == acc.SWEEP_COLUMNS
     assert len(frame) == 8 and set(frame["workers"]) == {"none"}
-    assert frame.groupby(["cache_state", "compute_ms"])["repeat"].apply(sorted).tolist() == [[1, 2]] * 4
+    assert (
+        frame.groupby(["cache_state", "compute_ms"])["repeat"].apply(sorted).tolist()
+        == [[1, 2]] * 4
+    )
     assert sorted(set(frame["cache_state"])) == ["cold", "warm"]
     assert (frame["samples_per_s"] > 0).all() and frame["au_pct"].between(0, 100).all()
     warm = frame[frame["cache_state"] == "warm"]
@@ -188,7 +202,8 @@ def test_cold_and_warm_over_several_paths(small_files: Path) -> None:
 
 
 def test_a_residency_the_kernel_hides_is_unknown_in_both_states(
-        small_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A class's shared samples: the kernel shows a learner no residency, so neither state
     may claim one (summing the visible bytes would say 0 % cached after a full read)."""
     from iolab.measure import cache
@@ -208,9 +223,15 @@ def test_au_plot_draws_medians_and_the_pass_line() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    frame = pd.DataFrame({"source": ["files"] * 4, "workers": ["none"] * 4,
-                          "cache_state": ["cold"] * 4, "compute_ms": [1, 1, 1, 10],
-                          "au_pct": [20.0, 30.0, 90.0, 80.0]})
+    frame = pd.DataFrame(
+        {
+            "source": ["files"] * 4,
+            "workers": ["none"] * 4,
+            "cache_state": ["cold"] * 4,
+            "compute_ms": [1, 1, 1, 10],
+            "au_pct": [20.0, 30.0, 90.0, 80.0],
+        }
+    )
     ax = acc.au_plot(frame)
     lines = ax.get_lines()
     assert len(lines) == 2
@@ -227,10 +248,30 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_cli_reports_au_for_a_tiny_image_dataset(tmp_path: Path, capsys) -> None:
     images = tmp_path / "images"
-    run_script("data_generators/make_images.py", "--data", images, "--count", "24",
-               "--sample-kb", "100", "--shard-mb", "1")
-    args = parse("--data", str(images), "--source", "files", "--compute-ms", "1", "5",
-                 "--steps", "3", "--batch-size", "4")
+    run_script(
+        "data_generators/make_images.py",
+        "--data",
+        images,
+        "--count",
+        "24",
+        "--sample-kb",
+        "100",
+        "--shard-mb",
+        "1",
+    )
+    args = parse(
+        "--data",
+        str(images),
+        "--source",
+        "files",
+        "--compute-ms",
+        "1",
+        "5",
+        "--steps",
+        "3",
+        "--batch-size",
+        "4",
+    )
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert out.count("| files ") == 4  # 2 cache states x 2 compute times

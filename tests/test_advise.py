@@ -20,8 +20,13 @@ from iolab.core.errors import LabError
 from iolab.core.workspace import ensure_writable_dir
 from iolab.storage import advice_rules
 from iolab.storage.advice_rules import NEARLY_FULL_PCT, Advice, advise
-from iolab.storage.advise import (DEFAULT_BUDGET_S, PLACE_FIELDS, budget_seconds, make_plan,
-                                  places_frame)
+from iolab.storage.advise import (
+    DEFAULT_BUDGET_S,
+    PLACE_FIELDS,
+    budget_seconds,
+    make_plan,
+    places_frame,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "advise"
@@ -31,13 +36,22 @@ PUBLISHED = FIXTURES / "published"
 #: Which advice each recorded set gets: (topic, place) in the order of the rules.
 EXPECTED = {
     "lustre_mahti": [("checkpoints", "scratch")],
-    "ceph_weka_nerc": [("dataset", "weka"), ("packing", "weka"), ("checkpoints", "weka"),
-                       ("TMPDIR", "emptydir")],
+    "ceph_weka_nerc": [
+        ("dataset", "weka"),
+        ("packing", "weka"),
+        ("checkpoints", "weka"),
+        ("TMPDIR", "emptydir"),
+    ],
     "laptop_nvme": [("checkpoints", "home")],
     # 2-core VM: workspace, home and /tmp on one ext4 disk (measured once, as workspace),
     # /dev/shm, a loopback sshfs mount
-    "this_machine": [("environment", "workspace"), ("dataset", "workspace"),
-                     ("packing", "workspace"), ("checkpoints", "workspace"), ("TMPDIR", "tmp")],
+    "this_machine": [
+        ("environment", "workspace"),
+        ("dataset", "workspace"),
+        ("packing", "workspace"),
+        ("checkpoints", "workspace"),
+        ("TMPDIR", "tmp"),
+    ],
 }
 
 
@@ -50,6 +64,7 @@ def topics(measurements: dict) -> list[tuple[str, str | None]]:
 
 
 # --- the rules on recorded sets -----------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_recorded_set_gets_its_advice(name: str) -> None:
@@ -86,13 +101,17 @@ def test_published_sets_hold_the_published_figures() -> None:
         assert nerc[place]["stream_write_MiB_per_s"] == float(fio[bandwidth, "write"][column])
         assert nerc[place]["stream_read_MiB_per_s"] == float(fio[bandwidth, "read"][column])
         latency_ms = float(fio["4KB random x1 (latency)", "read avg"][column])
-        assert nerc[place]["small_read_cold_files_per_s"] == pytest.approx(1000 / latency_ms,
-                                                                           abs=0.1)
-    nvme = {(row["filesize"], row["rw"]): float(row["bw_MBps"])
-            for row in _csv("fio_nvme_scan.csv")}
+        assert nerc[place]["small_read_cold_files_per_s"] == pytest.approx(
+            1000 / latency_ms, abs=0.1
+        )
+    nvme = {
+        (row["filesize"], row["rw"]): float(row["bw_MBps"]) for row in _csv("fio_nvme_scan.csv")
+    }
     home = load("laptop_nvme")["places"][0]
     assert (home["stream_read_MiB_per_s"], home["stream_write_MiB_per_s"]) == (
-        nvme["1g", "read"], nvme["1g", "write"])
+        nvme["1g", "read"],
+        nvme["1g", "write"],
+    )
     osts = {(row["system"], row["area"]): row for row in _csv("lustre_osts.csv")}
     btio = _csv("csc_btio.csv")[0]
     for place in load("lustre_mahti")["places"]:
@@ -111,6 +130,7 @@ def test_packing_ratio_is_seconds_per_gb() -> None:
 
 # --- the rules one by one, on small made-up sets -------------------------------------------
 
+
 def place(name: str, role: str = "persistent", kind: str = "local", **values) -> dict:
     return {"name": name, "path": f"/{name}", "role": role, "kind": kind, **values}
 
@@ -122,22 +142,31 @@ def test_a_rule_without_its_inputs_says_nothing() -> None:
     # TMPDIR needs only what every place has (role, kind); its room is said to be unknown
     bare["places"].append(place("tmp", "temporary"))
     assert [(a.topic, a.place, "free space not measured" in a.reason) for a in advise(bare)] == [
-        ("TMPDIR", "tmp", True)]
+        ("TMPDIR", "tmp", True)
+    ]
 
 
 def test_environments_never_go_to_memory_or_temporary_places() -> None:
-    sets = {"places": [place("shm", "memory", "memory", import_cold_s=0.05),
-                       place("tmp", "temporary", import_cold_s=0.1),
-                       place("home", kind="network", import_cold_s=2.0),
-                       place("project", kind="network", import_cold_s=0.5)]}
+    sets = {
+        "places": [
+            place("shm", "memory", "memory", import_cold_s=0.05),
+            place("tmp", "temporary", import_cold_s=0.1),
+            place("home", kind="network", import_cold_s=2.0),
+            place("project", kind="network", import_cold_s=0.5),
+        ]
+    }
     advice = advice_rules.environment_rule(sets)
     assert advice.place == "project"
     assert "4.0x faster than in home" in advice.reason
 
 
 def test_checkpoints_written_locally_first_when_shared_storage_is_slow() -> None:
-    sets = {"places": [place("scratch", kind="network", stream_write_MiB_per_s=100.0),
-                       place("local_scratch", "temporary", stream_write_MiB_per_s=900.0)]}
+    sets = {
+        "places": [
+            place("scratch", kind="network", stream_write_MiB_per_s=100.0),
+            place("local_scratch", "temporary", stream_write_MiB_per_s=900.0),
+        ]
+    }
     advice = advice_rules.checkpoint_rule(sets)
     assert advice.place == "scratch"
     assert advice.recommendation.startswith("Write checkpoints to local_scratch first")
@@ -147,10 +176,14 @@ def test_checkpoints_written_locally_first_when_shared_storage_is_slow() -> None
 
 
 def test_tmpdir_is_local_temporary_with_room_and_warns_about_a_small_tmp() -> None:
-    sets = {"places": [place("tmp", "temporary", free_bytes=2e9, fs_type="ext4"),
-                       place("local_scratch", "temporary", free_bytes=800e9, fs_type="xfs"),
-                       place("shm", "memory", "memory", free_bytes=100e9),
-                       place("scratch", kind="network", free_bytes=1e15)]}
+    sets = {
+        "places": [
+            place("tmp", "temporary", free_bytes=2e9, fs_type="ext4"),
+            place("local_scratch", "temporary", free_bytes=800e9, fs_type="xfs"),
+            place("shm", "memory", "memory", free_bytes=100e9),
+            place("scratch", kind="network", free_bytes=1e15),
+        ]
+    }
     advice = advice_rules.tmpdir_rule(sets)
     assert advice.place == "local_scratch"
     assert "warning: tmp has only 2.0 GB free" in advice.reason
@@ -158,17 +191,25 @@ def test_tmpdir_is_local_temporary_with_room_and_warns_about_a_small_tmp() -> No
 
 def test_nearly_full_in_bytes_or_inodes_from_80_percent() -> None:
     assert NEARLY_FULL_PCT == 80
-    sets = {"places": [place("home", used_pct=79.9, inodes_used_pct=10.0),
-                       place("project", used_pct=50.0, inodes_used_pct=93.0),
-                       place("scratch", used_pct=80.0)]}
+    sets = {
+        "places": [
+            place("home", used_pct=79.9, inodes_used_pct=10.0),
+            place("project", used_pct=50.0, inodes_used_pct=93.0),
+            place("scratch", used_pct=80.0),
+        ]
+    }
     advice = advice_rules.nearly_full_rule(sets)
     assert advice.place == "project, scratch"
     assert "93 % of its inodes" in advice.reason and "Bekman" in advice.reason
 
 
 def test_dataset_staged_to_a_much_faster_local_place() -> None:
-    sets = {"places": [place("scratch", kind="network", small_read_cold_files_per_s=300.0),
-                       place("tmp", "temporary", small_read_cold_files_per_s=9000.0)]}
+    sets = {
+        "places": [
+            place("scratch", kind="network", small_read_cold_files_per_s=300.0),
+            place("tmp", "temporary", small_read_cold_files_per_s=9000.0),
+        ]
+    }
     advice = advice_rules.dataset_rule(sets)
     assert advice.place == "scratch" and "copy or unpack it to tmp first" in advice.recommendation
 
@@ -181,6 +222,7 @@ def test_rules_return_advice_tuples() -> None:
 
 
 # --- the plan and the command --------------------------------------------------------------
+
 
 def test_plan_stays_within_the_bound_per_place() -> None:
     plan = make_plan(["a", "b", "c", "d", "e"], DEFAULT_BUDGET_S)
@@ -206,12 +248,19 @@ def test_bad_budget_is_one_sentence(text: str) -> None:
 
 @pytest.mark.slow
 def test_bad_budget_on_the_command_line_prints_one_sentence() -> None:
-    proc = subprocess.run([sys.executable, "-m", "iolab", "advise", "--budget-s", "soon"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "iolab", "advise", "--budget-s", "soon"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.startswith("error: --budget-s must be a number") and \
-        proc.stderr.count("\n") == 1
+    assert (
+        proc.stderr.startswith("error: --budget-s must be a number")
+        and proc.stderr.count("\n") == 1
+    )
 
 
 def test_unknown_place_is_one_sentence(workspace: Path) -> None:
@@ -229,7 +278,8 @@ QUICK = ["advise", "--places", "workspace", "--budget-s", "8", "--files", "60", 
 
 @pytest.mark.slow
 def test_quick_run_prints_its_bound_first_and_leaves_the_workspace_as_it_was(
-        workspace: Path, capsys) -> None:
+    workspace: Path, capsys
+) -> None:
     ensure_writable_dir(workspace)
     (workspace / "mine.txt").write_text("the learner's own file\n")
     before = _tree(workspace)
@@ -265,15 +315,33 @@ def test_json_run_has_the_documented_shape(workspace: Path, capsys) -> None:
 @pytest.mark.parametrize("delay", [0.2, 0.8, 1.6])
 @pytest.mark.slow
 def test_interrupted_run_is_one_sentence_and_leaves_the_workspace_as_it_was(
-        delay: float, workspace: Path) -> None:
+    delay: float, workspace: Path
+) -> None:
     """Ctrl-C at some moment of a run: every test directory and the per-user directory go."""
     ensure_writable_dir(workspace)
     before = _tree(workspace)
-    argv = [sys.executable, "-m", "iolab", "advise", "--places", "workspace", "--budget-s", "20",
-            "--files", "300", "--mib", "16"]
-    proc = subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**os.environ,
-                                                         "IOLAB_WORKDIR": str(workspace)})
+    argv = [
+        sys.executable,
+        "-m",
+        "iolab",
+        "advise",
+        "--places",
+        "workspace",
+        "--budget-s",
+        "20",
+        "--files",
+        "300",
+        "--mib",
+        "16",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
+    )
     assert proc.stdout.readline().startswith("advise: at most")  # started: the bound is out
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
@@ -299,14 +367,26 @@ def test_text_report_of_a_recorded_set() -> None:
 
 def test_one_file_system_is_one_place_and_is_never_ranked_against_itself() -> None:
     """home, the workspace and /tmp on one disk: the run measures it once (`same_as`)."""
-    disk = {"stream_write_MiB_per_s": 400.0, "import_cold_s": 0.12,
-            "small_read_cold_files_per_s": 9000.0, "device": "254:0"}
-    sets = {"places": [place("workspace", **disk),
-                       place("home", **{**disk, "same_as": "workspace"}),
-                       place("tmp", "temporary", free_bytes=50e9, **{**disk, "same_as": "workspace"})]}
+    disk = {
+        "stream_write_MiB_per_s": 400.0,
+        "import_cold_s": 0.12,
+        "small_read_cold_files_per_s": 9000.0,
+        "device": "254:0",
+    }
+    sets = {
+        "places": [
+            place("workspace", **disk),
+            place("home", **{**disk, "same_as": "workspace"}),
+            place("tmp", "temporary", free_bytes=50e9, **{**disk, "same_as": "workspace"}),
+        ]
+    }
     topics_places = [(a.topic, a.place) for a in advise(sets)]
-    assert topics_places == [("environment", "workspace"), ("dataset", "workspace"),
-                             ("checkpoints", "workspace"), ("TMPDIR", "tmp")]
+    assert topics_places == [
+        ("environment", "workspace"),
+        ("dataset", "workspace"),
+        ("checkpoints", "workspace"),
+        ("TMPDIR", "tmp"),
+    ]
     checkpoints = advice_rules.checkpoint_rule(sets)
     assert "(one file system with home, tmp)" in checkpoints.recommendation
     assert "home" not in checkpoints.reason  # never compared with its own file system
@@ -315,8 +395,12 @@ def test_one_file_system_is_one_place_and_is_never_ranked_against_itself() -> No
 def test_a_difference_within_the_noise_gives_the_same_advice_either_way() -> None:
     """Two runs on a quiet machine differ by a few per cent: the advice must not flip."""
     for home_rate in (380.0, 420.0):  # home a little slower, then a little faster
-        sets = {"places": [place("workspace", stream_write_MiB_per_s=400.0),
-                           place("home", stream_write_MiB_per_s=home_rate)]}
+        sets = {
+            "places": [
+                place("workspace", stream_write_MiB_per_s=400.0),
+                place("home", stream_write_MiB_per_s=home_rate),
+            ]
+        }
         advice = advice_rules.checkpoint_rule(sets)
         assert advice.place == "workspace"
         assert "no measured difference from home" in advice.reason
@@ -327,17 +411,31 @@ def test_a_difference_within_the_noise_gives_the_same_advice_either_way() -> Non
 def test_a_gap_within_the_measured_spread_is_no_difference_and_a_wider_one_is() -> None:
     """Each place's figure is a median with the spread of its runs beside it: a gap within
     either place's spread is no measured difference, one beyond both spreads is."""
+
     def sets(home_rate: float, spread: float) -> dict:
-        return {"places": [
-            place("workspace", repeats=3, stream_write_MiB_per_s=400.0,
-                  stream_write_spread_MiB_per_s=spread),
-            place("home", repeats=3, stream_write_MiB_per_s=home_rate,
-                  stream_write_spread_MiB_per_s=spread)]}
+        return {
+            "places": [
+                place(
+                    "workspace",
+                    repeats=3,
+                    stream_write_MiB_per_s=400.0,
+                    stream_write_spread_MiB_per_s=spread,
+                ),
+                place(
+                    "home",
+                    repeats=3,
+                    stream_write_MiB_per_s=home_rate,
+                    stream_write_spread_MiB_per_s=spread,
+                ),
+            ]
+        }
 
     noisy = advice_rules.checkpoint_rule(sets(520.0, 150.0))  # home 30 % faster, runs 150 apart
     assert noisy.place == "workspace"
-    assert ("no measured difference from home (within the spread of 3 runs measured in each "
-            "place, 150 MiB/s)") in noisy.reason
+    assert (
+        "no measured difference from home (within the spread of 3 runs measured in each "
+        "place, 150 MiB/s)"
+    ) in noisy.reason
     steady = advice_rules.checkpoint_rule(sets(520.0, 20.0))  # the same gap, steady runs
     assert steady.place == "home" and "no measured difference" not in steady.reason
     # at the boundary: a gap equal to the spread is within it, one MiB/s more is not
@@ -347,9 +445,12 @@ def test_a_gap_within_the_measured_spread_is_no_difference_and_a_wider_one_is() 
 
 def test_a_steady_gap_under_ten_percent_is_not_worth_a_move() -> None:
     """Very steady runs make a 5 % gap real, but too small to move anything for."""
-    sets = {"places": [place("workspace", repeats=3, import_cold_s=1.00,
-                             import_cold_spread_s=0.01),
-                       place("home", repeats=3, import_cold_s=0.95, import_cold_spread_s=0.01)]}
+    sets = {
+        "places": [
+            place("workspace", repeats=3, import_cold_s=1.00, import_cold_spread_s=0.01),
+            place("home", repeats=3, import_cold_s=0.95, import_cold_spread_s=0.01),
+        ]
+    }
     advice = advice_rules.environment_rule(sets)
     assert advice.place == "workspace"
     assert "home (under 10 %, too small to be worth a move)" in advice.reason
@@ -358,12 +459,17 @@ def test_a_steady_gap_under_ten_percent_is_not_worth_a_move() -> None:
 
 
 def test_a_set_without_spreads_says_the_noise_was_assumed() -> None:
-    sets = {"places": [place("workspace", small_read_cold_files_per_s=1000.0),
-                       place("home", small_read_cold_files_per_s=900.0)]}
+    sets = {
+        "places": [
+            place("workspace", small_read_cold_files_per_s=1000.0),
+            place("home", small_read_cold_files_per_s=900.0),
+        ]
+    }
     advice = advice_rules.dataset_rule(sets)
     assert advice.place == "workspace"
-    assert ("home (within 25 %, the noise assumed where the run-to-run spread was not "
-            "measured)") in advice.reason
+    assert (
+        "home (within 25 %, the noise assumed where the run-to-run spread was not measured)"
+    ) in advice.reason
 
 
 def test_the_report_points_to_the_diagnosis_for_a_slow_job() -> None:

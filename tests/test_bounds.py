@@ -18,10 +18,10 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -56,8 +56,9 @@ def demo(script: str) -> str:
     return str(ROOT / "demos" / script)
 
 
-def refused(prefix: tuple[str, ...], option: str, values: tuple[str, ...],
-            suffix: tuple[str, ...] = ()) -> list[Case]:
+def refused(
+    prefix: tuple[str, ...], option: str, values: tuple[str, ...], suffix: tuple[str, ...] = ()
+) -> list[Case]:
     """One case per value: prefix, the option and the value, then suffix; refused naming it."""
     return [Case((*prefix, option, value, *suffix), option) for value in values]
 
@@ -165,12 +166,18 @@ BAD: list[Case] = [
 
 #: Within the bounds but beyond the login-node budget: refused, naming the one flag.
 TOO_BIG: list[Case] = [
-    Case((*ACCELERATOR, "--workers", "0", "8"),
-         "a DataLoader with 8 workers is too big for a shared login node"),
-    Case((*IOLAB, "mpiio", "--ranks", "8"),
-         "an MPI-IO comparison of 8 ranks writing 8 MiB is too big for a shared login node"),
-    Case((*IOLAB, "mpiio", "--blocks-per-rank", "1048576"),
-         "an MPI-IO comparison of 4 ranks writing 16384 MiB is too big for a shared login node"),
+    Case(
+        (*ACCELERATOR, "--workers", "0", "8"),
+        "a DataLoader with 8 workers is too big for a shared login node",
+    ),
+    Case(
+        (*IOLAB, "mpiio", "--ranks", "8"),
+        "an MPI-IO comparison of 8 ranks writing 8 MiB is too big for a shared login node",
+    ),
+    Case(
+        (*IOLAB, "mpiio", "--blocks-per-rank", "1048576"),
+        "an MPI-IO comparison of 4 ranks writing 16384 MiB is too big for a shared login node",
+    ),
 ]
 
 #: Values at the ends of their ranges, accepted by a path that writes nothing: a dry run, or
@@ -180,13 +187,45 @@ ACCEPTED: list[tuple[str, ...]] = [
     (*FIO, "--size-scale", "0.125", "--runtime", "1"),
     (*SWEEP, "--repeats", "10"),
     (*TAR_TRAP, "--sizes", "1", "50000", "--seed", "0", "--seed", "4294967295", "--help"),
-    (demo("read_random_chunked.py"), "--data", PLACE, "--buffer", "1", "--buffer", "100000",
-     "--seed", "4294967295", "--order-out", "order.txt", "--help"),
-    (*SAMPLES, "--workers", "0", "--workers", "256", "--batch-size", "128", "--limit", "100000",
-     "--help"),
+    (
+        demo("read_random_chunked.py"),
+        "--data",
+        PLACE,
+        "--buffer",
+        "1",
+        "--buffer",
+        "100000",
+        "--seed",
+        "4294967295",
+        "--order-out",
+        "order.txt",
+        "--help",
+    ),
+    (
+        *SAMPLES,
+        "--workers",
+        "0",
+        "--workers",
+        "256",
+        "--batch-size",
+        "128",
+        "--limit",
+        "100000",
+        "--help",
+    ),
     (demo("formats.py"), "--data", PLACE, "--repeats", "1", "--repeats", "50", "--help"),
-    (*MPIIO_DEMO, "--block-size", "8", "--block-size", "67108864", "--blocks-per-rank",
-     "1048576", "--hint", "cb_nodes=2", "--help"),
+    (
+        *MPIIO_DEMO,
+        "--block-size",
+        "8",
+        "--block-size",
+        "67108864",
+        "--blocks-per-rank",
+        "1048576",
+        "--hint",
+        "cb_nodes=2",
+        "--help",
+    ),
 ]
 
 
@@ -205,8 +244,14 @@ def _run(argv: tuple[str, ...], root: Path) -> Run:
     place.mkdir()
     env = {key: value for key, value in os.environ.items() if key not in JOB_VARIABLES}
     env["IOLAB_WORKDIR"] = str(workspace)
-    proc = subprocess.run([sys.executable, *(part.replace(PLACE, str(place)) for part in argv)],
-                          cwd=place, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, *(part.replace(PLACE, str(place)) for part in argv)],
+        cwd=place,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return Run(proc, place, workspace)
 
 
@@ -254,13 +299,15 @@ def test_values_at_the_ends_of_a_range_are_accepted(argv: tuple[str, ...], runs:
 
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Each command's parser by name, and each lustre subcommand's as `lustre NAME`."""
+
     def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
         action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         return dict(action.choices)
 
     commands = subparsers(build_parser())
-    commands.update({f"lustre {name}": parser
-                     for name, parser in subparsers(commands["lustre"]).items()})
+    commands.update(
+        {f"lustre {name}": parser for name, parser in subparsers(commands["lustre"]).items()}
+    )
     return commands
 
 
@@ -276,7 +323,7 @@ def values_given(command: str, option: str) -> list[float]:
     """The numbers BAD gives `option` of `python -m iolab command`."""
     values = []
     for case in BAD:
-        argv = case.argv[len(IOLAB):] if case.argv[:len(IOLAB)] == IOLAB else ()
+        argv = case.argv[len(IOLAB) :] if case.argv[: len(IOLAB)] == IOLAB else ()
         if argv[:1] == (command,) and option in argv:
             text = argv[argv.index(option) + 1]
             try:
@@ -286,16 +333,18 @@ def values_given(command: str, option: str) -> list[float]:
     return values
 
 
-@pytest.mark.parametrize("command,bounded", list(bounded_options()),
-                         ids=lambda value: getattr(value, "option", value))
+@pytest.mark.parametrize(
+    "command,bounded", list(bounded_options()), ids=lambda value: getattr(value, "option", value)
+)
 def test_every_bounded_option_is_tested(command: str, bounded: BoundedNumber) -> None:
     """BAD holds a value above every range, below every lower end, and nan for floats."""
     values = values_given(command, bounded.option)
     bounds = bounded.bounds
     assert any(value > bounds.high for value in values), (command, bounded.option)
     if bounds.low is not None:
-        assert any(value < bounds.low or (bounds.above and value == bounds.low)
-                   for value in values), (command, bounded.option)
+        assert any(
+            value < bounds.low or (bounds.above and value == bounds.low) for value in values
+        ), (command, bounded.option)
     if bounded.kind is float:
         assert any(math.isnan(value) for value in values), (command, bounded.option)
 
@@ -311,35 +360,85 @@ def test_every_default_is_within_its_own_bounds(name: str, parser: argparse.Argu
                 action.type(str(default))  # raises LabError if out of range
 
 
-@pytest.mark.parametrize("argv,dest,expected", [
-    (["fio", "--size-scale", "1000", "--runtime", "3600"], "size_scale", 1000.0),
-    (["fio", "--size-scale", "0.001", "--runtime", "1"], "runtime", 1),
-    (["sweep", "--directory", "D", "--repeats", "1"], "repeats", 1),
-    (["mdrates", "--directory", "D", "-n", "1000000", "-P", "256", "--bytes", "1048576",
-      "--iterations", "10"], "iterations", 10),
-    (["mdrates", "--directory", "D", "--bytes", "0"], "bytes", 0),
-    (["checkpoint", "--size-mib", "262144", "--steps", "1000", "--step-s", "60", "--keep", "16"],
-     "step_s", 60.0),
-    (["checkpoint", "--step-s", "0", "--steps", "1"], "steps", 1),
-    (["accelerator", "--workers", "0", "256", "--compute-ms", "0", "10000", "--batch-size", "128",
-      "--steps", "100000"], "workers", [0, 256]),
-    (["accelerator", "--batch-size", "1", "--steps", "2"], "steps", 2),
-    (["mpiio", "--ranks", "64", "--block-size", "67108864", "--blocks-per-rank", "1048576"],
-     "ranks", 64),
-    (["mpiio", "--ranks", "1", "--block-size", "8", "--blocks-per-rank", "1"], "block_size", 8),
-    (["advise", "--mib", "4", "--files", "1000000"], "files", 1_000_000),
-    (["advise", "--mib", "16384", "--files", "50"], "mib", 16384),
-    (["hygiene", "du", "--top", "1000", "--depth", "10"], "depth", 10),
-    (["hygiene", "du", "--top", "1", "--depth", "1"], "top", 1),
-    (["darshan", "x.darshan", "--top", "1000"], "top", 1000),
-    (["profile", "--top", "1", "--", "true"], "top", 1),
-    (["diagnose", "--top", "1000", "x.darshan"], "top", 1000),
-    (["time", "--repeats", "100", "--warmup", "10", "--", "true"], "warmup", 10),
-    (["time", "--repeats", "1", "--warmup", "0", "--", "true"], "repeats", 1),
-    (["perception", "--directory", "D", "--repeats", "10"], "repeats", 10),
-    (["bench", "--repeats", "20"], "repeats", 20),
-    (["locations", "--add", "."], "add", [Path(".")]),
-])
-def test_values_at_the_ends_of_a_range_are_read_in_process(argv: list[str], dest: str,
-                                                           expected: object) -> None:
+@pytest.mark.parametrize(
+    "argv,dest,expected",
+    [
+        (["fio", "--size-scale", "1000", "--runtime", "3600"], "size_scale", 1000.0),
+        (["fio", "--size-scale", "0.001", "--runtime", "1"], "runtime", 1),
+        (["sweep", "--directory", "D", "--repeats", "1"], "repeats", 1),
+        (
+            [
+                "mdrates",
+                "--directory",
+                "D",
+                "-n",
+                "1000000",
+                "-P",
+                "256",
+                "--bytes",
+                "1048576",
+                "--iterations",
+                "10",
+            ],
+            "iterations",
+            10,
+        ),
+        (["mdrates", "--directory", "D", "--bytes", "0"], "bytes", 0),
+        (
+            [
+                "checkpoint",
+                "--size-mib",
+                "262144",
+                "--steps",
+                "1000",
+                "--step-s",
+                "60",
+                "--keep",
+                "16",
+            ],
+            "step_s",
+            60.0,
+        ),
+        (["checkpoint", "--step-s", "0", "--steps", "1"], "steps", 1),
+        (
+            [
+                "accelerator",
+                "--workers",
+                "0",
+                "256",
+                "--compute-ms",
+                "0",
+                "10000",
+                "--batch-size",
+                "128",
+                "--steps",
+                "100000",
+            ],
+            "workers",
+            [0, 256],
+        ),
+        (["accelerator", "--batch-size", "1", "--steps", "2"], "steps", 2),
+        (
+            ["mpiio", "--ranks", "64", "--block-size", "67108864", "--blocks-per-rank", "1048576"],
+            "ranks",
+            64,
+        ),
+        (["mpiio", "--ranks", "1", "--block-size", "8", "--blocks-per-rank", "1"], "block_size", 8),
+        (["advise", "--mib", "4", "--files", "1000000"], "files", 1_000_000),
+        (["advise", "--mib", "16384", "--files", "50"], "mib", 16384),
+        (["hygiene", "du", "--top", "1000", "--depth", "10"], "depth", 10),
+        (["hygiene", "du", "--top", "1", "--depth", "1"], "top", 1),
+        (["darshan", "x.darshan", "--top", "1000"], "top", 1000),
+        (["profile", "--top", "1", "--", "true"], "top", 1),
+        (["diagnose", "--top", "1000", "x.darshan"], "top", 1000),
+        (["time", "--repeats", "100", "--warmup", "10", "--", "true"], "warmup", 10),
+        (["time", "--repeats", "1", "--warmup", "0", "--", "true"], "repeats", 1),
+        (["perception", "--directory", "D", "--repeats", "10"], "repeats", 10),
+        (["bench", "--repeats", "20"], "repeats", 20),
+        (["locations", "--add", "."], "add", [Path(".")]),
+    ],
+)
+def test_values_at_the_ends_of_a_range_are_read_in_process(
+    argv: list[str], dest: str, expected: object
+) -> None:
     assert getattr(build_parser().parse_args(argv), dest) == expected

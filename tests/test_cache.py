@@ -16,8 +16,16 @@ import pytest
 from iolab.core import dataset as ds
 from iolab.core.errors import LabError
 from iolab.measure import cache
-from iolab.measure.cache import (Eviction, Residency, drop_all_caches, drop_caches_permitted, evict,
-                                 fincore_bytes, residency, residency_frame)
+from iolab.measure.cache import (
+    Eviction,
+    Residency,
+    drop_all_caches,
+    drop_caches_permitted,
+    evict,
+    fincore_bytes,
+    residency,
+    residency_frame,
+)
 from iolab.measure.context import MEMORY_FS, mount_for
 from iolab.measure.readers import READER_NAMES, time_readers
 
@@ -167,8 +175,7 @@ def test_tmpfs_cannot_be_evicted(shm_dir: Path) -> None:
 def test_residency_frame_has_units_in_columns(big_file: Path) -> None:
     read_all(big_file)
     frame = residency_frame([residency(big_file), residency(big_file.parent)])
-    assert list(frame.columns) == ["path", "files", "total_bytes", "resident_bytes",
-                                   "resident_pct"]
+    assert list(frame.columns) == ["path", "files", "total_bytes", "resident_bytes", "resident_pct"]
     assert frame["total_bytes"].tolist() == [16 * MIB, 16 * MIB]
     assert frame["path"].iloc[0].endswith("big.bin")
 
@@ -206,7 +213,9 @@ def test_cold_reader_timings_start_evicted_and_stay_correct(small_dataset: Path)
         assert all(isinstance(p, Eviction) for p in m.prepared) and len(m.prepared) == 2
         for result in m.results:
             assert (result["rows"], result["mean"]) == (
-                manifest["total_rows"], manifest["expected_mean"])
+                manifest["total_rows"],
+                manifest["expected_mean"],
+            )
     # The last reader (a tar streamer) evicted data/ too, and read only the archive back in.
     assert residency(small_dataset / "data").resident_pct <= EVICTED_PCT
     assert residency(small_dataset / "data.tar").resident_pct >= CACHED_PCT
@@ -220,7 +229,8 @@ def test_warm_reader_timings_record_no_residency(small_dataset: Path) -> None:
 
 
 def test_a_file_whose_residency_the_kernel_hides_is_unknown_not_cached(
-        big_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Not the owner and not allowed to write (a learner and the class's shared dataset):
     mincore would report every page cached, so the lab says it does not know."""
     monkeypatch.setattr(cache, "residency_visible", lambda fd: False)

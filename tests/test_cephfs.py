@@ -74,7 +74,9 @@ def test_a_missing_package_is_one_sentence_naming_it(monkeypatch: pytest.MonkeyP
     assert "apt-get install --no-install-recommends ceph-mds" in problem
 
 
-def test_a_login_node_is_refused_unless_told(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_login_node_is_refused_unless_told(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(cephfs, "cephfs_problem", lambda: None)
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
     for variable in ("SLURMD_NODENAME", "PBS_JOBID"):
@@ -101,7 +103,8 @@ def test_up_gives_a_healthy_mounted_file_system(cluster: cephfs.Cluster) -> None
 @needs_cephfs
 @pytest.mark.slow
 def test_keys_are_private_and_cephx_refuses_a_client_without_one(
-        cluster: cephfs.Cluster, tmp_path: Path) -> None:
+    cluster: cephfs.Cluster, tmp_path: Path
+) -> None:
     assert stat.S_IMODE(cluster.folder.stat().st_mode) == 0o700
     keyrings = sorted(cluster.folder.glob("*.keyring"))
     assert len(keyrings) >= 4
@@ -109,20 +112,34 @@ def test_keys_are_private_and_cephx_refuses_a_client_without_one(
     empty = tmp_path / "empty.keyring"
     empty.write_text("")
     refused = subprocess.run(
-        [cephfs._which("ceph") or "ceph", "-c", str(cluster.conf), "-n", "client.admin",
-         "--keyring", str(empty), "--connect-timeout=10", "status"],
-        capture_output=True, text=True, timeout=60)
+        [
+            cephfs._which("ceph") or "ceph",
+            "-c",
+            str(cluster.conf),
+            "-n",
+            "client.admin",
+            "--keyring",
+            str(empty),
+            "--connect-timeout=10",
+            "status",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode != 0
 
 
 @needs_cephfs
 @pytest.mark.slow
 @pytest.mark.parametrize("stripe_count", [1, 4])
-def test_every_object_is_where_the_striping_model_puts_it(cluster: cephfs.Cluster,
-                                                          stripe_count: int) -> None:
+def test_every_object_is_where_the_striping_model_puts_it(
+    cluster: cephfs.Cluster, stripe_count: int
+) -> None:
     check = layout_check(cluster, stripe_count)
-    expected = cl.predicted_objects(cl.CephLayout(cl.MIB, stripe_count, 4 * cl.MIB),
-                                    check["file_bytes"])
+    expected = cl.predicted_objects(
+        cl.CephLayout(cl.MIB, stripe_count, 4 * cl.MIB), check["file_bytes"]
+    )
     assert check["objects_checked"] == len(expected) == check["agree"]
     counted = {int(osd): n for osd, n in check["counted_write_bytes_per_osd"].items()}
     model = {int(osd): n for osd, n in check["model_bytes_per_osd"].items()}
@@ -135,7 +152,8 @@ def test_every_object_is_where_the_striping_model_puts_it(cluster: cephfs.Cluste
 @needs_cephfs
 @pytest.mark.slow
 def test_the_servers_see_one_read_per_small_file_and_few_for_the_archive(
-        cluster: cephfs.Cluster) -> None:
+    cluster: cephfs.Cluster,
+) -> None:
     files = 300
     dataset = cephfs_readers.dataset_on(cluster, files=files)
     rows = cephfs_readers.reader_servers(cluster, dataset, ("read_files", "read_archive"))
@@ -157,8 +175,11 @@ def test_a_stopped_osd_is_one_sentence_within_the_timeout(cluster: cephfs.Cluste
     for pid in stopped:
         os.kill(pid, signal.SIGSTOP)
     try:
-        with pytest.raises(LabError, match=r"(did not finish within|got no answer within|waited "
-                                           r"\d+ s for).*(stopped answering|stopped or hung)"):
+        with pytest.raises(
+            LabError,
+            match=r"(did not finish within|got no answer within|waited "
+            r"\d+ s for).*(stopped answering|stopped or hung)",
+        ):
             cephfs_readers.reader_servers(cluster, dataset, ("read_archive",), timeout=20)
     finally:
         for pid in stopped:
@@ -169,7 +190,8 @@ def test_a_stopped_osd_is_one_sentence_within_the_timeout(cluster: cephfs.Cluste
 @pytest.mark.needs("users")
 @pytest.mark.slow
 def test_another_user_can_neither_reach_the_cluster_nor_see_the_files(
-        cluster: cephfs.Cluster) -> None:
+    cluster: cephfs.Cluster,
+) -> None:
     """On a shared machine the learner's file system is theirs alone: another local user
     finds the monitor's port but has no key (cephx refuses), cannot read the keys or the
     configuration, and cannot look into the mount."""
@@ -178,12 +200,20 @@ def test_another_user_can_neither_reach_the_cluster_nor_see_the_files(
         subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", other], check=True)
 
     def as_other(*cmd: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["runuser", "-u", other, "--", *cmd], capture_output=True,
-                              text=True, timeout=90)
+        return subprocess.run(
+            ["runuser", "-u", other, "--", *cmd], capture_output=True, text=True, timeout=90
+        )
 
     ceph = cephfs._which("ceph") or "ceph"
-    refused = as_other(ceph, "--mon-host", f"v2:{cephfs.LOOPBACK}:{cluster.mon_port}",
-                       "-n", "client.admin", "--connect-timeout=15", "status")
+    refused = as_other(
+        ceph,
+        "--mon-host",
+        f"v2:{cephfs.LOOPBACK}:{cluster.mon_port}",
+        "-n",
+        "client.admin",
+        "--connect-timeout=15",
+        "status",
+    )
     assert refused.returncode != 0
     assert as_other("cat", str(cluster.folder / "client.admin.keyring")).returncode != 0
     assert as_other("cat", str(cluster.conf)).returncode != 0

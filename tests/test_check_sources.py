@@ -12,9 +12,19 @@ from pathlib import Path
 from iolab.core.sources import RAW, check, main
 
 ROOT = Path(__file__).resolve().parents[1]
-GITHUB = {"repo": "o/r", "path": "a.md", "commit": "0" * 40, "branch": "main", "quoted_in": "lesson 1"}
-PAGE = {"url": "https://example.org/p", "sha256": hashlib.sha256(b"old").hexdigest(),
-        "read_on": "2026-11-28", "quoted_in": "lesson 2"}
+GITHUB = {
+    "repo": "o/r",
+    "path": "a.md",
+    "commit": "0" * 40,
+    "branch": "main",
+    "quoted_in": "lesson 1",
+}
+PAGE = {
+    "url": "https://example.org/p",
+    "sha256": hashlib.sha256(b"old").hexdigest(),
+    "read_on": "2026-11-28",
+    "quoted_in": "lesson 2",
+}
 
 
 def fake(pages: dict[str, bytes]):
@@ -22,6 +32,7 @@ def fake(pages: dict[str, bytes]):
         if url not in pages:
             raise OSError("no route to host")
         return pages[url]
+
     return fetcher
 
 
@@ -29,8 +40,10 @@ def test_a_moved_branch_and_a_changed_page_are_reported_and_unchanged_ones_not()
     pinned, head = (RAW.format(repo="o/r", ref=ref, path="a.md") for ref in ("0" * 40, "main"))
     assert check([GITHUB, PAGE], fake({pinned: b"x", head: b"x", PAGE["url"]: b"old"})) == []
     changed = check([GITHUB, PAGE], fake({pinned: b"x", head: b"y", PAGE["url"]: b"new"}))
-    assert changed == ["changed: o/r a.md on main since 000000000 (lesson 1)",
-                       "changed: https://example.org/p since 2026-11-28 (lesson 2)"]
+    assert changed == [
+        "changed: o/r a.md on main since 000000000 (lesson 1)",
+        "changed: https://example.org/p since 2026-11-28 (lesson 2)",
+    ]
 
 
 def test_offline_is_one_sentence_and_exit_2(tmp_path: Path, capsys) -> None:

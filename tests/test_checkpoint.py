@@ -46,8 +46,11 @@ def sha256(path: Path) -> str:
 
 def leftovers(workspace: Path) -> list[str]:
     tmp = workspace / "tmp"
-    return sorted(str(p.relative_to(workspace)) for p in tmp.rglob("*")
-                  if p.name != MADE_MARKER) if tmp.exists() else []
+    return (
+        sorted(str(p.relative_to(workspace)) for p in tmp.rglob("*") if p.name != MADE_MARKER)
+        if tmp.exists()
+        else []
+    )
 
 
 # --------------------------------------------------------------------------- state and format
@@ -73,14 +76,20 @@ def test_a_saved_checkpoint_has_exact_bytes_its_hash_and_a_sha256sum_sidecar(tmp
     assert saved.size_bytes == saved.path.stat().st_size == MIB + 5 * 128 + 4 * 14 * 4
     assert saved.sha256 == sha256(saved.path)
     assert ck.sidecar(saved.path).read_text() == f"{saved.sha256}  step-000012.ckpt\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000012.ckpt",
-                                                         "step-000012.ckpt.sha256"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "step-000012.ckpt",
+        "step-000012.ckpt.sha256",
+    ]
     loaded = ck.load_checkpoint(saved.path)
     assert list(loaded) == list(state)
     assert all(np.array_equal(loaded[k], state[k]) for k in state)
     if shutil.which("sha256sum"):
-        proc = subprocess.run(["sha256sum", "-c", "step-000012.ckpt.sha256"], cwd=tmp_path,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["sha256sum", "-c", "step-000012.ckpt.sha256"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0 and proc.stdout == "step-000012.ckpt: OK\n"
 
 
@@ -141,20 +150,24 @@ def test_rotation_keeps_exactly_the_newest_n(tmp_path: Path):
     for step in (1, 2, 3, 10, 11):
         ck.save_checkpoint(state, tmp_path / ck.checkpoint_name(step))
     removed = ck.rotate(tmp_path, keep=2)
-    assert [p.name for p in removed] == ["step-000001.ckpt", "step-000002.ckpt",
-                                         "step-000003.ckpt"]
+    assert [p.name for p in removed] == ["step-000001.ckpt", "step-000002.ckpt", "step-000003.ckpt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "step-000010.ckpt", "step-000010.ckpt.sha256", "step-000011.ckpt",
-        "step-000011.ckpt.sha256"]
+        "step-000010.ckpt",
+        "step-000010.ckpt.sha256",
+        "step-000011.ckpt",
+        "step-000011.ckpt.sha256",
+    ]
     with pytest.raises(LabError, match="keep at least 1"):
         ck.rotate(tmp_path, keep=0)
 
 
 def test_the_training_loop_keeps_the_last_n_and_records_every_step(tmp_path: Path):
-    run = ck.train_and_checkpoint(ck.model_state(1), tmp_path, steps=7, every=2, step_s=0.0,
-                                  keep=2)
-    assert [s.path.name for s in run.saves] == ["step-000002.ckpt", "step-000004.ckpt",
-                                                "step-000006.ckpt"]
+    run = ck.train_and_checkpoint(ck.model_state(1), tmp_path, steps=7, every=2, step_s=0.0, keep=2)
+    assert [s.path.name for s in run.saves] == [
+        "step-000002.ckpt",
+        "step-000004.ckpt",
+        "step-000006.ckpt",
+    ]
     assert run.kept == ["step-000004.ckpt", "step-000006.ckpt"]
     assert list(run.timeline["step"]) == [1, 2, 3, 4, 5, 6, 7]
     assert list(run.timeline["checkpoint"] != "") == [False, True, False, True, False, True, False]
@@ -170,8 +183,16 @@ def test_background_copies_are_verified_by_sha256(tmp_path: Path):
     local, remote = tmp_path / "local", tmp_path / "remote"
     local.mkdir()
     remote.mkdir()
-    run = ck.train_and_checkpoint(ck.model_state(1, seed=9), local, steps=6, every=2,
-                                  step_s=0.01, keep=1, copy_to=remote, fsync=True)
+    run = ck.train_and_checkpoint(
+        ck.model_state(1, seed=9),
+        local,
+        steps=6,
+        every=2,
+        step_s=0.01,
+        keep=1,
+        copy_to=remote,
+        fsync=True,
+    )
     names = ["step-000002.ckpt", "step-000004.ckpt", "step-000006.ckpt"]
     assert [c.checkpoint for c in run.copies] == names
     assert all(c.verified for c in run.copies)
@@ -225,11 +246,23 @@ def test_background_blocks_the_loop_less_than_the_same_copy_in_the_foreground(tm
 
     for name in ("sync-local", "sync-remote", "bg-local", "bg-remote"):
         (tmp_path / name).mkdir()
-    sync = ck.train_and_checkpoint(state, tmp_path / "sync-local", steps=4, every=2, step_s=0.8,
-                                   saver=save_then_copy_in_the_foreground)
-    background = ck.train_and_checkpoint(state, tmp_path / "bg-local", steps=4, every=2,
-                                         step_s=0.8, copy_to=tmp_path / "bg-remote",
-                                         throttle_MiBps=rate)
+    sync = ck.train_and_checkpoint(
+        state,
+        tmp_path / "sync-local",
+        steps=4,
+        every=2,
+        step_s=0.8,
+        saver=save_then_copy_in_the_foreground,
+    )
+    background = ck.train_and_checkpoint(
+        state,
+        tmp_path / "bg-local",
+        steps=4,
+        every=2,
+        step_s=0.8,
+        copy_to=tmp_path / "bg-remote",
+        throttle_MiBps=rate,
+    )
     sync_blocked = sync.timeline["blocked_s"].sum()
     background_blocked = background.timeline["blocked_s"].sum()
     assert sync_blocked >= 2 * 0.5
@@ -249,12 +282,14 @@ def test_a_run_on_the_local_target_cleans_up_everything(workspace: Path):
 
 
 def test_a_directory_target_gets_a_fresh_subdirectory_and_keeps_what_was_there(
-        workspace: Path, tmp_path: Path):
+    workspace: Path, tmp_path: Path
+):
     target = tmp_path / "scratch"
     target.mkdir()
     (target / "mine.txt").write_text("not the lab's\n")
-    run = ck.run_strategy(ck.model_state(1), str(target), background=True, steps=2, every=1,
-                          step_s=0.0, keep=1)
+    run = ck.run_strategy(
+        ck.model_state(1), str(target), background=True, steps=2, every=1, step_s=0.0, keep=1
+    )
     assert [c.verified for c in run.copies] == [True, True]
     assert sorted(p.name for p in target.iterdir()) == ["mine.txt"]
     assert leftovers(workspace) == []
@@ -262,8 +297,16 @@ def test_a_directory_target_gets_a_fresh_subdirectory_and_keeps_what_was_there(
 
 @needs_sshfs
 def test_background_copies_over_sshfs_verify_and_leave_nothing(workspace: Path):
-    run = ck.run_strategy(ck.model_state(1), "sshfs", background=True, fsync=True, steps=4,
-                          every=2, step_s=0.05, keep=1)
+    run = ck.run_strategy(
+        ck.model_state(1),
+        "sshfs",
+        background=True,
+        fsync=True,
+        steps=4,
+        every=2,
+        step_s=0.05,
+        keep=1,
+    )
     assert run.copied_to == "sshfs (fuse.sshfs)"
     assert [c.verified for c in run.copies] == [True, True]
     assert [c.size_bytes for c in run.copies] == [s.size_bytes for s in run.saves]
@@ -273,8 +316,9 @@ def test_background_copies_over_sshfs_verify_and_leave_nothing(workspace: Path):
 
 @needs_sshfs
 def test_a_synchronous_save_over_sshfs_with_fsync_is_complete(workspace: Path):
-    run = ck.run_strategy(ck.model_state(1), "sshfs", fsync=True, steps=2, every=1,
-                          step_s=0.0, keep=1)
+    run = ck.run_strategy(
+        ck.model_state(1), "sshfs", fsync=True, steps=2, every=1, step_s=0.0, keep=1
+    )
     assert run.saved_to == "sshfs (fuse.sshfs)" and run.kept == ["step-000002.ckpt"]
     assert lab_leftovers() == []
 
@@ -287,8 +331,7 @@ def test_torch_save_is_optional(workspace: Path, monkeypatch: pytest.MonkeyPatch
         with pytest.raises(LabError, match="torch is not installed"):
             ck.run_strategy(ck.model_state(1), use_torch=True, steps=1, every=1, step_s=0.0)
         return
-    run = ck.run_strategy(ck.model_state(1), use_torch=True, steps=2, every=1, step_s=0.0,
-                          keep=1)
+    run = ck.run_strategy(ck.model_state(1), use_torch=True, steps=2, every=1, step_s=0.0, keep=1)
     assert run.label.startswith("sync: torch.save")
     assert run.saves[1].size_bytes > MIB
     monkeypatch.setitem(sys.modules, "torch", None)  # as if it were not installed
@@ -329,8 +372,7 @@ def test_a_target_that_is_not_writable_is_refused(workspace: Path, tmp_path: Pat
     with pytest.raises(LabError, match="is not a directory"):
         ck.run_strategy(ck.model_state(1), str(a_file), steps=1, every=1, step_s=0.0)
     with pytest.raises(LabError, match="cannot create the directory"):
-        ck.run_strategy(ck.model_state(1), "/proc/iolab-checkpoint", steps=1, every=1,
-                        step_s=0.0)
+        ck.run_strategy(ck.model_state(1), "/proc/iolab-checkpoint", steps=1, every=1, step_s=0.0)
     assert leftovers(workspace) == []
 
 
@@ -342,8 +384,19 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_cli_prints_the_table_and_one_result(workspace: Path, capsys: pytest.CaptureFixture):
-    args = parse("--size-mib", "1", "--steps", "4", "--every", "2", "--step-s", "0",
-                 "--background", "--keep", "1")
+    args = parse(
+        "--size-mib",
+        "1",
+        "--steps",
+        "4",
+        "--every",
+        "2",
+        "--step-s",
+        "0",
+        "--background",
+        "--keep",
+        "1",
+    )
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "blocked_s" in out and "copies_verified" in out
@@ -351,13 +404,17 @@ def test_cli_prints_the_table_and_one_result(workspace: Path, capsys: pytest.Cap
     assert leftovers(workspace) == []
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--size-mib", "0"], "at least 1 MiB"),
-    (["--size-mib", str(LIMITS["data_mib"].most + 1)], "too big for a shared login node"),
-    (["--keep", "0"], "keep at least 1"),
-])
-def test_cli_bad_input_is_one_sentence(workspace: Path, capsys: pytest.CaptureFixture,
-                                       argv: list[str], message: str):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--size-mib", "0"], "at least 1 MiB"),
+        (["--size-mib", str(LIMITS["data_mib"].most + 1)], "too big for a shared login node"),
+        (["--keep", "0"], "keep at least 1"),
+    ],
+)
+def test_cli_bad_input_is_one_sentence(
+    workspace: Path, capsys: pytest.CaptureFixture, argv: list[str], message: str
+):
     args = parse(*argv)
     with pytest.raises(SystemExit) as exit_info:
         run_cli(lambda: args.func(args))
@@ -376,11 +433,18 @@ run_cli(lambda: ck.run_strategy(ck.model_state(2), "local", background=True, ste
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_an_interrupted_run_cancels_its_copy_and_removes_every_file(workspace: Path,
-                                                                    sig: signal.Signals):
+def test_an_interrupted_run_cancels_its_copy_and_removes_every_file(
+    workspace: Path, sig: signal.Signals
+):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "IOLAB_WORKDIR": str(workspace)}
-    child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not list((workspace / "tmp").glob("checkpoint-*/target/.step-*.tmp-*")):

@@ -35,8 +35,11 @@ def test_the_load_is_the_recorded_run_times_the_class() -> None:
     peak_files = max(p["peak"]["workspace"]["files"] for p in budget["phases"])
     each = budget["environment"]["files"] + budget["checkout"]["files"] + peak_files
     assert load.files_each == each and load.files_all == 30 * each
-    assert load.bytes_all == 30 * (budget["environment"]["bytes"] + budget["checkout"]["bytes"]
-                                   + max(p["peak"]["workspace"]["bytes"] for p in budget["phases"]))
+    assert load.bytes_all == 30 * (
+        budget["environment"]["bytes"]
+        + budget["checkout"]["bytes"]
+        + max(p["peak"]["workspace"]["bytes"] for p in budget["phases"])
+    )
     assert load.processes_all == 30 * 4 and load.recorded_on == budget["date"]
     with pytest.raises(LabError, match="not a class size"):
         class_load(0)
@@ -51,18 +54,22 @@ def fake_slurm(folder: Path, sbatch_exit: int, reservations: str) -> None:
         "processors on nodes n1 in partition debug' >&2\n"
         f"[ {sbatch_exit} = 0 ] || echo 'sbatch: error: Invalid account or account/partition "
         "combination specified' >&2\n"
-        f"exit {sbatch_exit}\n")
+        f"exit {sbatch_exit}\n"
+    )
     (folder / "scontrol").write_text(f"#!/bin/sh\nprintf '%s' '{reservations}'\n")
     for name in ("sbatch", "scontrol"):
         (folder / name).chmod(0o755)
 
 
-RESERVATION = ("ReservationName=iolab-day StartTime=2026-12-01T09:00:00 EndTime=2026-12-01T17:00:00 "
-               "Duration=08:00:00 Nodes=n1 NodeCnt=1 Users=alice,bob Accounts=(null)\n")
+RESERVATION = (
+    "ReservationName=iolab-day StartTime=2026-12-01T09:00:00 EndTime=2026-12-01T17:00:00 "
+    "Duration=08:00:00 Nodes=n1 NodeCnt=1 Users=alice,bob Accounts=(null)\n"
+)
 
 
-def slurm_answers(folder: Path, monkeypatch, sbatch_exit: int, reservations: str,
-                  wanted: str | None):
+def slurm_answers(
+    folder: Path, monkeypatch, sbatch_exit: int, reservations: str, wanted: str | None
+):
     """check_slurm() against the fake Slurm in `folder`, asking for reservation `wanted`."""
     fake_slurm(folder, sbatch_exit, reservations)
     monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
@@ -83,7 +90,11 @@ def test_slurm_that_refuses_the_job_or_lacks_the_reservation(tmp_path: Path, mon
     submit, reserved = slurm_answers(tmp_path / "bin", monkeypatch, 1, RESERVATION, "another-day")
     assert submit.state == "fail" and "Invalid account" in submit.found
     assert "SBATCH_ACCOUNT" in submit.todo
-    assert reserved.state == "fail" and "another-day" in reserved.found and "iolab-day" in reserved.found
+    assert (
+        reserved.state == "fail"
+        and "another-day" in reserved.found
+        and "iolab-day" in reserved.found
+    )
     nothing = "No reservations in the system\n"
     assert slurm_answers(tmp_path / "bin2", monkeypatch, 0, nothing, None)[1].state == "warn"
 
@@ -95,11 +106,18 @@ def test_no_slurm_is_a_fallback_not_a_failure(tmp_path: Path, monkeypatch) -> No
     assert "job scripts" in submit.todo
 
 
-@pytest.mark.parametrize("mode, state, says", [
-    (0o2750, "ok", "group-readable"), (0o770, "fail", "chmod go-w"), (0o757, "fail", "chmod go-w"),
-    (0o700, "warn", "chmod g+rx")])
-def test_the_class_folder_is_shared_but_never_writable_by_others(tmp_path: Path, mode: int,
-                                                                 state: str, says: str) -> None:
+@pytest.mark.parametrize(
+    "mode, state, says",
+    [
+        (0o2750, "ok", "group-readable"),
+        (0o770, "fail", "chmod go-w"),
+        (0o757, "fail", "chmod go-w"),
+        (0o700, "warn", "chmod g+rx"),
+    ],
+)
+def test_the_class_folder_is_shared_but_never_writable_by_others(
+    tmp_path: Path, mode: int, state: str, says: str
+) -> None:
     folder = tmp_path / "class"
     folder.mkdir()
     folder.chmod(mode)
@@ -120,8 +138,10 @@ def test_room_is_judged_for_the_whole_class(tmp_path: Path, monkeypatch) -> None
     checks, chosen = check_places(fits, places)
     assert chosen is not None and chosen.base == home.base
     too_many = class_load(500)
-    crowded = [p if p.name != "home" else
-               type(p)(**{**p.__dict__, "free_inodes": too_many.files_all - 1}) for p in places]
+    crowded = [
+        p if p.name != "home" else type(p)(**{**p.__dict__, "free_inodes": too_many.files_all - 1})
+        for p in places
+    ]
     checks, chosen = check_places(too_many, crowded)
     room = next(c for c in checks if c.name == "room in home")
     assert room.state == "fail" and f"{too_many.files_all:,} inodes needed" in room.found
@@ -135,9 +155,11 @@ def test_each_place_shows_the_quota_its_tool_states(tmp_path: Path, monkeypatch)
     tools.mkdir()
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
     quota = tools / "quota"
-    quota.write_text("#!/bin/sh\n[ \"$1 $2 $3\" = \"-s -w -f\" ] || exit 1\n"
-                     "echo 'Disk quotas for user alice (uid 1000):'\n"
-                     "echo \"$4 12M 50G 55G - 8123 500k 550k -\"\n")
+    quota.write_text(
+        '#!/bin/sh\n[ "$1 $2 $3" = "-s -w -f" ] || exit 1\n'
+        "echo 'Disk quotas for user alice (uid 1000):'\n"
+        'echo "$4 12M 50G 55G - 8123 500k 550k -"\n'
+    )
     quota.chmod(0o755)
     checks, _ = check_places(class_load(1), discover_locations(probe=False))
     home = next(c for c in checks if c.name == "room in home")
@@ -152,33 +174,71 @@ def test_each_place_shows_the_quota_its_tool_states(tmp_path: Path, monkeypatch)
 def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "iolab", "class", "check", "--learners", "25",
-                           "--class-dir", str(tmp_path), "--out", str(out)],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab",
+            "class",
+            "check",
+            "--learners",
+            "25",
+            "--class-dir",
+            str(tmp_path),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     # the two reports, in a folder the lab made (marked, so `clean` may remove it)
-    assert sorted(p.name for p in out.iterdir()) == [".iolab-made", "letter.md",
-                                                      "site-profile.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".iolab-made",
+        "letter.md",
+        "site-profile.json",
+    ]
     profile = json.loads((out / "site-profile.json").read_text())
     load = class_load(25)
     assert profile["learners"] == 25 and profile["load"]["files_all"] == load.files_all
-    assert {c["name"] for c in profile["checks"]} >= {"ptrace", "fuse", "slurm", "reservation",
-                                                      "python", "class folder"}
+    assert {c["name"] for c in profile["checks"]} >= {
+        "ptrace",
+        "fuse",
+        "slurm",
+        "reservation",
+        "python",
+        "class folder",
+    }
     text = (out / "letter.md").read_text()
     assert f"| {load.files_each:,} | {load.files_all:,} |" in text
     assert f"all at once) | 4,000 | {25 * 4000:,} |" in text  # 2 nodes x 2 tasks x 1000 files
     assert "NodeCnt=2" in text
-    assert "scontrol create reservation" in text and "only root or the Slurm user" in text.replace("\n", " ")
+    assert "scontrol create reservation" in text and "only root or the Slurm user" in text.replace(
+        "\n", " "
+    )
     assert not (tmp_path / "ws").exists()  # --out given: nothing else written
 
 
-@pytest.mark.parametrize("argv, says", [(["--learners", "0"], "--learners 0 is out of range"),
-                                        (["--learners", "many"], "whole number"),
-                                        (["--learners", "3", "--out", ""], "empty value")])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--learners", "0"], "--learners 0 is out of range"),
+        (["--learners", "many"], "whole number"),
+        (["--learners", "3", "--out", ""], "empty value"),
+    ],
+)
 def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "iolab", "class", "check", *argv],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60,
-                          env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "iolab", "class", "check", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")},
+    )
     assert proc.returncode == 2 and says in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -203,25 +263,35 @@ def test_the_letters_job_figures_are_the_job_scripts_defaults() -> None:
 
     script = (ROOT / "demos" / "slurm" / "metadata-storm.sbatch").read_text()
     assert re.search(r"^#SBATCH --ntasks-per-node=(\d+)$", script, re.M).group(1) == str(
-        class_load_module.STORM_TASKS_PER_NODE)
+        class_load_module.STORM_TASKS_PER_NODE
+    )
     assert "FILES=${IOLAB_STORM_FILES:-%d}" % class_load_module.STORM_FILES_PER_TASK in script
-    assert "STORM_MAX_TOTAL=${IOLAB_STORM_MAX_TOTAL:-%d}" % class_load_module.STORM_MAX_TOTAL \
-        in script
+    assert (
+        "STORM_MAX_TOTAL=${IOLAB_STORM_MAX_TOTAL:-%d}" % class_load_module.STORM_MAX_TOTAL in script
+    )
     lesson = (ROOT / "lessons" / "08-mpi-io.md").read_text()
-    assert f"sbatch --nodes={class_load_module.JOB_NODES} demos/slurm/metadata-storm.sbatch" \
-        in lesson
+    assert (
+        f"sbatch --nodes={class_load_module.JOB_NODES} demos/slurm/metadata-storm.sbatch" in lesson
+    )
 
 
 def test_the_fallbacks_follow_their_own_checks(monkeypatch) -> None:
     """A tool's fallback is listed when the check named for it is not ok, and only then."""
     from iolab.classmode import preflight
 
-    monkeypatch.setattr(preflight, "check_ptrace",
-                        lambda: preflight.Check("ptrace", "ok", "strace may trace"))
-    monkeypatch.setattr(preflight, "check_fuse",
-                        lambda: preflight.Check("fuse", "warn", "sshfs is not installed"))
-    monkeypatch.setattr(preflight, "check_slurm", lambda: (
-        preflight.Check("slurm", "ok", "sbatch accepts a job"),
-        preflight.Check("reservation", "warn", "no reservation is visible to you")))
+    monkeypatch.setattr(
+        preflight, "check_ptrace", lambda: preflight.Check("ptrace", "ok", "strace may trace")
+    )
+    monkeypatch.setattr(
+        preflight, "check_fuse", lambda: preflight.Check("fuse", "warn", "sshfs is not installed")
+    )
+    monkeypatch.setattr(
+        preflight,
+        "check_slurm",
+        lambda: (
+            preflight.Check("slurm", "ok", "sbatch accepts a job"),
+            preflight.Check("reservation", "warn", "no reservation is visible to you"),
+        ),
+    )
     report = preflight.preflight(class_load(1), None)
     assert report["fallbacks"] == [f"without sshfs: {preflight.FALLBACKS['sshfs']}"]

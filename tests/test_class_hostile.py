@@ -77,9 +77,14 @@ def instructors_home(top: Path) -> Path:
     names: notes named like the class's files, and folders the instructor's lab provably made
     (so that even a remover that checks markers would delete them if it went there)."""
     home = top / "home"
-    for name, text in (("class.json", "my notes"), ("activate", "my script"),
-                       ("wall.html", "my page"), (".git/HEAD", "ref: main"),
-                       ("env/bin/tool", "mine"), ("lab/thesis.tex", "years of work")):
+    for name, text in (
+        ("class.json", "my notes"),
+        ("activate", "my script"),
+        ("wall.html", "my page"),
+        (".git/HEAD", "ref: main"),
+        ("env/bin/tool", "mine"),
+        ("lab/thesis.tex", "years of work"),
+    ):
         (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(text)
     write_marker(home / "env", CLASS_MARKER, CLASS_MARKER_TEXT)
@@ -92,7 +97,8 @@ def instructors_home(top: Path) -> Path:
 
 
 def test_a_class_folder_swapped_for_a_link_during_clean_deletes_nothing_outside_it(
-        tmp_path: Path, quick_setup: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, quick_setup: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Right after `class clean` has checked the class folder, its name becomes a link to the
     instructor's home (anyone who may rename in its parent can do this). The clean goes on
     through the handle it checked: the class is emptied, the home is not touched."""
@@ -118,7 +124,8 @@ def test_a_class_folder_swapped_for_a_link_during_clean_deletes_nothing_outside_
 
 
 def test_a_class_folder_swapped_for_a_link_during_setup_stops_in_one_sentence(
-        tmp_path: Path, quick_setup: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, quick_setup: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The class folder's name becomes a link to the instructor's home while the datasets
     are built: the setup stops in one sentence, before writing or sharing anything more, and
     the home keeps its contents, modes and group."""
@@ -147,14 +154,21 @@ def _others_group() -> int | None:
     """A group that is not this user's private group, which this user may give a folder."""
     me = pwd.getpwuid(os.getuid()).pw_name
     mine = set(os.getgroups()) | {os.getgid()}
-    return next((group.gr_gid for group in grp.getgrall() if group.gr_name != me
-                 and (os.getuid() == 0 or group.gr_gid in mine)), None)
+    return next(
+        (
+            group.gr_gid
+            for group in grp.getgrall()
+            if group.gr_name != me and (os.getuid() == 0 or group.gr_gid in mine)
+        ),
+        None,
+    )
 
 
 @pytest.mark.parametrize("mode", [0o2770, 0o777])
 @pytest.mark.slow
 def test_a_class_folder_others_may_rename_is_refused_and_class_check_says_so(
-        tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A project folder writable by the group (or everyone) without the sticky bit lets a
     learner rename the class folder: setup refuses it in one sentence, before making
     anything, and `class check` reports it in the letter; the sticky bit makes it fine."""
@@ -169,9 +183,24 @@ def test_a_class_folder_others_may_rename_is_refused_and_class_check_says_so(
     root = project / "day"
     # No interpreter to build from: were the folder accepted, the setup would stop at the
     # environment, in seconds, instead of building one.
-    done = subprocess.run([sys.executable, "-m", "iolab", "class", "setup", str(root),
-                           "--learners", "3", "--python", str(tmp_path / "no-python")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab",
+            "class",
+            "setup",
+            str(root),
+            "--learners",
+            "3",
+            "--python",
+            str(tmp_path / "no-python"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "without the sticky bit" in done.stderr and "chmod +t" in done.stderr
@@ -202,7 +231,8 @@ def leave_everything(folder: Path, outside: Path) -> None:
 
 
 def test_clean_removes_learner_leftovers_of_every_type_without_following_them(
-        tmp_path: Path, quick_setup: None) -> None:
+    tmp_path: Path, quick_setup: None
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("not the class's")
@@ -215,13 +245,19 @@ def test_clean_removes_learner_leftovers_of_every_type_without_following_them(
     assert freed.folder_removed and not root.exists() and freed.left == ()
     me = pwd.getpwuid(os.getuid()).pw_name
     for name in ("queue", "wall"):
-        for entry, kind in (("fifo", "FIFO"), ("dir", "folder"), ("to-file", "link"),
-                            ("to-folder", "link"), ("plain.json", "file")):
+        for entry, kind in (
+            ("fifo", "FIFO"),
+            ("dir", "folder"),
+            ("to-file", "link"),
+            ("to-folder", "link"),
+            ("plain.json", "file"),
+        ):
             assert f"{name}/{entry} (a {kind} of {me})" in freed.leftovers
 
 
 def test_what_clean_cannot_remove_is_reported_and_the_next_clean_finishes(
-        tmp_path: Path, quick_setup: None) -> None:
+    tmp_path: Path, quick_setup: None
+) -> None:
     """A learner's folder clean cannot empty (a mount inside, as root; a folder without
     write permission, as anyone else): the rest goes, what makes it a class for learners
     first, the marker stays, the CLI says what is left in one sentence; once fixed, the
@@ -230,17 +266,26 @@ def test_what_clean_cannot_remove_is_reported_and_the_next_clean_finishes(
     class_setup.setup_class(root, 3, say=lambda text: None)
     stuck = root / "queue" / "stuck"
     stuck.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "iolab-test", str(stuck)],
-        capture_output=True).returncode == 0
+    mounted = (
+        os.geteuid() == 0
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "iolab-test", str(stuck)], capture_output=True
+        ).returncode
+        == 0
+    )
     (stuck / "inside").write_text("x")
     if not mounted:
         if os.geteuid() == 0:
             pytest.skip("root here cannot mount a tmpfs, and nothing else stops root")
         stuck.chmod(0o500)
     try:
-        done = subprocess.run([sys.executable, "-m", "iolab", "class", "clean", str(root)],
-                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "iolab", "class", "clean", str(root)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "could not remove queue/stuck" in done.stderr, done.stderr
@@ -258,7 +303,8 @@ def test_what_clean_cannot_remove_is_reported_and_the_next_clean_finishes(
 
 
 def test_a_clean_cut_short_leaves_a_class_nobody_can_join_and_the_next_finishes(
-        tmp_path: Path, quick_setup: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, quick_setup: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Interrupted as it reaches the environment, a clean has already removed what joins
     learners to the class (class.json, activate): never an `activate` without its `env`."""
     root = tmp_path / "day"
@@ -287,9 +333,18 @@ def joined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A class joined in this process, whose learners' workspaces go to $SCRATCH."""
     root = tmp_path / "day"
     root.mkdir()
-    (root / CLASS_FILE).write_text(json.dumps({
-        "schema": CLASS_SCHEMA, "name": "day", "learners": 3, "slots": 1,
-        "workspaces_in": "scratch", "made_by": "teacher"}))
+    (root / CLASS_FILE).write_text(
+        json.dumps(
+            {
+                "schema": CLASS_SCHEMA,
+                "name": "day",
+                "learners": 3,
+                "slots": 1,
+                "workspaces_in": "scratch",
+                "made_by": "teacher",
+            }
+        )
+    )
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setenv(CLASS_ENV, str(root))
@@ -300,7 +355,8 @@ def joined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("taken", ["link", "open-to-others", "unmarked"])
 def test_a_workspace_name_that_is_not_a_private_lab_folder_gets_a_fallback(
-        joined: Path, taken: str, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    joined: Path, taken: str, tmp_path: Path, capfd: pytest.CaptureFixture
+) -> None:
     usual = joined / f"iolab-day-{user_name()}"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -345,8 +401,9 @@ def stage() -> Iterator[Path]:
     try:
         code = top / "code"
         code.mkdir()
-        shutil.copytree(ROOT / "iolab", code / "iolab",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / "iolab", code / "iolab", ignore=shutil.ignore_patterns("__pycache__")
+        )
         (code / "data_generators").mkdir()  # how iolab finds its checkout
         for path in [code, *code.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
@@ -354,9 +411,18 @@ def stage() -> Iterator[Path]:
         (top / "scratch").chmod(0o1777)
         root = top / "day"
         root.mkdir()
-        (root / CLASS_FILE).write_text(json.dumps({
-            "schema": CLASS_SCHEMA, "name": "day", "learners": 2, "slots": 1,
-            "workspaces_in": "scratch", "made_by": "teacher"}))
+        (root / CLASS_FILE).write_text(
+            json.dumps(
+                {
+                    "schema": CLASS_SCHEMA,
+                    "name": "day",
+                    "learners": 2,
+                    "slots": 1,
+                    "workspaces_in": "scratch",
+                    "made_by": "teacher",
+                }
+            )
+        )
         root.chmod(0o755)
         (root / CLASS_FILE).chmod(0o644)
         yield top
@@ -367,13 +433,33 @@ def stage() -> Iterator[Path]:
 
 def as_user(stage: Path, name: str, code: str) -> subprocess.CompletedProcess:
     """Python `code` as user `name`, joined to the stage's class, iolab from the copy."""
-    env = {"HOME": str(stage / name), "USER": name, "LOGNAME": name, "PATH": "/usr/bin:/bin",
-           "PYTHONPATH": str(stage / "code"), "PYTHONDONTWRITEBYTECODE": "1",
-           "SCRATCH": str(stage / "scratch"), CLASS_ENV: str(stage / "day")}
-    return subprocess.run(["runuser", "-u", name, "--", "env", "-i",
-                           *(f"{key}={value}" for key, value in env.items()),
-                           shutil.which("python3", path="/usr/bin:/bin"), "-c", code],
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        "HOME": str(stage / name),
+        "USER": name,
+        "LOGNAME": name,
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(stage / "code"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "SCRATCH": str(stage / "scratch"),
+        CLASS_ENV: str(stage / "day"),
+    }
+    return subprocess.run(
+        [
+            "runuser",
+            "-u",
+            name,
+            "--",
+            "env",
+            "-i",
+            *(f"{key}={value}" for key, value in env.items()),
+            shutil.which("python3", path="/usr/bin:/bin"),
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 LEARNER_WRITES = """
@@ -389,15 +475,17 @@ run_cli(main)
 @pytest.mark.needs("users")
 @pytest.mark.parametrize("mode", [0o777, 0o755])
 @pytest.mark.slow
-def test_a_classmate_who_takes_my_workspace_name_gets_nothing_of_mine(stage: Path,
-                                                                       mode: int) -> None:
+def test_a_classmate_who_takes_my_workspace_name_gets_nothing_of_mine(
+    stage: Path, mode: int
+) -> None:
     """The classmate makes $SCRATCH/iolab-<class>-<learner> first: open to all (they could
     swap what the learner writes there for links) or closed to the learner. The learner's
     lab works in a private folder of its own beside it, says so once, finds it again, and
     `clean` removes it; nothing is written into the classmate's folder."""
     taken = stage / "scratch" / f"iolab-day-{LEARNER}"
-    made = as_user(stage, CLASSMATE, f"import os; os.mkdir({str(taken)!r}); "
-                                     f"os.chmod({str(taken)!r}, {mode})")
+    made = as_user(
+        stage, CLASSMATE, f"import os; os.mkdir({str(taken)!r}); os.chmod({str(taken)!r}, {mode})"
+    )
     assert made.returncode == 0, made.stderr
     try:
         first = as_user(stage, LEARNER, LEARNER_WRITES)
@@ -412,8 +500,12 @@ def test_a_classmate_who_takes_my_workspace_name_gets_nothing_of_mine(stage: Pat
         again = as_user(stage, LEARNER, LEARNER_WRITES)
         assert again.returncode == 0 and again.stdout.strip() == str(mine), again.stderr
         assert again.stderr == ""
-        cleaned = as_user(stage, LEARNER, "import iolab.core.cleanup as c; c.SYSTEM_BASES = (); "
-                          "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()")
+        cleaned = as_user(
+            stage,
+            LEARNER,
+            "import iolab.core.cleanup as c; c.SYSTEM_BASES = (); "
+            "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()",
+        )
         assert cleaned.returncode == 0 and "Traceback" not in cleaned.stderr, cleaned.stderr
         assert not mine.exists() and os.listdir(taken) == []
     finally:
@@ -421,8 +513,7 @@ def test_a_classmate_who_takes_my_workspace_name_gets_nothing_of_mine(stage: Pat
 
 
 @pytest.mark.needs("users")
-def test_a_real_learners_leftovers_are_removed_and_named(tmp_path: Path,
-                                                         quick_setup: None) -> None:
+def test_a_real_learners_leftovers_are_removed_and_named(tmp_path: Path, quick_setup: None) -> None:
     """A learner of the class's group leaves a FIFO, a private folder with a file and links
     out of the class in queue/ and wall/; the instructor's clean (root here) removes them all
     without following a link, and names each with its owner."""
@@ -437,21 +528,29 @@ def test_a_real_learners_leftovers_are_removed_and_named(tmp_path: Path,
         class_setup.setup_class(root, 1, group=GROUP, say=lambda text: None)
         for name in ("queue", "wall"):
             folder = root / name
-            left = as_user_plain(top, LEARNER, f"""
+            left = as_user_plain(
+                top,
+                LEARNER,
+                f"""
 import os
-os.mkfifo({str(folder / 'fifo')!r})
-os.mkdir({str(folder / 'dir')!r}, 0o700)
-open({str(folder / 'dir' / 'file')!r}, 'w').write('x')
-os.symlink({str(outside / 'keep.txt')!r}, {str(folder / 'to-file')!r})
-os.symlink({str(outside)!r}, {str(folder / 'to-folder')!r})
-""")
+os.mkfifo({str(folder / "fifo")!r})
+os.mkdir({str(folder / "dir")!r}, 0o700)
+open({str(folder / "dir" / "file")!r}, 'w').write('x')
+os.symlink({str(outside / "keep.txt")!r}, {str(folder / "to-file")!r})
+os.symlink({str(outside)!r}, {str(folder / "to-folder")!r})
+""",
+            )
             assert left.returncode == 0, left.stderr
         freed = clean_class(root)
         assert (outside / "keep.txt").read_text() == "the instructor's"
         assert freed.folder_removed and freed.left == (), freed.left
         for name in ("queue", "wall"):
-            for entry, kind in (("fifo", "FIFO"), ("dir", "folder"), ("to-file", "link"),
-                                ("to-folder", "link")):
+            for entry, kind in (
+                ("fifo", "FIFO"),
+                ("dir", "folder"),
+                ("to-file", "link"),
+                ("to-folder", "link"),
+            ):
                 assert f"{name}/{entry} (a {kind} of {LEARNER})" in freed.leftovers
     finally:
         shutil.rmtree(top)
@@ -461,5 +560,10 @@ os.symlink({str(outside)!r}, {str(folder / 'to-folder')!r})
 def as_user_plain(top: Path, name: str, code: str) -> subprocess.CompletedProcess:
     """Python `code` as user `name`, without the lab."""
     python = shutil.which("python3", path="/usr/bin:/bin")
-    return subprocess.run(["runuser", "-u", name, "--", python, "-c", code],
-                          capture_output=True, text=True, timeout=60, cwd=top)
+    return subprocess.run(
+        ["runuser", "-u", name, "--", python, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=top,
+    )

@@ -16,8 +16,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -36,8 +36,17 @@ OTHER_UIDS = (61001, 61002, 61003, 61004)
 ROOT_ONLY = pytest.mark.skipif(os.getuid() != 0, reason="only root can act as other users")
 
 
-def take_turn(queue: str, slots: int, index: int, log: str, go: str, holding: str,
-              release: str, hold_s: float, uid: int | None) -> None:
+def take_turn(
+    queue: str,
+    slots: int,
+    index: int,
+    log: str,
+    go: str,
+    holding: str,
+    release: str,
+    hold_s: float,
+    uid: int | None,
+) -> None:
     """A learner's step in a child process (as `uid` if given): arrive when `go` exists, then
     hold the turn for `hold_s` or until `release` exists, and log (index, start, end)."""
     if uid is not None:
@@ -45,8 +54,15 @@ def take_turn(queue: str, slots: int, index: int, log: str, go: str, holding: st
         os.setgid(uid)
         os.setuid(uid)
     wait_for(lambda: Path(go).exists())
-    with turn(Path(queue), slots, f"step {index}", poll_s=POLL_S, say=lambda message: None,
-              silent_s=SILENT_S, turn_s=TURN_S):
+    with turn(
+        Path(queue),
+        slots,
+        f"step {index}",
+        poll_s=POLL_S,
+        say=lambda message: None,
+        silent_s=SILENT_S,
+        turn_s=TURN_S,
+    ):
         start = time.time()
         Path(holding).touch()
         while time.time() - start < hold_s and not Path(release).exists():
@@ -82,15 +98,33 @@ class Learners:
     """Child processes that each take one turn; `arrive(i)` lets learner i take a ticket and
     returns once it has one (or already ran), so arrival order is the order of the calls."""
 
-    def __init__(self, tmp: Path, queue: Path, slots: int, count: int, hold_s: float,
-                 uids: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        queue: Path,
+        slots: int,
+        count: int,
+        hold_s: float,
+        uids: tuple[int, ...] | None = None,
+    ) -> None:
         self.tmp, self.queue, self.log = tmp, queue, tmp / "turns.log"
         self.processes = [
-            SPAWN.Process(target=take_turn, args=(str(queue), slots, i, str(self.log),
-                                                   str(tmp / f"go-{i}"), str(tmp / f"holding-{i}"),
-                                                   str(tmp / f"release-{i}"), hold_s,
-                                                   uids[i] if uids else None))
-            for i in range(count)]
+            SPAWN.Process(
+                target=take_turn,
+                args=(
+                    str(queue),
+                    slots,
+                    i,
+                    str(self.log),
+                    str(tmp / f"go-{i}"),
+                    str(tmp / f"holding-{i}"),
+                    str(tmp / f"release-{i}"),
+                    hold_s,
+                    uids[i] if uids else None,
+                ),
+            )
+            for i in range(count)
+        ]
         for process in self.processes:
             process.start()
 
@@ -103,21 +137,25 @@ class Learners:
         def mine() -> list[str]:
             return [name for name in tickets(self.queue) if f"-{pid}-" in name]
 
-        wait_for(lambda: mine() or (self.tmp / f"holding-{index}").exists(),
-                 f"learner {index}'s ticket")
+        wait_for(
+            lambda: mine() or (self.tmp / f"holding-{index}").exists(), f"learner {index}'s ticket"
+        )
         if mine():
-            wait_for(lambda: clock_past(self.tmp, os.stat(self.queue / mine()[0]).st_ctime_ns),
-                     "the file system's clock")
+            wait_for(
+                lambda: clock_past(self.tmp, os.stat(self.queue / mine()[0]).st_ctime_ns),
+                "the file system's clock",
+            )
 
     def finish(self) -> list[tuple[int, float, float]]:
         """Wait for everyone; the logged turns in the order they started."""
         for process in self.processes:
             process.join(PATIENCE_S)
             assert process.exitcode == 0
-        turns = [Path(f"{self.log}.{i}").read_text().split()
-                 for i in range(len(self.processes))]
-        return sorted(((int(i), float(start), float(end)) for i, start, end in turns),
-                      key=lambda logged: logged[1])
+        turns = [Path(f"{self.log}.{i}").read_text().split() for i in range(len(self.processes))]
+        return sorted(
+            ((int(i), float(start), float(end)) for i, start, end in turns),
+            key=lambda logged: logged[1],
+        )
 
     def stop(self) -> None:
         for process in self.processes:
@@ -139,8 +177,13 @@ def queue(tmp_path: Path) -> Path:
 def learners(tmp_path: Path, queue: Path) -> Iterator[Callable[..., Learners]]:
     started: list[Learners] = []
 
-    def start(slots: int, count: int, hold_s: float, uids: tuple[int, ...] | None = None,
-              folder: Path | None = None) -> Learners:
+    def start(
+        slots: int,
+        count: int,
+        hold_s: float,
+        uids: tuple[int, ...] | None = None,
+        folder: Path | None = None,
+    ) -> Learners:
         """`count` learners of the queue `folder` (default: `queue`), as `uids` if given."""
         folder = folder or queue
         started.append(Learners(folder.parent, folder, slots, count, hold_s, uids))
@@ -233,8 +276,7 @@ def test_many_tickets_of_one_learner_take_one_place(queue: Path) -> None:
             os.close(fd)
 
 
-def test_a_killed_holder_does_not_block_the_class(tmp_path: Path, queue: Path,
-                                                   learners) -> None:
+def test_a_killed_holder_does_not_block_the_class(tmp_path: Path, queue: Path, learners) -> None:
     group = learners(slots=1, count=1, hold_s=60)
     group.arrive(0)
     wait_for(lambda: (tmp_path / "holding-0").exists())
@@ -252,7 +294,8 @@ def test_a_killed_holder_does_not_block_the_class(tmp_path: Path, queue: Path,
 
 
 def test_a_stopped_holder_holds_nobody_back_longer_than_the_silence_bound(
-        tmp_path: Path, queue: Path, learners) -> None:
+    tmp_path: Path, queue: Path, learners
+) -> None:
     """Ctrl-Z or SIGSTOP: the lock stays held, but the heartbeat stops; a waiter goes once it
     is SILENT_S old. (The backstop: the holder is continued after 5 s and then leaves.)"""
     group = learners(slots=1, count=1, hold_s=4)
@@ -264,8 +307,9 @@ def test_a_stopped_holder_holds_nobody_back_longer_than_the_silence_bound(
     backstop.start()
     started = time.monotonic()
     try:
-        with turn(queue, 1, "fio", poll_s=POLL_S, say=lambda message: None, silent_s=SILENT_S,
-                  turn_s=600):
+        with turn(
+            queue, 1, "fio", poll_s=POLL_S, say=lambda message: None, silent_s=SILENT_S, turn_s=600
+        ):
             waited = time.monotonic() - started
             assert len(tickets(queue)) == 2  # its ticket stays: the learner may come back
     finally:
@@ -276,15 +320,17 @@ def test_a_stopped_holder_holds_nobody_back_longer_than_the_silence_bound(
 
 @ROOT_ONLY
 def test_a_holder_that_keeps_its_turn_too_long_holds_nobody_back_longer(
-        shared_queue: Path, learners) -> None:
+    shared_queue: Path, learners
+) -> None:
     """A live holder, beating, that never lets go (hostile, or stuck) is passed after turn_s."""
     queue = shared_queue
     group = learners(slots=1, count=1, hold_s=5, uids=OTHER_UIDS, folder=queue)
     group.arrive(0)
     wait_for(lambda: (queue.parent / "holding-0").exists())
     started = time.monotonic()
-    with turn(queue, 1, "fio", poll_s=POLL_S, say=lambda message: None, silent_s=SILENT_S,
-              turn_s=0.5):
+    with turn(
+        queue, 1, "fio", poll_s=POLL_S, say=lambda message: None, silent_s=SILENT_S, turn_s=0.5
+    ):
         waited = time.monotonic() - started
         assert not Path(f"{group.log}.0").exists()  # the holder still holds it
     assert 0.5 <= waited < 3
@@ -296,8 +342,7 @@ def test_the_instructors_bounds_come_from_class_json(queue: Path) -> None:
     from iolab.core.class_queue import bounds
 
     assert bounds(queue) == (DEFAULT_SILENT_S, DEFAULT_TURN_S)
-    (queue.parent / "class.json").write_text(json.dumps({"queue_silent_s": 12,
-                                                         "queue_turn_s": 60}))
+    (queue.parent / "class.json").write_text(json.dumps({"queue_silent_s": 12, "queue_turn_s": 60}))
     assert bounds(queue) == (12.0, 60.0)
     (queue.parent / "class.json").write_text(json.dumps({"queue_silent_s": 0.001}))
     with pytest.raises(LabError, match="queue_silent_s is not a number of seconds") as raised:
@@ -318,8 +363,9 @@ def test_another_users_dead_ticket_is_ignored_and_left_alone(queue: Path) -> Non
 
 
 @ROOT_ONLY
-def test_a_waiting_learner_is_told_their_place_then_their_turn(shared_queue: Path,
-                                                                learners) -> None:
+def test_a_waiting_learner_is_told_their_place_then_their_turn(
+    shared_queue: Path, learners
+) -> None:
     queue = shared_queue
     group = learners(slots=1, count=1, hold_s=0.3, uids=OTHER_UIDS, folder=queue)
     group.arrive(0)  # some fifteen polls of the waiter
@@ -356,7 +402,8 @@ def test_a_ticket_says_who_waits_and_is_readable_by_the_class(queue: Path) -> No
     assert re.fullmatch(rf"ticket-{os.getpid()}-[0-9a-f]{{16}}", name)
     assert mode == 0o644
     assert [{key: entry[key] for key in ("pid", "what")} for entry in described] == [
-        {"pid": os.getpid(), "what": "sweep"}]
+        {"pid": os.getpid(), "what": "sweep"}
+    ]
     assert set(described[0]) == {"user", "pid", "what", "since"}
     assert json.loads(json.dumps(described))  # plain JSON, for the instructor's view
 
@@ -384,9 +431,14 @@ def test_planted_files_are_ignored_and_left_alone(tmp_path: Path, queue: Path) -
     learner ahead (nor blocks as someone entering), and nothing planted is touched."""
     target = tmp_path / "elsewhere"
     target.write_text("{}\n")
-    planted = {f"ticket-1-{10:016x}": "link", f"ticket-1-{11:016x}": "fifo",
-               f"ticket-1-{12:016x}": "dir", "entering-mallory-1-dd": "link",
-               f"beat-1-{10:016x}": "fifo", "notes.txt": "file"}
+    planted = {
+        f"ticket-1-{10:016x}": "link",
+        f"ticket-1-{11:016x}": "fifo",
+        f"ticket-1-{12:016x}": "dir",
+        "entering-mallory-1-dd": "link",
+        f"beat-1-{10:016x}": "fifo",
+        "notes.txt": "file",
+    }
     for name, kind in planted.items():
         path = queue / name
         if kind == "link":
@@ -398,9 +450,11 @@ def test_planted_files_are_ignored_and_left_alone(tmp_path: Path, queue: Path) -
         else:
             path.write_text("not a ticket\n")
     # locked by their planter, the link's target, the FIFO and the folder would look alive
-    held = [os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-            for path in [target] + [queue / name for name, kind in planted.items()
-                                    if kind in ("fifo", "dir")]]
+    held = [
+        os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        for path in [target]
+        + [queue / name for name, kind in planted.items() if kind in ("fifo", "dir")]
+    ]
     try:
         for fd in held:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -449,8 +503,15 @@ def test_tickets_dated_1970_and_made_later_come_later(shared_queue: Path, learne
     def say(message: str) -> None:
         messages.append(message)
         if not planted:  # we wait at place 2; now the classmate plants, then the holder leaves
-            planted.extend(plant_ticket(queue, json.dumps({"since": "1970-01-01T00:00:00"}),
-                                        OTHER_UIDS[0], f"{index:016x}") for index in range(2))
+            planted.extend(
+                plant_ticket(
+                    queue,
+                    json.dumps({"since": "1970-01-01T00:00:00"}),
+                    OTHER_UIDS[0],
+                    f"{index:016x}",
+                )
+                for index in range(2)
+            )
             (queue.parent / "release-0").touch()
             left.append(time.monotonic())
 
@@ -466,10 +527,10 @@ def test_tickets_dated_1970_and_made_later_come_later(shared_queue: Path, learne
 
 
 @ROOT_ONLY
-def test_a_ticket_naming_another_user_blames_its_owner_and_is_shown_escaped(
-        queue: Path) -> None:
-    text = json.dumps({"user": "vbob", "pid": 7, "what": "fio\x1b[2J\x1b]0;owned\x07\u202e",
-                       "since": "now\r"})
+def test_a_ticket_naming_another_user_blames_its_owner_and_is_shown_escaped(queue: Path) -> None:
+    text = json.dumps(
+        {"user": "vbob", "pid": 7, "what": "fio\x1b[2J\x1b]0;owned\x07\u202e", "since": "now\r"}
+    )
     fd = plant_ticket(queue, text, OTHER_UIDS[0], "ab" * 8)
     try:
         summary = queue_summary(queue, 2)
@@ -477,14 +538,17 @@ def test_a_ticket_naming_another_user_blames_its_owner_and_is_shown_escaped(
     finally:
         os.close(fd)
     assert entry["user"] == f"uid{OTHER_UIDS[0]}" and "vbob" not in summary
-    assert summary == (f"heavy-step queue (2 at a time): running uid{OTHER_UIDS[0]} "
-                       "(fio\\x1b[2J\\x1b]0;owned\\x07\\u202e)")
-    assert not any(ord(char) < 32 or 0x7f <= ord(char) < 0xa0 for char in summary)
+    assert summary == (
+        f"heavy-step queue (2 at a time): running uid{OTHER_UIDS[0]} "
+        "(fio\\x1b[2J\\x1b]0;owned\\x07\\u202e)"
+    )
+    assert not any(ord(char) < 32 or 0x7F <= ord(char) < 0xA0 for char in summary)
 
 
 def test_printable_escapes_every_control_and_format_character() -> None:
     assert printable("a\x1b[31mb\r\n\t\x7f\x9b\u202e\u2028c") == (
-        "a\\x1b[31mb\\r\\n\\t\\x7f\\x9b\\u202e\\u2028c")
+        "a\\x1b[31mb\\r\\n\\t\\x7f\\x9b\\u202e\\u2028c"
+    )
     assert printable("éß 名前") == "éß 名前"
     assert printable("x" * 300, 10) == "x" * 10 + "..."
 
@@ -533,11 +597,15 @@ def test_the_block_gets_its_ticket_whose_change_time_is_the_arrival(tmp_path: Pa
 def test_the_summary_names_who_runs_and_who_waits_in_order(queue: Path, monkeypatch) -> None:
     import iolab.core.class_queue as class_queue
 
-    entries = [{"user": "ann", "what": "fio"}, {"user": "bob", "what": "sweep"},
-               {"user": "cat", "what": "mdrates"}]
+    entries = [
+        {"user": "ann", "what": "fio"},
+        {"user": "bob", "what": "sweep"},
+        {"user": "cat", "what": "mdrates"},
+    ]
     monkeypatch.setattr(class_queue, "waiting", lambda queue_dir: entries)
     assert class_queue.queue_summary(queue, 2) == (
-        "heavy-step queue (2 at a time): running ann (fio), bob (sweep); waiting cat (mdrates)")
+        "heavy-step queue (2 at a time): running ann (fio), bob (sweep); waiting cat (mdrates)"
+    )
     assert class_queue.queue_summary(queue, 3).endswith("cat (mdrates)")
     assert "waiting" not in class_queue.queue_summary(queue, 3)
 
@@ -567,8 +635,7 @@ def mallory() -> Iterator[str]:
     """A real second user, made for the test if missing and removed again."""
     made = subprocess.run(["id", MALLORY], capture_output=True).returncode != 0
     if made:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", MALLORY],
-                       check=True)
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", MALLORY], check=True)
     yield MALLORY
     if made:
         subprocess.run(["userdel", MALLORY], capture_output=True)
@@ -576,18 +643,32 @@ def mallory() -> Iterator[str]:
 
 @pytest.mark.needs("users")
 def test_a_real_classmates_forged_ticket_blames_them_and_times_out_when_stopped(
-        shared_queue: Path, mallory: str) -> None:
-    proc = subprocess.Popen(["runuser", "-u", mallory, "--", "/usr/bin/python3", "-c",
-                             FORGED_TICKET, str(shared_queue), "cd" * 8],
-                            stdout=subprocess.PIPE, text=True)
+    shared_queue: Path, mallory: str
+) -> None:
+    proc = subprocess.Popen(
+        [
+            "runuser",
+            "-u",
+            mallory,
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            FORGED_TICKET,
+            str(shared_queue),
+            "cd" * 8,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     pid = 0
     try:
         pid = int(proc.stdout.readline())  # runuser's child: the classmate's own process
         summary = queue_summary(shared_queue, 1)
         os.kill(pid, signal.SIGSTOP)
         started = time.monotonic()
-        with turn(shared_queue, 1, "fio", poll_s=POLL_S, say=lambda message: None,
-                  silent_s=1, turn_s=10):
+        with turn(
+            shared_queue, 1, "fio", poll_s=POLL_S, say=lambda message: None, silent_s=1, turn_s=10
+        ):
             waited = time.monotonic() - started
     finally:
         if pid:

@@ -24,8 +24,13 @@ from iolab.core import budget
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, active_class, read_class
 from iolab.core.dataset import DEFAULT_FILES
 from iolab.core.errors import LabError
-from iolab.core.workspace import (MADE_MARKER, WorkspaceEntry, default_dataset_dir, user_name,
-                                  workdir)
+from iolab.core.workspace import (
+    MADE_MARKER,
+    WorkspaceEntry,
+    default_dataset_dir,
+    user_name,
+    workdir,
+)
 from iolab.measure.footprint import footprint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +87,8 @@ def test_learners_may_read_all_but_write_only_their_two_folders(class_dir: Path)
 
 
 def test_a_joined_learner_reads_the_class_data_and_writes_a_private_workspace(
-        class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv(CLASS_ENV, str(class_dir))
     monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -100,22 +106,26 @@ def test_a_joined_learner_reads_the_class_data_and_writes_a_private_workspace(
     budget.check("a run", files=9_000, compute_node=False)
 
 
-def test_the_learner_command_and_make_lab_refuse_an_unfinished_class(
-        tmp_path: Path) -> None:
+def test_the_learner_command_and_make_lab_refuse_an_unfinished_class(tmp_path: Path) -> None:
     half = tmp_path / "half"
     half.mkdir()
     env = {**os.environ, CLASS_ENV: str(half)}
-    joined = subprocess.run([sys.executable, "-m", "iolab", "class", "joined"], cwd=ROOT,
-                            env=env, capture_output=True, text=True)
+    joined = subprocess.run(
+        [sys.executable, "-m", "iolab", "class", "joined"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert joined.returncode == 2 and "Traceback" not in joined.stderr
     assert "is not a finished class folder" in joined.stderr
-    make = subprocess.run(["make", "-s", "lab"], cwd=ROOT, env=env, capture_output=True,
-                          text=True)
+    make = subprocess.run(["make", "-s", "lab"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert make.returncode != 0 and "is not a finished class folder" in make.stdout
 
 
 def test_a_setup_cut_short_is_never_joined_and_the_next_one_redoes_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "cut"
     monkeypatch.setattr(class_setup, "build_environment", linked_environment)
 
@@ -138,7 +148,8 @@ def test_a_setup_cut_short_is_never_joined_and_the_next_one_redoes_it(
 
 
 def test_clean_removes_what_setup_made_and_learners_left_and_says_how_much(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "mine"
     root.mkdir()  # made by the instructor: the folder itself stays
     monkeypatch.setattr(class_setup, "build_environment", linked_environment)
@@ -151,12 +162,16 @@ def test_clean_removes_what_setup_made_and_learners_left_and_says_how_much(
     assert (freed.files, freed.bytes) == (before.files, before.bytes)
 
 
-@pytest.mark.parametrize("prepare, says", [
-    (lambda root: (root.mkdir(), (root / "notes.txt").write_text("mine")), "is not empty"),
-    (lambda root: root.write_text("a file"), "is not a folder"),
-])
-def test_setup_refuses_a_folder_that_is_not_new_or_empty(tmp_path: Path, prepare,
-                                                         says: str) -> None:
+@pytest.mark.parametrize(
+    "prepare, says",
+    [
+        (lambda root: (root.mkdir(), (root / "notes.txt").write_text("mine")), "is not empty"),
+        (lambda root: root.write_text("a file"), "is not a folder"),
+    ],
+)
+def test_setup_refuses_a_folder_that_is_not_new_or_empty(
+    tmp_path: Path, prepare, says: str
+) -> None:
     root = tmp_path / "class"
     prepare(root)
     before = sorted(os.listdir(tmp_path)), (root.read_bytes() if root.is_file() else None)
@@ -180,17 +195,23 @@ def test_clean_refuses_a_folder_without_the_class_marker(tmp_path: Path) -> None
     assert sorted(os.listdir(tmp_path)) == [CLASS_FILE, "lab"]
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["class", "setup", "D", "--learners", "30", "--slots", "9"], "--slots"),
-    (["class", "setup", "D", "--learners", "30", "--group", "no-such-group-iolab"],
-     "there is no group"),
-    (["class", "clean", "/nonexistent/iolab-class"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["class", "setup", "D", "--learners", "30", "--slots", "9"], "--slots"),
+        (
+            ["class", "setup", "D", "--learners", "30", "--group", "no-such-group-iolab"],
+            "there is no group",
+        ),
+        (["class", "clean", "/nonexistent/iolab-class"], "does not exist"),
+    ],
+)
 @pytest.mark.slow
 def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -> None:
     argv = [str(tmp_path / "c") if arg == "D" else arg for arg in argv]
-    done = subprocess.run([sys.executable, "-m", "iolab", *argv], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "iolab", *argv], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert says in done.stderr and len(done.stderr.strip().splitlines()) <= 2, done.stderr
     assert not (tmp_path / "c").exists()
@@ -199,8 +220,11 @@ def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -
 def test_the_benchmark_counts_a_learner_overtaken_in_the_queue() -> None:
     from iolab.classmode.bench import _overtaken
 
-    fair = [{"asked_at": 0.0, "got_at": 1.0}, {"asked_at": 0.1, "got_at": 3.0},
-            {"asked_at": 0.2, "got_at": 3.2}]
+    fair = [
+        {"asked_at": 0.0, "got_at": 1.0},
+        {"asked_at": 0.1, "got_at": 3.0},
+        {"asked_at": 0.2, "got_at": 3.2},
+    ]
     assert _overtaken(fair) == 0
     unfair = [*fair, {"asked_at": 0.3, "got_at": 1.1}]  # asked last, served before two
     assert _overtaken(unfair) == 2
@@ -213,14 +237,22 @@ def test_the_benchmark_bounds_a_class_by_its_cpu_seconds() -> None:
 
     class_ = [{"first_cpu": 1.5}] * 4
     assert cpu_floor(class_, cores=2, lone_s=1.0) == {
-        "first_cpu_total_s": 6.0, "first_cpu_median_s": 1.5, "first_result_floor_s": 3.0,
-        "first_result_floor_ratio": 3.0, "cores_for_twice_alone": 3}
+        "first_cpu_total_s": 6.0,
+        "first_cpu_median_s": 1.5,
+        "first_result_floor_s": 3.0,
+        "first_result_floor_ratio": 3.0,
+        "cores_for_twice_alone": 3,
+    }
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may create users: the refusal is for others")
 def test_the_benchmark_refuses_an_ordinary_user_in_one_sentence() -> None:
-    done = subprocess.run([sys.executable, "-m", "iolab", "class", "bench", "--learners", "2"],
-                          cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "iolab", "class", "bench", "--learners", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "creates real users, which needs root" in done.stderr
 
@@ -229,8 +261,14 @@ def test_a_checkout_git_will_not_list_is_copied_by_walking_it(tmp_path: Path) ->
     """git refuses a checkout another user owns ("dubious ownership"): the walk still copies
     the lab's files, and never the builds, caches or the workspace."""
     source = tmp_path / "checkout"
-    for name in ("lessons/01.md", ".git/HEAD", ".venv/bin/python", "workspace/lab/x.csv",
-                 "iolab/__pycache__/a.pyc", "iolab/core/x.py"):
+    for name in (
+        "lessons/01.md",
+        ".git/HEAD",
+        ".venv/bin/python",
+        "workspace/lab/x.csv",
+        "iolab/__pycache__/a.pyc",
+        "iolab/core/x.py",
+    ):
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         (source / name).write_text("x")
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
@@ -238,6 +276,8 @@ def test_a_checkout_git_will_not_list_is_copied_by_walking_it(tmp_path: Path) ->
         assert class_setup.copy_checkout(source, fd, "copy") == 2
     finally:
         os.close(fd)
-    assert sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*")
-                  if p.is_file() and p.name != CLASS_MARKER) == ["iolab/core/x.py",
-                                                                 "lessons/01.md"]
+    assert sorted(
+        str(p.relative_to(tmp_path / "copy"))
+        for p in (tmp_path / "copy").rglob("*")
+        if p.is_file() and p.name != CLASS_MARKER
+    ) == ["iolab/core/x.py", "lessons/01.md"]

@@ -58,10 +58,15 @@ def stage() -> dict:
     top.chmod(0o755)
     made = make_learners(list(LEARNERS), GROUP, top)
     root = top / "class"
-    report = setup_class(root, len(LEARNERS), slots=1, group=GROUP, python="/usr/bin/python3",
-                         say=lambda text: None)
-    yield {"top": top, "root": root, "homes": {name: top / name for name in LEARNERS},
-           "report": report}
+    report = setup_class(
+        root, len(LEARNERS), slots=1, group=GROUP, python="/usr/bin/python3", say=lambda text: None
+    )
+    yield {
+        "top": top,
+        "root": root,
+        "homes": {name: top / name for name in LEARNERS},
+        "report": report,
+    }
     shutil.rmtree(top, ignore_errors=True)
     remove_learners(made)
 
@@ -99,20 +104,19 @@ def test_learners_join_at_once_and_only_read_what_the_class_shares(stage: dict) 
     assert os.listdir(root / "queue") == [CLASS_MARKER]  # every ticket went with its step
 
 
-def test_no_learner_can_read_or_change_another_learners_or_the_classs_files(
-        stage: dict) -> None:
+def test_no_learner_can_read_or_change_another_learners_or_the_classs_files(stage: dict) -> None:
     root = stage["root"]
     first, second = LEARNERS[:2]
     finished(as_learner(stage, first, f"open({str(root / 'wall' / first)!r}, 'w').write('{{}}')"))
     probe = f"""
 import os
 tries = {{
-    "another's workspace": lambda: os.listdir({str(stage['homes'][first])!r}),
-    "the shared dataset": lambda: open({str(root / 'dataset' / 'manifest.json')!r}, 'a'),
-    "the class's lab": lambda: open({str(root / 'lab' / 'new.py')!r}, 'w'),
-    "the environment": lambda: open({str(root / 'env' / 'bin' / 'iolab-added')!r}, 'w'),
-    "another's wall file (write)": lambda: open({str(root / 'wall' / first)!r}, 'w'),
-    "another's wall file (delete)": lambda: os.unlink({str(root / 'wall' / first)!r}),
+    "another's workspace": lambda: os.listdir({str(stage["homes"][first])!r}),
+    "the shared dataset": lambda: open({str(root / "dataset" / "manifest.json")!r}, 'a'),
+    "the class's lab": lambda: open({str(root / "lab" / "new.py")!r}, 'w'),
+    "the environment": lambda: open({str(root / "env" / "bin" / "iolab-added")!r}, 'w'),
+    "another's wall file (write)": lambda: open({str(root / "wall" / first)!r}, 'w'),
+    "another's wall file (delete)": lambda: os.unlink({str(root / "wall" / first)!r}),
 }}
 for what, attempt in tries.items():
     try:
@@ -129,13 +133,17 @@ for what, attempt in tries.items():
 def test_teardown_leaves_nothing(stage: dict) -> None:
     root, files_made = stage["root"], stage["report"].files
     for name in LEARNERS:
-        finished(as_learner(stage, name, "from iolab.cli import run; import sys; "
-                                         "sys.argv = ['iolab', 'clean']; run()"))
+        finished(
+            as_learner(
+                stage,
+                name,
+                "from iolab.cli import run; import sys; sys.argv = ['iolab', 'clean']; run()",
+            )
+        )
         home = stage["homes"][name]
         # No file of the lab's stays: the registry's folders (iolab.core.owned.registry_dir)
         # remain, without an entry.
-        assert [str(path.relative_to(home)) for path in home.rglob("*")
-                if not path.is_dir()] == []
+        assert [str(path.relative_to(home)) for path in home.rglob("*") if not path.is_dir()] == []
     freed = clean_class(root)
     assert freed.folder_removed and not root.exists()
     assert freed.files >= files_made

@@ -19,9 +19,18 @@ from pathlib import Path
 import pytest
 
 from iolab.classmode.exercises import EXERCISES, shown, straddling_records, tar_bytes
-from iolab.classmode.wall import (OUTLIER_FACTOR, figures_frame, learner_name, outliers,
-                                  progress_frame, publish, read_wall, scan_wall, wall_page,
-                                  where_i_sit)
+from iolab.classmode.wall import (
+    OUTLIER_FACTOR,
+    figures_frame,
+    learner_name,
+    outliers,
+    progress_frame,
+    publish,
+    read_wall,
+    scan_wall,
+    wall_page,
+    where_i_sit,
+)
 from iolab.cli.check import main as check_main
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA, read_class
 from iolab.core.workspace import user_name
@@ -34,7 +43,7 @@ def solution_after(lesson: str, title: str) -> str:
     text = next((ROOT / "lessons").glob(f"{lesson}-*.md")).read_text()
     start = text.index(f":::{{exercise}} {title}")
     solution = text.index(":::{solution}", start)
-    return text[solution:text.index("\n:::\n", solution)]
+    return text[solution : text.index("\n:::\n", solution)]
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: f"{e.lesson}-{e.key}")
@@ -68,8 +77,13 @@ def test_straddling_records_are_the_ones_the_lesson_lists() -> None:
 
 
 def iolab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "iolab", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "iolab", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.slow
@@ -83,12 +97,15 @@ def test_check_says_right_or_not_yet_without_giving_the_answer_away() -> None:
     assert listed.returncode == 0 and listed.stdout.startswith("straddle: Find the misalignment")
 
 
-@pytest.mark.parametrize("args, says", [
-    (["13"], "lesson 13 has no exercise with one right answer"),
-    (["02", "nope", "3"], "choose one of: tar-size, naive-opens, npy-bytes"),
-    (["02", "tar-size", "seven"], "'seven' is not a number"),
-    (["02", "tar-size"], "give your answer after the exercise"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["13"], "lesson 13 has no exercise with one right answer"),
+        (["02", "nope", "3"], "choose one of: tar-size, naive-opens, npy-bytes"),
+        (["02", "tar-size", "seven"], "'seven' is not a number"),
+        (["02", "tar-size"], "give your answer after the exercise"),
+    ],
+)
 @pytest.mark.slow
 def test_check_refuses_bad_input_in_one_sentence(args: list[str], says: str) -> None:
     done = iolab("check", *args)
@@ -102,24 +119,33 @@ def class_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "class"
     (root / "wall").mkdir(parents=True)
     (root / "wall").chmod(0o3770)
-    (root / CLASS_FILE).write_text(json.dumps({
-        "schema": CLASS_SCHEMA, "name": "class", "learners": 5, "slots": 2,
-        "workspaces_in": "home", "made_by": user_name()}))
+    (root / CLASS_FILE).write_text(
+        json.dumps(
+            {
+                "schema": CLASS_SCHEMA,
+                "name": "class",
+                "learners": 5,
+                "slots": 2,
+                "workspaces_in": "home",
+                "made_by": user_name(),
+            }
+        )
+    )
     monkeypatch.setenv(CLASS_ENV, str(root))
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
     return root
 
 
 def test_a_learners_file_is_theirs_readable_by_the_class_and_keeps_earlier_checks(
-        class_folder: Path) -> None:
+    class_folder: Path,
+) -> None:
     joined = read_class(class_folder)
     path = publish(joined, {"02-tar-size": {"right": False}})
     publish(joined, {"03-random-reads": {"right": True}})
     assert path == class_folder / "wall" / f"{learner_name(os.getuid())}.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     record = json.loads(path.read_text())
-    assert record["checks"] == {"02-tar-size": {"right": False},
-                                "03-random-reads": {"right": True}}
+    assert record["checks"] == {"02-tar-size": {"right": False}, "03-random-reads": {"right": True}}
     assert [p.name for p in (class_folder / "wall").iterdir()] == [path.name]  # no partials
 
 
@@ -133,10 +159,23 @@ def fallback(number: int) -> str:
 
 def wall_record(**changed: object) -> dict:
     """A wall file as publish writes it, with `changed` fields."""
-    return {"node": "n1", "workspace_fs": "ext4", "user": "whoever", "updated": "10:00",
-            "readers": {"read_files": {"wall_median_s": 0.5, "cold_wall_median_s": 1.0,
-                                       "dataset_file_opens": 7300.0, "total_calls": None}},
-            "fio": {}, "checks": {"02-tar-size": {"right": True, "at": "10:00:00"}}, **changed}
+    return {
+        "node": "n1",
+        "workspace_fs": "ext4",
+        "user": "whoever",
+        "updated": "10:00",
+        "readers": {
+            "read_files": {
+                "wall_median_s": 0.5,
+                "cold_wall_median_s": 1.0,
+                "dataset_file_opens": 7300.0,
+                "total_calls": None,
+            }
+        },
+        "fio": {},
+        "checks": {"02-tar-size": {"right": True, "at": "10:00:00"}},
+        **changed,
+    }
 
 
 GOOD = json.dumps(wall_record())
@@ -144,31 +183,40 @@ GOOD = json.dumps(wall_record())
 MALFORMED = {
     "checks a list": (json.dumps(wall_record(checks=[1])), "not a wall record"),
     "readers a list": (json.dumps(wall_record(readers=["x"])), "not a wall record"),
-    "a check not an object": (json.dumps(wall_record(checks={"02-tar-size": 1})),
-                              "not a wall record"),
-    "right not true or false": (json.dumps(wall_record(checks={"02-x": {"right": "yes"}})),
-                                "not a wall record"),
-    "escape codes in a reader": (json.dumps(wall_record(readers={"\x1b[2Jr": {}})),
-                                 "not a wall record"),
-    "escape codes in the node": (json.dumps(wall_record(node="n1\x1b]0;owned\x07")),
-                                 "not a wall record"),
-    "mathtext in a reader": (json.dumps(wall_record(readers={"r$\\frac{$": {}})),
-                             "not a wall record"),
+    "a check not an object": (
+        json.dumps(wall_record(checks={"02-tar-size": 1})),
+        "not a wall record",
+    ),
+    "right not true or false": (
+        json.dumps(wall_record(checks={"02-x": {"right": "yes"}})),
+        "not a wall record",
+    ),
+    "escape codes in a reader": (
+        json.dumps(wall_record(readers={"\x1b[2Jr": {}})),
+        "not a wall record",
+    ),
+    "escape codes in the node": (
+        json.dumps(wall_record(node="n1\x1b]0;owned\x07")),
+        "not a wall record",
+    ),
+    "mathtext in a reader": (
+        json.dumps(wall_record(readers={"r$\\frac{$": {}})),
+        "not a wall record",
+    ),
     "an infinite figure": (GOOD.replace("0.5", "1e999"), "not a wall record"),
-    "an unknown figure": (json.dumps(wall_record(readers={"r": {"evil": 1}})),
-                          "not a wall record"),
+    "an unknown figure": (json.dumps(wall_record(readers={"r": {"evil": 1}})), "not a wall record"),
     "nested 32,000 deep": ("[" * 32_000 + "]" * 32_000, "not valid JSON"),
     "not JSON": ("{not json", "not valid JSON"),
     "not an object": ("[]", "not a wall record"),
-    "larger than the lab writes": (json.dumps(wall_record(pad="x" * 70_000)),
-                                   "larger than 64 KiB"),
+    "larger than the lab writes": (json.dumps(wall_record(pad="x" * 70_000)), "larger than 64 KiB"),
 }
 
 
 @pytest.mark.parametrize("content, why", MALFORMED.values(), ids=list(MALFORMED))
 @pytest.mark.slow
 def test_a_malformed_file_is_left_out_counted_and_the_wall_still_renders(
-        class_folder: Path, capsys: pytest.CaptureFixture, content: str, why: str) -> None:
+    class_folder: Path, capsys: pytest.CaptureFixture, content: str, why: str
+) -> None:
     from iolab.cli import main as cli_main
 
     wall = class_folder / "wall"
@@ -185,7 +233,8 @@ def test_a_malformed_file_is_left_out_counted_and_the_wall_still_renders(
 
 
 def test_links_fifos_folders_and_misnamed_files_are_left_out_without_waiting(
-        class_folder: Path) -> None:
+    class_folder: Path,
+) -> None:
     wall = class_folder / "wall"
     (wall / f"{ME}.json").write_text(GOOD)
     (wall / "someone-else.json").write_text(GOOD)  # mine, but named after someone else
@@ -195,14 +244,15 @@ def test_links_fifos_folders_and_misnamed_files_are_left_out_without_waiting(
     (wall / fallback(3)).mkdir()
     found = scan_wall(read_class(class_folder))
     assert [record["user"] for record in found.records] == [ME]
-    assert found.ignored == {"not named after its owner": 2, "not a regular file": 2,
-                             "a link": 1}
-    assert found.ignored_text() == ("5 files ignored (1 a link, 2 not a regular file, "
-                                    "2 not named after its owner)")
+    assert found.ignored == {"not named after its owner": 2, "not a regular file": 2, "a link": 1}
+    assert found.ignored_text() == (
+        "5 files ignored (1 a link, 2 not a regular file, 2 not named after its owner)"
+    )
 
 
 def test_a_learner_counts_once_whatever_files_or_hard_links_they_keep(
-        class_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    class_folder: Path, capsys: pytest.CaptureFixture
+) -> None:
     from iolab.cli import main as cli_main
 
     wall = class_folder / "wall"
@@ -215,8 +265,10 @@ def test_a_learner_counts_once_whatever_files_or_hard_links_they_keep(
     assert found.ignored == {"an older copy of a learner's file": 2}
     assert len(figures_frame(found.records)) == 3  # one learner's figures, once
     assert cli_main(["class", "wall"]) == 0
-    assert "class wall: 1 of 5 learners; 2 files ignored (2 an older copy of a learner's file)" \
+    assert (
+        "class wall: 1 of 5 learners; 2 files ignored (2 an older copy of a learner's file)"
         in capsys.readouterr().out
+    )
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
@@ -239,14 +291,19 @@ def test_my_own_broken_file_does_not_stop_publishing(class_folder: Path) -> None
 
 
 @pytest.mark.slow
-def test_check_and_lab_go_on_without_a_wall(class_folder: Path,
-                                            capsys: pytest.CaptureFixture) -> None:
+def test_check_and_lab_go_on_without_a_wall(
+    class_folder: Path, capsys: pytest.CaptureFixture
+) -> None:
     from iolab.cli.lab import to_the_wall
 
     (class_folder / "wall").rmdir()
-    done = iolab("check", "02", "tar-size", "7,485,440",
-                 env={CLASS_ENV: str(class_folder),
-                      "IOLAB_WORKDIR": str(class_folder.parent / "ws")})
+    done = iolab(
+        "check",
+        "02",
+        "tar-size",
+        "7,485,440",
+        env={CLASS_ENV: str(class_folder), "IOLAB_WORKDIR": str(class_folder.parent / "ws")},
+    )
     assert done.returncode == 0 and done.stdout.startswith("right: ")
     assert "(not on the class wall: cannot write your results to the class wall" in done.stderr
     assert "Traceback" not in done.stderr
@@ -255,14 +312,28 @@ def test_check_and_lab_go_on_without_a_wall(class_folder: Path,
 
 
 def learner(user: str, node: str, cold: float) -> dict:
-    return {"user": user, "node": node, "workspace_fs": "ext4",
-            "readers": {"read_files": {"wall_median_s": 0.6, "cold_wall_median_s": cold,
-                                       "dataset_file_opens": 7300.0}},
-            "checks": {"02-tar-size": {"right": user != "dan"}}}
+    return {
+        "user": user,
+        "node": node,
+        "workspace_fs": "ext4",
+        "readers": {
+            "read_files": {
+                "wall_median_s": 0.6,
+                "cold_wall_median_s": cold,
+                "dataset_file_opens": 7300.0,
+            }
+        },
+        "checks": {"02-tar-size": {"right": user != "dan"}},
+    }
 
 
-RECORDS = [learner("ann", "n1", 1.0), learner("bob", "n1", 1.2), learner("cat", "n2", 0.9),
-           learner("dan", "n3", 4.0), learner("eve", "n2", 1.1)]
+RECORDS = [
+    learner("ann", "n1", 1.0),
+    learner("bob", "n1", 1.2),
+    learner("cat", "n2", 0.9),
+    learner("dan", "n3", 4.0),
+    learner("eve", "n2", 1.1),
+]
 
 
 def test_spread_outliers_progress_and_rank_are_exact() -> None:
@@ -273,7 +344,12 @@ def test_spread_outliers_progress_and_rank_are_exact() -> None:
     assert flagged["times_median"].iloc[0] == round(4.0 / 1.1, 2) >= OUTLIER_FACTOR
     progress = progress_frame(RECORDS, ["02-tar-size", "03-random-reads"])
     assert progress.set_index("user")["02-tar-size"].to_dict() == {
-        "ann": "right", "bob": "right", "cat": "right", "dan": "tried", "eve": "right"}
+        "ann": "right",
+        "bob": "right",
+        "cat": "right",
+        "dan": "tried",
+        "eve": "right",
+    }
     assert set(progress["03-random-reads"]) == {""}
     assert "read_files cold (s): 4.000, 5 of 5 (class median 1.100)" in where_i_sit(frame, "dan")
 
@@ -286,7 +362,8 @@ def test_the_page_is_self_contained(class_folder: Path) -> None:
 
 
 def test_fio_figures_come_from_the_learners_own_notebook_05_unless_it_showed_the_recorded_run(
-        class_folder: Path) -> None:
+    class_folder: Path,
+) -> None:
     from iolab.classmode.wall import FIO_FIGURES, own_fio_figures
     from iolab.core.workspace import results_dir
 
@@ -301,14 +378,16 @@ def test_fio_figures_come_from_the_learners_own_notebook_05_unless_it_showed_the
     frame = figures_frame(read_wall(read_class(class_folder)))
     assert set(frame[frame["reader"] == "fio"]["figure"]) == set(FIO_FIGURES.values())
     (results_dir() / "not-run-here.txt").write_text(
-        "05-fio: network: no FUSE here\n")  # the network part only: the local run is theirs
+        "05-fio: network: no FUSE here\n"
+    )  # the network part only: the local run is theirs
     assert own_fio_figures() == figures
     (results_dir() / "not-run-here.txt").write_text("05-fio: local: fio is not installed\n")
     assert own_fio_figures() == {}
 
 
 def test_the_wall_command_says_who_runs_and_who_waits_in_the_queue(
-        class_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    class_folder: Path, capsys: pytest.CaptureFixture
+) -> None:
     from iolab.cli import main as cli_main
     from iolab.core.class_queue import turn
 
@@ -340,8 +419,13 @@ def check_as(uid: int, gid: int, home: Path) -> int:
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
-            os.environ.update({"HOME": str(home), "IOLAB_WORKDIR": str(home / "ws"),
-                               "XDG_STATE_HOME": str(home / "state")})
+            os.environ.update(
+                {
+                    "HOME": str(home),
+                    "IOLAB_WORKDIR": str(home / "ws"),
+                    "XDG_STATE_HOME": str(home / "state"),
+                }
+            )
             code = check_main(argparse.Namespace(lesson="02", key="tar-size", value="7485440"))
         except BaseException as err:  # noqa: BLE001 - reported through the exit code
             print(f"the victim's check failed: {err!r}", file=sys.stderr)
@@ -352,7 +436,8 @@ def check_as(uid: int, gid: int, home: Path) -> int:
 
 @pytest.mark.needs("users")
 def test_a_classmates_file_under_my_name_does_not_stop_my_check(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Real users: the classmate plants wall/<victim>.json; the victim's check still passes and
     their answer reaches the wall under a name of theirs; the classmate's file is counted out."""
     import pwd
@@ -368,19 +453,31 @@ def test_a_classmates_file_under_my_name_does_not_stop_my_check(
         root = top / "class"
         (root / "wall").mkdir(parents=True)
         (root / "wall").chmod(0o1777)  # the class's group, played by everyone: sticky
-        (root / CLASS_FILE).write_text(json.dumps({
-            "schema": CLASS_SCHEMA, "name": "class", "learners": 3, "slots": 1,
-            "workspaces_in": "home", "made_by": "root"}))
+        (root / CLASS_FILE).write_text(
+            json.dumps(
+                {
+                    "schema": CLASS_SCHEMA,
+                    "name": "class",
+                    "learners": 3,
+                    "slots": 1,
+                    "workspaces_in": "home",
+                    "made_by": "root",
+                }
+            )
+        )
         root.chmod(0o755)
         planted = root / "wall" / f"{victim}.json"
-        subprocess.run(["runuser", "-u", classmate, "--", "/usr/bin/python3", "-c", PLANT,
-                        str(planted)], check=True)
+        subprocess.run(
+            ["runuser", "-u", classmate, "--", "/usr/bin/python3", "-c", PLANT, str(planted)],
+            check=True,
+        )
         monkeypatch.setenv(CLASS_ENV, str(root))
         entry = pwd.getpwnam(victim)
         assert check_as(entry.pw_uid, entry.pw_gid, top / victim) == 0
         found = scan_wall(read_class(root))
         assert [(record["user"], record["checks"]) for record in found.records] == [
-            (victim, {"02-tar-size": {"right": True}})]
+            (victim, {"02-tar-size": {"right": True}})
+        ]
         assert found.ignored == {"not named after its owner": 1}
         assert planted.stat().st_uid == pwd.getpwnam(classmate).pw_uid  # left alone
     finally:

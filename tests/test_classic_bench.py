@@ -15,8 +15,16 @@ import pytest
 
 from iolab.core import manifest as ds
 from iolab.core.errors import LabError
-from iolab.measure.classic import (PAIRS, SCRIPTS_DIR, classic_own_time, classic_scripts,
-                                   ratio_table, stage, take_turns, turns_frame)
+from iolab.measure.classic import (
+    PAIRS,
+    SCRIPTS_DIR,
+    classic_own_time,
+    classic_scripts,
+    ratio_table,
+    stage,
+    take_turns,
+    turns_frame,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "reference" / "bench-recorded" / "bench-classic.json"
@@ -31,7 +39,8 @@ def fake_checkout(root: Path, mean: float, seconds: float = 0.25) -> Path:
         (folder / script).write_text(
             "import os\n"
             "assert os.path.isdir('data') and os.path.isfile('data.tar')\n"
-            f"print('Time taken: {seconds} seconds')\nprint('Mean: {mean!r}')\n")
+            f"print('Time taken: {seconds} seconds')\nprint('Mean: {mean!r}')\n"
+        )
     return root
 
 
@@ -53,14 +62,35 @@ def test_a_classic_run_counts_only_with_the_datasets_mean() -> None:
 def test_ratios_are_per_round_with_their_spread() -> None:
     rows = []
     for round_number, (lab, classic) in enumerate([(1.0, 2.0), (3.0, 2.0), (2.0, 2.0)], 1):
-        rows += [{"pair": "read_files", "side": "lab", "round": round_number, "own_s": lab,
-                  "wall_s": lab + 1, "cpu_s": lab},
-                 {"pair": "read_files", "side": "classic", "round": round_number, "own_s": classic,
-                  "wall_s": classic + 1, "cpu_s": classic}]
+        rows += [
+            {
+                "pair": "read_files",
+                "side": "lab",
+                "round": round_number,
+                "own_s": lab,
+                "wall_s": lab + 1,
+                "cpu_s": lab,
+            },
+            {
+                "pair": "read_files",
+                "side": "classic",
+                "round": round_number,
+                "own_s": classic,
+                "wall_s": classic + 1,
+                "cpu_s": classic,
+            },
+        ]
     row = ratio_table(pd.DataFrame(rows)).iloc[0]
-    assert (row.rounds, row.own_ratio_median, row.own_ratio_min, row.own_ratio_max) == (3, 1.0, 0.5, 1.5)
+    assert (row.rounds, row.own_ratio_median, row.own_ratio_min, row.own_ratio_max) == (
+        3,
+        1.0,
+        0.5,
+        1.5,
+    )
     assert (row.lab_own_median_s, row.classic_own_median_s) == (2.0, 2.0)
-    assert row.wall_ratio_median == 1.0 and row.wall_ratio_min == 2 / 3 and row.wall_ratio_max == 4 / 3
+    assert (
+        row.wall_ratio_median == 1.0 and row.wall_ratio_min == 2 / 3 and row.wall_ratio_max == 4 / 3
+    )
 
 
 @pytest.mark.slow
@@ -81,8 +111,9 @@ def test_the_two_sides_take_turns_on_one_dataset(tmp_path: Path, small_dataset: 
 
 
 @pytest.mark.slow
-def test_a_classic_reader_that_read_other_data_stops_the_bench(tmp_path: Path,
-                                                              small_dataset: Path) -> None:
+def test_a_classic_reader_that_read_other_data_stops_the_bench(
+    tmp_path: Path, small_dataset: Path
+) -> None:
     scripts = classic_scripts(fake_checkout(tmp_path / "classic", 1.0))
     workdir = stage(small_dataset, tmp_path / "work")
     mean = ds.load_manifest(small_dataset)["expected_mean"]
@@ -93,8 +124,10 @@ def test_a_classic_reader_that_read_other_data_stops_the_bench(tmp_path: Path,
 def test_the_recorded_bench_is_whole() -> None:
     record = json.loads(RECORD.read_text())
     assert {pair["reader"] for pair in record["pairs"]} == {lab for lab, _script in PAIRS}
-    assert re.fullmatch(r"[0-9a-f]{40}", record["classic_commit"] or "") or \
-        record["classic_commit"] is None
+    assert (
+        re.fullmatch(r"[0-9a-f]{40}", record["classic_commit"] or "")
+        or record["classic_commit"] is None
+    )
     for pair in record["pairs"]:
         assert pair["rounds"] >= 5
         for kind in ("own", "wall"):

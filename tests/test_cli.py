@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,8 +19,14 @@ from iolab.cli import main as cli_main
 from iolab.core import budget, cleanup
 from iolab.core.cleanup import clean
 from iolab.core.errors import LabError
-from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, WorkspaceEntry, ensure_writable_dir,
-                                  location_dir, make_location_dir)
+from iolab.core.workspace import (
+    LOCATION_MARKER,
+    MADE_MARKER,
+    WorkspaceEntry,
+    ensure_writable_dir,
+    location_dir,
+    make_location_dir,
+)
 from iolab.storage.netmount import loopback_sshfs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +34,14 @@ needs_strace = pytest.mark.needs("strace")
 
 
 def iolab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "iolab", *args], cwd=ROOT, text=True,
-                          capture_output=True, env={**os.environ, **(env or {})}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "iolab", *args],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
 
 
 def notice(old: str, new: str) -> str:
@@ -37,6 +49,7 @@ def notice(old: str, new: str) -> str:
 
 
 # --- every command's parser, in-process -----------------------------------------------------
+
 
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Each registered command's own parser, by its name on the command line."""
@@ -49,8 +62,11 @@ def test_every_registered_command_builds_its_parser() -> None:
     assert len(command_parsers()) == len(COMMAND_MODULES)
 
 
-@pytest.mark.parametrize("argv", [[name, "--help"] for name in command_parsers()]
-                         + [["lustre", "status", "--help"], ["lustre", "getstripe", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [[name, "--help"] for name in command_parsers()]
+    + [["lustre", "status", "--help"], ["lustre", "getstripe", "--help"]],
+)
 def test_help_exits_0_in_process(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit) as done:
         cli_main(argv)
@@ -68,24 +84,45 @@ def test_every_command_runs_main_through_func() -> None:
 
 #: (command line with the old name, the same with the new one, what both must set).
 RENAMED = [
-    (["time", "--location", "D", "--", "true"], ["time", "--data", "D", "--", "true"],
-     ("--location", "--data"), ("dataset_dir", Path("D"))),
-    (["over-sshfs", "--export", "D", "--", "true"], ["over-sshfs", "--data", "D", "--", "true"],
-     ("--export", "--data"), ("dataset_dir", Path("D"))),
-    (["hygiene", "df", "--directory", "D"], ["hygiene", "df", "--data", "D"],
-     ("--directory", "--data"), ("dataset_dir", Path("D"))),
-    (["syscalls", "--data-dir", "D", "--", "true"], ["syscalls", "--data", "D", "--", "true"],
-     ("--data-dir", "--data"), ("dataset_dir", Path("D"))),
-    (["mdrates", "--directory", "D", "--allow-large"],
-     ["mdrates", "--directory", "D", budget.FLAG],
-     ("--allow-large", budget.FLAG), ("compute_node", True)),
+    (
+        ["time", "--location", "D", "--", "true"],
+        ["time", "--data", "D", "--", "true"],
+        ("--location", "--data"),
+        ("dataset_dir", Path("D")),
+    ),
+    (
+        ["over-sshfs", "--export", "D", "--", "true"],
+        ["over-sshfs", "--data", "D", "--", "true"],
+        ("--export", "--data"),
+        ("dataset_dir", Path("D")),
+    ),
+    (
+        ["hygiene", "df", "--directory", "D"],
+        ["hygiene", "df", "--data", "D"],
+        ("--directory", "--data"),
+        ("dataset_dir", Path("D")),
+    ),
+    (
+        ["syscalls", "--data-dir", "D", "--", "true"],
+        ["syscalls", "--data", "D", "--", "true"],
+        ("--data-dir", "--data"),
+        ("dataset_dir", Path("D")),
+    ),
+    (
+        ["mdrates", "--directory", "D", "--allow-large"],
+        ["mdrates", "--directory", "D", budget.FLAG],
+        ("--allow-large", budget.FLAG),
+        ("compute_node", True),
+    ),
 ]
 
 
-@pytest.mark.parametrize("old,new,names,expected", RENAMED, ids=[r[2][0] + "-" + r[0][0]
-                                                                for r in RENAMED])
-def test_an_old_flag_name_still_works_and_says_its_new_name(old, new, names, expected,
-                                                            capsys) -> None:
+@pytest.mark.parametrize(
+    "old,new,names,expected", RENAMED, ids=[r[2][0] + "-" + r[0][0] for r in RENAMED]
+)
+def test_an_old_flag_name_still_works_and_says_its_new_name(
+    old, new, names, expected, capsys
+) -> None:
     attribute, value = expected
     args = build_parser().parse_args(old)
     assert getattr(args, attribute) == value
@@ -101,16 +138,26 @@ def test_old_and_new_name_together_are_a_usage_error(capsys) -> None:
     assert done.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["diagnose", "x.darshan", "--json", "--top", "3"],
-     {"input": Path("x.darshan"), "command": [], "json": True, "top": 3}),
-    (["diagnose", "--json", "--", "python", "t.py", "--json", "--", "x"],
-     {"input": None, "command": ["python", "t.py", "--json", "--", "x"], "json": True}),
-    (["diagnose", "--", "ls"], {"input": None, "command": ["ls"]}),
-    (["profile", "--json", "--", "cat", "--json"], {"command": ["cat", "--json"], "json": True}),
-    (["syscalls", "--data", "D", "--", "true", "--data"], {"command": ["true", "--data"]}),
-    (["over-sshfs", "--data", "D", "--", "ls", "{}"], {"command": ["ls", "{}"]}),
-])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (
+            ["diagnose", "x.darshan", "--json", "--top", "3"],
+            {"input": Path("x.darshan"), "command": [], "json": True, "top": 3},
+        ),
+        (
+            ["diagnose", "--json", "--", "python", "t.py", "--json", "--", "x"],
+            {"input": None, "command": ["python", "t.py", "--json", "--", "x"], "json": True},
+        ),
+        (["diagnose", "--", "ls"], {"input": None, "command": ["ls"]}),
+        (
+            ["profile", "--json", "--", "cat", "--json"],
+            {"command": ["cat", "--json"], "json": True},
+        ),
+        (["syscalls", "--data", "D", "--", "true", "--data"], {"command": ["true", "--data"]}),
+        (["over-sshfs", "--data", "D", "--", "ls", "{}"], {"command": ["ls", "{}"]}),
+    ],
+)
 def test_a_command_after_dashes_is_the_programs_whole(argv: list[str], expected: dict) -> None:
     """One parse: the words after `--` are the program's, its options too, and diagnose's own
     options may follow its LOG as well as come before `-- CMD`."""
@@ -123,14 +170,18 @@ def test_diagnose_refuses_a_log_and_a_command_together() -> None:
         cli_main(["diagnose", "x.darshan", "--", "true"])
 
 
-@pytest.mark.parametrize("script,args,code", [
-    ("data_generators/generate_data.py", ["--verify"], 1),
-    ("data_generators/create_archive.py", [], 2),
-    ("data_generators/make_images.py", ["--verify"], 1),
-])
+@pytest.mark.parametrize(
+    "script,args,code",
+    [
+        ("data_generators/generate_data.py", ["--verify"], 1),
+        ("data_generators/create_archive.py", [], 2),
+        ("data_generators/make_images.py", ["--verify"], 1),
+    ],
+)
 @pytest.mark.slow
-def test_the_generators_take_data_and_still_accept_out(script: str, args: list[str], code: int,
-                                                       tmp_path: Path) -> None:
+def test_the_generators_take_data_and_still_accept_out(
+    script: str, args: list[str], code: int, tmp_path: Path
+) -> None:
     for flag in ("--out", "--data"):
         proc = run_script(script, flag, tmp_path / "none", *args, check=False)
         assert proc.returncode == code, proc.stderr
@@ -141,18 +192,29 @@ def test_the_generators_take_data_and_still_accept_out(script: str, args: list[s
 def test_the_mpiio_demo_takes_directory_and_still_accepts_out(tmp_path: Path) -> None:
     demo = str(ROOT / "demos" / "mpiio" / "mpiio_demo.py")
     bad_hint = "error: --hint 'x' is not KEY=VALUE, e.g. --hint cb_nodes=2\n"
-    for flag, expected in (("--directory", bad_hint), ("--out", notice("--out", "--directory")
-                                                      + bad_hint)):
-        proc = subprocess.run([sys.executable, demo, flag, str(tmp_path), "--hint", "x"],
-                              capture_output=True, text=True, timeout=60)
+    for flag, expected in (
+        ("--directory", bad_hint),
+        ("--out", notice("--out", "--directory") + bad_hint),
+    ):
+        proc = subprocess.run(
+            [sys.executable, demo, flag, str(tmp_path), "--hint", "x"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode != 0 and proc.stderr == expected
 
 
 # --- one login-node budget, one flag --------------------------------------------------------
 
 #: The commands that have a login-node limit, with the arguments each needs besides the flag.
-LIMITED = {"fio": [], "mdrates": ["--directory", "D"], "checkpoint": [], "accelerator": [],
-           "mpiio": []}
+LIMITED = {
+    "fio": [],
+    "mdrates": ["--directory", "D"],
+    "checkpoint": [],
+    "accelerator": [],
+    "mpiio": [],
+}
 
 
 @pytest.mark.parametrize("name", LIMITED)
@@ -162,8 +224,11 @@ def test_every_limited_command_takes_the_one_budget_flag(name: str) -> None:
 
 
 def test_the_budget_flag_means_the_same_everywhere() -> None:
-    helps = {parser._option_string_actions[budget.FLAG].help
-             for name, parser in command_parsers().items() if name in LIMITED}
+    helps = {
+        parser._option_string_actions[budget.FLAG].help
+        for name, parser in command_parsers().items()
+        if name in LIMITED
+    }
     assert len(helps) == 1
 
 
@@ -195,11 +260,21 @@ def test_the_budget_check_is_lifted_in_a_batch_job_unless_the_caller_says_otherw
 @pytest.mark.slow
 @needs_strace
 @pytest.mark.parametrize("reader,opens", [("read_files", 7300), ("read_archive", 1)])
-def test_dataset_opens_of_the_default_dataset_are_exact(default_dataset: Path, reader: str,
-                                                        opens: int) -> None:
+def test_dataset_opens_of_the_default_dataset_are_exact(
+    default_dataset: Path, reader: str, opens: int
+) -> None:
     data = str(default_dataset)
-    proc = iolab("syscalls", "--data", data, "--json", "--",
-                 sys.executable, f"demos/{reader}.py", "--data", data)
+    proc = iolab(
+        "syscalls",
+        "--data",
+        data,
+        "--json",
+        "--",
+        sys.executable,
+        f"demos/{reader}.py",
+        "--data",
+        data,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["method"] == "strace"
@@ -211,8 +286,19 @@ def test_dataset_opens_of_the_default_dataset_are_exact(default_dataset: Path, r
 @pytest.mark.slow
 def test_fallback_without_strace_still_counts_the_dataset_opens(small_dataset: Path) -> None:
     data = str(small_dataset)
-    proc = iolab("syscalls", "--data", data, "--json", "--method", "fallback", "--",
-                 sys.executable, "demos/read_files.py", "--data", data)
+    proc = iolab(
+        "syscalls",
+        "--data",
+        data,
+        "--json",
+        "--method",
+        "fallback",
+        "--",
+        sys.executable,
+        "demos/read_files.py",
+        "--data",
+        data,
+    )
     report = json.loads(proc.stdout)
     assert report["method"] == "audit-hook+proc-io"
     assert report["dataset_opens"] == 37
@@ -223,7 +309,10 @@ def test_unusable_workspace_is_one_sentence(tmp_path: Path) -> None:
     blocker.write_text("")
     proc = iolab("lab", env={"IOLAB_WORKDIR": str(blocker / "ws")})
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: cannot create the directory") and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.startswith("error: cannot create the directory")
+        and "Traceback" not in proc.stderr
+    )
 
 
 @pytest.fixture
@@ -238,8 +327,9 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     return bases
 
 
-def test_clean_removes_what_the_lab_wrote_and_nothing_else(places: dict[str, Path],
-                                                           workspace: Path, capsys) -> None:
+def test_clean_removes_what_the_lab_wrote_and_nothing_else(
+    places: dict[str, Path], workspace: Path, capsys
+) -> None:
     marked = make_location_dir(location_dir(places["TMPDIR"]))  # as user_dir makes it
     unmarked = location_dir(places["SCRATCH"])
     hand_marked = location_dir(places["WRKDIR"])
@@ -263,8 +353,9 @@ def test_clean_removes_what_the_lab_wrote_and_nothing_else(places: dict[str, Pat
 
 @pytest.mark.needs("sshfs")
 @pytest.mark.usefixtures("places")
-def test_clean_unmounts_first_and_never_deletes_through_a_mount(tmp_path: Path,
-                                                                 workspace: Path) -> None:
+def test_clean_unmounts_first_and_never_deletes_through_a_mount(
+    tmp_path: Path, workspace: Path
+) -> None:
     export = tmp_path / "export"
     export.mkdir()
     (export / "precious.txt").write_text("keep")
@@ -279,13 +370,15 @@ def test_clean_unmounts_first_and_never_deletes_through_a_mount(tmp_path: Path,
 def test_clean_needs_no_third_party_package() -> None:
     """`make clean` runs `python -m iolab clean` even before .venv exists: no pandas, numpy
     or matplotlib may be imported on the way to the clean command."""
-    script = ("import sys\n"
-              "for name in ('pandas', 'numpy', 'matplotlib', 'tqdm'):\n"
-              "    sys.modules[name] = None  # importing it now raises ImportError\n"
-              "from iolab.cli import build_parser\n"
-              "import iolab.cli.clean\n"
-              "args = build_parser(full=False).parse_args(['clean'])\n"
-              "print(args.func is iolab.cli.clean.main)\n")
+    script = (
+        "import sys\n"
+        "for name in ('pandas', 'numpy', 'matplotlib', 'tqdm'):\n"
+        "    sys.modules[name] = None  # importing it now raises ImportError\n"
+        "from iolab.cli import build_parser\n"
+        "import iolab.cli.clean\n"
+        "args = build_parser(full=False).parse_args(['clean'])\n"
+        "print(args.func is iolab.cli.clean.main)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout == "True\n", proc.stderr
 
@@ -296,8 +389,9 @@ def test_help_lists_every_command_once_under_its_lesson(capsys) -> None:
 
     command_of = {module: command for command, module in MODULE_OF.items()}
     grouped = [name for _, names in BY_LESSON for name in names]
-    assert sorted(grouped) == sorted(command_of.get(name, name.replace("_", "-"))
-                                     for name in COMMAND_MODULES)
+    assert sorted(grouped) == sorted(
+        command_of.get(name, name.replace("_", "-")) for name in COMMAND_MODULES
+    )
     with pytest.raises(SystemExit) as done:
         cli_main(["--help"])
     assert done.value.code == 0
@@ -308,8 +402,7 @@ def test_help_lists_every_command_once_under_its_lesson(capsys) -> None:
     assert "setup_parser" not in out  # written for a learner, not a developer
 
 
-def test_jupyter_works_on_copies_and_keeps_the_learners_edits(workspace: Path,
-                                                              capsys) -> None:
+def test_jupyter_works_on_copies_and_keeps_the_learners_edits(workspace: Path, capsys) -> None:
     """Saving a notebook in JupyterLab must never change the committed reference notebooks."""
     committed = {p.name: p.read_bytes() for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert cli_main(["jupyter", "--no-launch"]) == 0
@@ -335,8 +428,10 @@ def test_kernel_sockets_leave_a_workspace_whose_path_is_too_long(monkeypatch) ->
         (base / "t").mkdir()
         monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir caches its first answer
         monkeypatch.setenv("TMPDIR", str(base / "t"))
-        for workspace, expected_parent in ((base / "w", base / "w" / "tmp"),
-                                           (base / ("w" * 90), base / "t")):
+        for workspace, expected_parent in (
+            (base / "w", base / "w" / "tmp"),
+            (base / ("w" * 90), base / "t"),
+        ):
             monkeypatch.setenv("IOLAB_WORKDIR", str(workspace))
             folder = socket_dir("kernel", "kernel-65535")
             try:
@@ -394,15 +489,22 @@ run_cli(main, fast_exit="fast" in sys.argv)
 """
 
 
-@pytest.mark.parametrize("flags, teardown", [(["fast"], False), ([], True),
-                                             (["fast", "thread"], True), (["fast", "mpi"], True)])
-def test_a_finished_command_skips_only_the_teardown(tmp_path: Path, flags: list[str],
-                                                    teardown: bool) -> None:
+@pytest.mark.parametrize(
+    "flags, teardown",
+    [(["fast"], False), ([], True), (["fast", "thread"], True), (["fast", "mpi"], True)],
+)
+def test_a_finished_command_skips_only_the_teardown(
+    tmp_path: Path, flags: list[str], teardown: bool
+) -> None:
     """The `iolab` command ends with os._exit (pandas' teardown is 50 ms of a 0.3 s
     diagnosis): the exit status, every line written and the atexit handlers survive; a running
     non-daemon thread or mpi4py (MPI_Finalize runs in the teardown) keep Python's exit."""
-    done = subprocess.run([sys.executable, "-c", RUN_CLI_PROGRAM, str(tmp_path), *flags],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_CLI_PROGRAM, str(tmp_path), *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 3, done.stderr
     assert done.stdout.count("line\n") == 100_000
     assert (tmp_path / "atexit").read_text() == "ran"
@@ -418,9 +520,13 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path, fast: bool)
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader has gone before the first line
     try:
-        done = subprocess.run([sys.executable, "-c", RUN_CLI_PROGRAM, str(tmp_path),
-                               *(["fast"] if fast else [])],
-                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_CLI_PROGRAM, str(tmp_path), *(["fast"] if fast else [])],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     finally:
         os.close(write_end)
     assert done.returncode == PIPE_CLOSED_EXIT, done.stderr

@@ -13,9 +13,18 @@ import pytest
 
 from iolab.core.errors import LabError
 from iolab.core.workspace import public_text
-from iolab.measure.context import (MountInfo, context_frame, fs_kind, is_network_fs,
-                                   machine_context, mount_for, parse_mountinfo, parse_proc_mounts,
-                                   public_mount_options, tool_version)
+from iolab.measure.context import (
+    MountInfo,
+    context_frame,
+    fs_kind,
+    is_network_fs,
+    machine_context,
+    mount_for,
+    parse_mountinfo,
+    parse_proc_mounts,
+    public_mount_options,
+    tool_version,
+)
 
 linux_only = pytest.mark.skipif(
     not Path("/proc/self/mountinfo").exists(), reason="needs Linux's /proc/self/mountinfo"
@@ -100,7 +109,11 @@ def test_filesystem_classes():
     assert is_network_fs("nfs4") and is_network_fs("lustre") and is_network_fs("fuse.sshfs")
     assert not is_network_fs("ext4") and not is_network_fs("virtiofs")
     assert [fs_kind(t) for t in ("gpfs", "9p", "tmpfs", "xfs", "unknown")] == [
-        "network", "host-shared", "memory", "local", "unknown"
+        "network",
+        "host-shared",
+        "memory",
+        "local",
+        "unknown",
     ]
 
 
@@ -194,7 +207,15 @@ def test_machine_tag_tells_machines_apart_without_showing_the_id(tmp_path):
 def test_machine_label_names_cpu_memory_os_kernel_and_tag():
     from iolab.measure.context import machine_label, machine_tag
 
-    context = {"cpu_model": "AMD EPYC", "cpu_count": 8, "cpu_count_usable": 2,
-               "memory_gib": 23.5, "os": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.1.0"}
-    assert machine_label(context) == ("AMD EPYC, 2 CPUs, 23.5 GiB, Debian GNU/Linux 12 "
-                                      f"(bookworm), kernel 6.1.0, machine {machine_tag()}")
+    context = {
+        "cpu_model": "AMD EPYC",
+        "cpu_count": 8,
+        "cpu_count_usable": 2,
+        "memory_gib": 23.5,
+        "os": "Debian GNU/Linux 12 (bookworm)",
+        "kernel": "6.1.0",
+    }
+    assert machine_label(context) == (
+        "AMD EPYC, 2 CPUs, 23.5 GiB, Debian GNU/Linux 12 "
+        f"(bookworm), kernel 6.1.0, machine {machine_tag()}"
+    )

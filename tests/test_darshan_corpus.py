@@ -36,8 +36,12 @@ def test_the_corpus_is_the_one_the_ground_truth_describes() -> None:
     """The logs are the upstream bytes: SOURCE.md's sizes and sha256 sums hold."""
     source = (LOGS / "SOURCE.md").read_text()
     assert "65d81686d4c03903018707a483cc18626771e262" in source
-    listed = dict((name, (int(size), digest)) for name, size, digest in
-                  re.findall(r"^\| (\S+\.darshan) \| (\d+) \| ([0-9a-f]{64}) \|$", source, re.M))
+    listed = dict(
+        (name, (int(size), digest))
+        for name, size, digest in re.findall(
+            r"^\| (\S+\.darshan) \| (\d+) \| ([0-9a-f]{64}) \|$", source, re.M
+        )
+    )
     assert sorted(listed) == sorted(TRUTH) and len(TRUTH) == 15
     for name, (size, digest) in listed.items():
         data = (LOGS / name).read_bytes()
@@ -84,10 +88,12 @@ def test_each_log_gets_what_its_counters_prove(diagnosed, name: str) -> None:
 
     _, found = diagnosed[name]
     judged = judge(TRUTH[name], found)
-    assert not judged.misses, "; ".join(f"{name}: missing {i['rule']} about {i.get('about')}: "
-                                        f"{i['why']}" for i in judged.misses)
-    assert not judged.false_alarms, "; ".join(f"{name}: false alarm {i['rule']}: {i['why']}"
-                                              for i in judged.false_alarms)
+    assert not judged.misses, "; ".join(
+        f"{name}: missing {i['rule']} about {i.get('about')}: {i['why']}" for i in judged.misses
+    )
+    assert not judged.false_alarms, "; ".join(
+        f"{name}: false alarm {i['rule']}: {i['why']}" for i in judged.false_alarms
+    )
 
 
 @needs_darshan

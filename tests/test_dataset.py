@@ -19,7 +19,8 @@ from iolab.core.errors import LabError
 from iolab.core.workspace import check_capacity, ensure_writable_dir
 
 _spec = importlib.util.spec_from_file_location(
-    "generate_data", Path(__file__).resolve().parent.parent / "data_generators/generate_data.py")
+    "generate_data", Path(__file__).resolve().parent.parent / "data_generators/generate_data.py"
+)
 generate_data = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generate_data)
 
@@ -50,8 +51,9 @@ def test_manifest_facts_match_the_files(small_dataset: Path) -> None:
     assert manifest["total_rows"] == len(data) == 37 * 24
     assert manifest["activity_sum"] == int(data["activity_level"].sum())
     assert manifest["expected_mean"] == data["activity_level"].mean()
-    assert manifest["total_bytes"] == sum((small_dataset / e["path"]).stat().st_size
-                                          for e in manifest["files"])
+    assert manifest["total_bytes"] == sum(
+        (small_dataset / e["path"]).stat().st_size for e in manifest["files"]
+    )
     for entry in manifest["files"]:
         digest = hashlib.sha256((small_dataset / entry["path"]).read_bytes()).hexdigest()
         assert entry["sha256"] == digest
@@ -157,8 +159,9 @@ def test_archive_is_compact_sorted_ustar_and_records_default_size(default_datase
         names = tar.getnames()
         assert tar.getmembers()[0].pax_headers == {}
     assert names == sorted(names)
-    listed = subprocess.run(["tar", "-tf", str(tar_path)], capture_output=True, text=True,
-                            check=True).stdout.split()
+    listed = subprocess.run(
+        ["tar", "-tf", str(tar_path)], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert listed == names
 
 

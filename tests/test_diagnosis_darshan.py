@@ -22,8 +22,9 @@ IMBALANCED = LOGS / "imbalanced_io" / "imbalanced-io.darshan"
 
 def test_without_pydarshan_one_sentence_says_how_to_get_it(monkeypatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "darshan" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "darshan" else real(name, *a)
+    )
     problem = darshan.darshan_problem()
     assert problem.startswith("PyDarshan is not installed") and "make darshan" in problem
     with pytest.raises(LabError, match="make darshan"):
@@ -63,8 +64,14 @@ def test_every_layer_is_read() -> None:
     layers = darshan.read_log(IMBALANCED).modules_frame().set_index("module")
     assert list(layers.index) == ["POSIX", "MPI-IO", "STDIO"]
     assert tuple(layers.loc["POSIX", ["records", "reads", "writes"]]) == (2014, 67_861, 50_832)
-    assert tuple(layers.loc["STDIO", ["records", "writes", "bytes_written"]]) == (12, 37_074, 1_142_414)
-    hdf5 = darshan.read_log(LOGS / "hdf5_diagonal_write_only" / "hdf5_diagonal_write_1_byte_dxt.darshan")
+    assert tuple(layers.loc["STDIO", ["records", "writes", "bytes_written"]]) == (
+        12,
+        37_074,
+        1_142_414,
+    )
+    hdf5 = darshan.read_log(
+        LOGS / "hdf5_diagonal_write_only" / "hdf5_diagonal_write_1_byte_dxt.darshan"
+    )
     assert {"H5F", "H5D"} <= set(hdf5.modules_frame().module)
 
 
@@ -98,7 +105,8 @@ def test_histogram_and_dxt_agree_with_the_counters() -> None:
 
 
 def command(name: str, *argv: str) -> int:
-    from iolab.cli import darshan as darshan_command, diagnose as diagnose_command
+    from iolab.cli import darshan as darshan_command
+    from iolab.cli import diagnose as diagnose_command
 
     parser = argparse.ArgumentParser()
     subparsers = parser.add_subparsers()
@@ -166,8 +174,11 @@ def test_a_misread_apmpi_module_is_never_met_as_each_log_is_read_in_a_fresh_chil
     zeros of rank 0, one short): such rows are refused, and a log read twice still has its
     512 ranks on 8 nodes."""
     header = {"magic": darshan.APMPI_MAGIC, "rank": 0}
-    counters = {"MPI_TOTAL_COMM_TIME": 2.0, "MPI_BARRIER_TOTAL_TIME": 1.0,
-                "MPI_WAITALL_TOTAL_TIME": 0.5}
+    counters = {
+        "MPI_TOTAL_COMM_TIME": 2.0,
+        "MPI_BARRIER_TOTAL_TIME": 1.0,
+        "MPI_WAITALL_TOTAL_TIME": 0.5,
+    }
     good = [header, *({"rank": r, "node_name": "n0", "all_counters": counters} for r in range(3))]
     assert darshan.apmpi_rows(good, 3) == [(r, "n0", 2.0, 1.5) for r in range(3)]
     misread = [header, *({"rank": 0, "node_name": "", "all_counters": counters} for _ in range(2))]
@@ -184,15 +195,26 @@ IOR = LOGS / "ior_pnetcdf_hdf5"
 
 
 @needs_darshan
-@pytest.mark.parametrize("log_name, library, fix, proof", [
-    ("shane_ior-HDF5_id438090-438090_11-9-41522-17417065676046418211_1.darshan", "HDF5",
-     "H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE)",
-     {"H5D datasets": 1.0, "H5D_USE_MPIIO_COLLECTIVE": 0.0}),
-    ("shane_ior-PNETCDF_id438100-438100_11-9-41525-10280033558448664385_1.darshan", "PnetCDF",
-     "ncmpi_put_vara_all", {"PNETCDF_VAR_INDEP_*": 32.0, "PNETCDF_VAR_COLL_*": 0.0}),
-])
+@pytest.mark.parametrize(
+    "log_name, library, fix, proof",
+    [
+        (
+            "shane_ior-HDF5_id438090-438090_11-9-41522-17417065676046418211_1.darshan",
+            "HDF5",
+            "H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE)",
+            {"H5D datasets": 1.0, "H5D_USE_MPIIO_COLLECTIVE": 0.0},
+        ),
+        (
+            "shane_ior-PNETCDF_id438100-438100_11-9-41525-10280033558448664385_1.darshan",
+            "PnetCDF",
+            "ncmpi_put_vara_all",
+            {"PNETCDF_VAR_INDEP_*": 32.0, "PNETCDF_VAR_COLL_*": 0.0},
+        ),
+    ],
+)
 def test_independent_mpiio_is_fixed_at_the_layer_the_program_calls(
-        monkeypatch, log_name: str, library: str, fix: str, proof: dict) -> None:
+    monkeypatch, log_name: str, library: str, fix: str, proof: dict
+) -> None:
     """IOR through HDF5 and through PnetCDF, 4 ranks, every request independent: an HDF5 or
     PnetCDF program has no MPI_File_write_all to call, so the fix names its own library's
     call, and the library's counters prove it. The logs are far under the rule's floor of
@@ -218,8 +240,9 @@ def test_independent_mpiio_called_directly_gets_the_mpiio_fix(monkeypatch) -> No
 
     log = next((LOGS / "mpi_io_test_with_dxt").glob("*.darshan"))
     monkeypatch.setattr(mpiio, "MIN_COUNT", 1)
-    finding = next(f for f in diagnose(darshan.read_log(log).run())
-                   if f.rule == "no-collective-mpiio")
+    finding = next(
+        f for f in diagnose(darshan.read_log(log).run()) if f.rule == "no-collective-mpiio"
+    )
     assert finding.title == "independent MPI-IO" and "MPI_File_write_all" in finding.advice
     assert finding.counters["MPIIO_INDEP_*"] == 256 and "H5D datasets" not in finding.counters
 
@@ -229,14 +252,26 @@ def test_hdf5_with_collective_datasets_is_told_to_make_its_metadata_collective()
     """MACSio (PyDarshan's example log): its one dataset used collective MPI-IO (64 collective
     writes, H5D_USE_MPIIO_COLLECTIVE 1) and made 80 requests, yet 7,695 MPI-IO operations were
     independent: HDF5's own metadata, which a collective transfer list does not reach."""
-    log = darshan.read_log(darshan.example_logs()[
-        "shane_macsio_id29959_5-22-32552-7035573431850780836_1590156158"])
+    log = darshan.read_log(
+        darshan.example_logs()["shane_macsio_id29959_5-22-32552-7035573431850780836_1590156158"]
+    )
     finding = next(f for f in diagnose(log.run()) if f.rule == "no-collective-mpiio")
     assert finding.title == "independent MPI-IO, through HDF5"
     assert "H5Pset_coll_metadata_write" in finding.advice and "dxpl" not in finding.advice
     assert "they are HDF5's metadata I/O" in finding.evidence
-    assert {key: finding.counters[key] for key in (
-        "MPIIO_INDEP_*", "MPIIO_COLL_*", "H5D datasets", "H5D_USE_MPIIO_COLLECTIVE",
-        "H5D_READS + H5D_WRITES")} == {"MPIIO_INDEP_*": 7695, "MPIIO_COLL_*": 64,
-                                       "H5D datasets": 1, "H5D_USE_MPIIO_COLLECTIVE": 1,
-                                       "H5D_READS + H5D_WRITES": 80}
+    assert {
+        key: finding.counters[key]
+        for key in (
+            "MPIIO_INDEP_*",
+            "MPIIO_COLL_*",
+            "H5D datasets",
+            "H5D_USE_MPIIO_COLLECTIVE",
+            "H5D_READS + H5D_WRITES",
+        )
+    } == {
+        "MPIIO_INDEP_*": 7695,
+        "MPIIO_COLL_*": 64,
+        "H5D datasets": 1,
+        "H5D_USE_MPIIO_COLLECTIVE": 1,
+        "H5D_READS + H5D_WRITES": 80,
+    }

@@ -31,7 +31,7 @@ def lesson_table_rules() -> set[str]:
     lines = LESSON.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| rule |"))
     ids: set[str] = set()
-    for line in lines[start + 2:]:  # after the header and its | --- | line
+    for line in lines[start + 2 :]:  # after the header and its | --- | line
         if not line.startswith("|"):
             break
         ids.update(re.findall(r"`([a-z-]+)`", line.split("|")[1]))
@@ -50,7 +50,8 @@ def test_each_rule_is_judged_on_the_corpus(rule: str) -> None:
     assert rule in ground_truth_rules(), (
         f"{rule} is in no log's must or must_not of {GROUND_TRUTH.relative_to(ROOT)}: find the "
         "log whose counters prove it right or wrong and write it down there and in "
-        "GROUND_TRUTH.md")
+        "GROUND_TRUTH.md"
+    )
 
 
 @pytest.mark.parametrize("rule", RULE_IDS)

@@ -7,30 +7,50 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from iolab.diagnosis.facts import RECORD_COLUMNS, OST_COLUMNS, Run, complete
+from iolab.diagnosis.facts import OST_COLUMNS, RECORD_COLUMNS, Run, complete
 from iolab.diagnosis.rules import busiest_rank_seconds, diagnose
 
 MiB = 1024**2
 TEXT = {"layer", "path", "origin"}
 
 
-def record(path: str, rank: int = 0, layer: str = "POSIX", origin: str = "data",
-           **counts: float) -> dict:
+def record(
+    path: str, rank: int = 0, layer: str = "POSIX", origin: str = "data", **counts: float
+) -> dict:
     """One record: every count 0 unless given, extremes empty (a per-rank record)."""
     row = {name: 0.0 for name in RECORD_COLUMNS if name not in TEXT}
-    for name in ("fastest_rank", "fastest_rank_s", "fastest_rank_bytes", "slowest_rank",
-                 "slowest_rank_s", "slowest_rank_bytes", "sync_time_s", "sync_opens",
-                 "direct_opens"):
+    for name in (
+        "fastest_rank",
+        "fastest_rank_s",
+        "fastest_rank_bytes",
+        "slowest_rank",
+        "slowest_rank_s",
+        "slowest_rank_bytes",
+        "sync_time_s",
+        "sync_opens",
+        "direct_opens",
+    ):
         row[name] = float("nan")
     row.update(layer=layer, path=path, rank=rank, origin=origin, alignment=4096.0)
     row.update(counts)
     return row
 
 
-def run_of(rows: list[dict], processes: int = 1, run_time_s: float = 100.0,
-           osts: pd.DataFrame | None = None, source: str = "darshan") -> Run:
-    return Run(source, "test", processes, run_time_s, complete(pd.DataFrame(rows)),
-               osts if osts is not None else pd.DataFrame(columns=OST_COLUMNS))
+def run_of(
+    rows: list[dict],
+    processes: int = 1,
+    run_time_s: float = 100.0,
+    osts: pd.DataFrame | None = None,
+    source: str = "darshan",
+) -> Run:
+    return Run(
+        source,
+        "test",
+        processes,
+        run_time_s,
+        complete(pd.DataFrame(rows)),
+        osts if osts is not None else pd.DataFrame(columns=OST_COLUMNS),
+    )
 
 
 def rules(run: Run, major_only: bool = False) -> list[str]:
@@ -38,48 +58,110 @@ def rules(run: Run, major_only: bool = False) -> list[str]:
 
 
 def test_a_healthy_run_gets_no_finding() -> None:
-    rows = [record("/scratch/out.h5", rank, writes=128, bytes_written=128 * 4 * MiB,
-                   seq_writes=128, max_byte_written=2**30, write_time_s=5.0, opens=1)
-            for rank in (0, 1)]
+    rows = [
+        record(
+            "/scratch/out.h5",
+            rank,
+            writes=128,
+            bytes_written=128 * 4 * MiB,
+            seq_writes=128,
+            max_byte_written=2**30,
+            write_time_s=5.0,
+            opens=1,
+        )
+        for rank in (0, 1)
+    ]
     assert rules(run_of(rows, processes=2)) == []
 
 
 def test_reads_and_writes_are_judged_apart() -> None:
     """29 % of the reads go back; mixed with many sequential writes the share would be 3 %."""
-    rows = [record("/d/a", reads=10_000, seq_reads=7_100, bytes_read=10_000 * 4 * MiB,
-                   read_time_s=20.0, writes=90_000, seq_writes=90_000,
-                   bytes_written=90_000 * 4 * MiB, write_time_s=30.0)]
+    rows = [
+        record(
+            "/d/a",
+            reads=10_000,
+            seq_reads=7_100,
+            bytes_read=10_000 * 4 * MiB,
+            read_time_s=20.0,
+            writes=90_000,
+            seq_writes=90_000,
+            bytes_written=90_000 * 4 * MiB,
+            write_time_s=30.0,
+        )
+    ]
     assert rules(run_of(rows)) == ["random-reads"]
-    small_writes = [record("/d/b", reads=50_000, bytes_read=50_000 * 4 * MiB, seq_reads=50_000,
-                           read_time_s=10.0, writes=5_000, small_writes=5_000, seq_writes=5_000,
-                           bytes_written=5_000 * 100, write_time_s=3.0)]
+    small_writes = [
+        record(
+            "/d/b",
+            reads=50_000,
+            bytes_read=50_000 * 4 * MiB,
+            seq_reads=50_000,
+            read_time_s=10.0,
+            writes=5_000,
+            small_writes=5_000,
+            seq_writes=5_000,
+            bytes_written=5_000 * 100,
+            write_time_s=3.0,
+        )
+    ]
     assert rules(run_of(small_writes)) == ["small-writes"]
 
 
 def test_each_count_rule_has_drishtis_floor_of_1000() -> None:
-    few = [record("/d/a", reads=50, small_reads=50, seq_reads=0, unaligned=50,
-                  bytes_read=5000, max_byte_read=5000, read_time_s=50.0)]
+    few = [
+        record(
+            "/d/a",
+            reads=50,
+            small_reads=50,
+            seq_reads=0,
+            unaligned=50,
+            bytes_read=5000,
+            max_byte_read=5000,
+            read_time_s=50.0,
+        )
+    ]
     assert rules(run_of(few)) == []
 
 
 def test_findings_are_ranked_by_cost_and_cheap_ones_are_minor() -> None:
-    rows = [record("/d/small", reads=5000, small_reads=5000, seq_reads=5000,
-                   bytes_read=5000 * 100, max_byte_read=5000 * 100, read_time_s=0.5),
-            record("/d/meta", opens=20_000, stats=20_000, meta_time_s=30.0),
-            record("/d/back", reads=4000, seq_reads=0, bytes_read=4000 * 2 * MiB,
-                   max_byte_read=4000 * 2 * MiB, read_time_s=12.0)]
+    rows = [
+        record(
+            "/d/small",
+            reads=5000,
+            small_reads=5000,
+            seq_reads=5000,
+            bytes_read=5000 * 100,
+            max_byte_read=5000 * 100,
+            read_time_s=0.5,
+        ),
+        record("/d/meta", opens=20_000, stats=20_000, meta_time_s=30.0),
+        record(
+            "/d/back",
+            reads=4000,
+            seq_reads=0,
+            bytes_read=4000 * 2 * MiB,
+            max_byte_read=4000 * 2 * MiB,
+            read_time_s=12.0,
+        ),
+    ]
     found = diagnose(run_of(rows, run_time_s=200.0))
     assert [(f.rule, f.minor) for f in found] == [
-        ("metadata", False), ("random-reads", False), ("small-reads", True)]
+        ("metadata", False),
+        ("random-reads", False),
+        ("small-reads", True),
+    ]
     assert [f.cost_s for f in found] == pytest.approx([30.0, 12.0, 0.5])
     # A run of under a second gets no major finding however lopsided its shares.
     assert rules(run_of(rows[:1], run_time_s=0.8), major_only=True) == []
 
 
 def test_the_busiest_rank_carries_the_cost() -> None:
-    rows = [record("/d/a", 0, read_time_s=2.0), record("/d/b", 1, read_time_s=3.0),
-            record("/d/b", 1, read_time_s=2.0),
-            record("/d/shared", -1, read_time_s=40.0, slowest_rank_s=10.0)]
+    rows = [
+        record("/d/a", 0, read_time_s=2.0),
+        record("/d/b", 1, read_time_s=3.0),
+        record("/d/b", 1, read_time_s=2.0),
+        record("/d/shared", -1, read_time_s=40.0, slowest_rank_s=10.0),
+    ]
     frame = complete(pd.DataFrame(rows))
     frame.attrs["processes"] = 8
     # rank 1: 5 s of its own; the shared record adds its slowest rank's 10 s.
@@ -89,17 +171,30 @@ def test_the_busiest_rank_carries_the_cost() -> None:
     assert busiest_rank_seconds(no_extremes, no_extremes.read_time_s) == pytest.approx(10.0)
 
 
-def shared(path: str, fast_bytes: float, slow_bytes: float, fast_s: float, slow_s: float,
-           total_s: float) -> dict:
-    return record(path, -1, writes=1000, bytes_written=fast_bytes + slow_bytes,
-                  seq_writes=1000, write_time_s=total_s, fastest_rank=5,
-                  fastest_rank_bytes=fast_bytes, fastest_rank_s=fast_s, slowest_rank=0,
-                  slowest_rank_bytes=slow_bytes, slowest_rank_s=slow_s)
+def shared(
+    path: str, fast_bytes: float, slow_bytes: float, fast_s: float, slow_s: float, total_s: float
+) -> dict:
+    return record(
+        path,
+        -1,
+        writes=1000,
+        bytes_written=fast_bytes + slow_bytes,
+        seq_writes=1000,
+        write_time_s=total_s,
+        fastest_rank=5,
+        fastest_rank_bytes=fast_bytes,
+        fastest_rank_s=fast_s,
+        slowest_rank=0,
+        slowest_rank_bytes=slow_bytes,
+        slowest_rank_s=slow_s,
+    )
 
 
 def test_imbalance_by_bytes_names_the_file_the_rank_and_all_ranks() -> None:
-    rows = [shared("/lus/tiny.log", 2, 544, 0.001, 0.002, 0.1),
-            shared("/lus/big.dat", 2072, 105_876_790_000, 0.1, 583.1, 660.0)]
+    rows = [
+        shared("/lus/tiny.log", 2, 544, 0.001, 0.002, 0.1),
+        shared("/lus/big.dat", 2072, 105_876_790_000, 0.1, 583.1, 660.0),
+    ]
     found = diagnose(run_of(rows, processes=496, run_time_s=1479.0))
     assert [f.rule for f in found] == ["rank-imbalance-bytes"]
     assert found[0].files == ["/lus/big.dat"] and found[0].ranks == [0]
@@ -108,37 +203,73 @@ def test_imbalance_by_bytes_names_the_file_the_rank_and_all_ranks() -> None:
 
 
 def test_equal_bytes_in_unequal_time_is_the_file_systems() -> None:
-    rows = [record("/lus/out", rank, writes=100, seq_writes=100, bytes_written=1e9,
-                   write_time_s=seconds) for rank, seconds in enumerate((10, 10, 10, 40))]
+    rows = [
+        record(
+            "/lus/out", rank, writes=100, seq_writes=100, bytes_written=1e9, write_time_s=seconds
+        )
+        for rank, seconds in enumerate((10, 10, 10, 40))
+    ]
     found = diagnose(run_of(rows, processes=4, run_time_s=100.0))
     assert [f.rule for f in found] == ["rank-imbalance-time"] and found[0].ranks == [3]
     assert found[0].cost_s == pytest.approx(40 - 17.5)
 
 
 def test_misalignment_uses_the_logs_own_unit() -> None:
-    rows = [record("/lus/f", writes=5000, unaligned=4000, alignment=MiB, seq_writes=5000,
-                   bytes_written=5000 * 2 * MiB, write_time_s=50.0)]
+    rows = [
+        record(
+            "/lus/f",
+            writes=5000,
+            unaligned=4000,
+            alignment=MiB,
+            seq_writes=5000,
+            bytes_written=5000 * 2 * MiB,
+            write_time_s=50.0,
+        )
+    ]
     found = diagnose(run_of(rows))
     assert [f.rule for f in found] == ["misaligned"]
-    assert "1 MiB boundary" in found[0].evidence and found[0].counters[
-        "POSIX_FILE_ALIGNMENT"] == MiB
+    assert (
+        "1 MiB boundary" in found[0].evidence and found[0].counters["POSIX_FILE_ALIGNMENT"] == MiB
+    )
 
 
 def test_the_environment_is_its_own_finding_never_data() -> None:
     """A conda environment imported by 10 ranks: each rank reads every .pyc once."""
-    rows = [record(f"/opt/conda/lib/python3.9/m{i}.pyc", rank, origin="environment", opens=1,
-                   stats=3, reads=2, bytes_read=2 * 5000, max_byte_read=5000,
-                   meta_time_s=0.05, read_time_s=0.01)
-            for rank in range(10) for i in range(300)]
+    rows = [
+        record(
+            f"/opt/conda/lib/python3.9/m{i}.pyc",
+            rank,
+            origin="environment",
+            opens=1,
+            stats=3,
+            reads=2,
+            bytes_read=2 * 5000,
+            max_byte_read=5000,
+            meta_time_s=0.05,
+            read_time_s=0.01,
+        )
+        for rank in range(10)
+        for i in range(300)
+    ]
     found = diagnose(run_of(rows, processes=10, run_time_s=60.0))
     assert [f.rule for f in found] == ["environment"]
     assert found[0].cost_s == pytest.approx(300 * 0.06) and not found[0].minor
 
 
 def test_tiny_stdio_writes_and_their_metadata_time() -> None:
-    rows = [record("/home/u/run.log", -1, layer="STDIO", opens=2000, writes=2_190_000,
-                   bytes_written=2_190_000 * 13, write_time_s=40.0, meta_time_s=364.0,
-                   slowest_rank_s=404.0)]
+    rows = [
+        record(
+            "/home/u/run.log",
+            -1,
+            layer="STDIO",
+            opens=2000,
+            writes=2_190_000,
+            bytes_written=2_190_000 * 13,
+            write_time_s=40.0,
+            meta_time_s=364.0,
+            slowest_rank_s=404.0,
+        )
+    ]
     found = diagnose(run_of(rows, processes=1, run_time_s=1000.0))
     assert [(f.rule, f.minor) for f in found] == [("metadata", False), ("stdio", False)]
     assert [f.cost_s for f in found] == pytest.approx([364.0, 40.0])
@@ -146,25 +277,59 @@ def test_tiny_stdio_writes_and_their_metadata_time() -> None:
 
 
 def test_a_sync_per_transaction() -> None:
-    rows = [record("/home/u/db.sqlite", writes=3000, seq_writes=3000, syncs=4004,
-                   bytes_written=3000 * 4096, sync_time_s=12.0, write_time_s=1.0)]
+    rows = [
+        record(
+            "/home/u/db.sqlite",
+            writes=3000,
+            seq_writes=3000,
+            syncs=4004,
+            bytes_written=3000 * 4096,
+            sync_time_s=12.0,
+            write_time_s=1.0,
+        )
+    ]
     found = diagnose(run_of(rows, source="strace", run_time_s=20.0))
     assert [f.rule for f in found] == ["syncs"] and found[0].cost_s == pytest.approx(12.0)
     assert "one transaction" in found[0].advice
 
 
 def test_independent_mpiio_is_its_own_layer() -> None:
-    rows = [record("/lus/f", -1, layer="MPI-IO", writes=4096, collective=0,
-                   bytes_written=2**32, write_time_s=800.0, slowest_rank_s=200.0)]
+    rows = [
+        record(
+            "/lus/f",
+            -1,
+            layer="MPI-IO",
+            writes=4096,
+            collective=0,
+            bytes_written=2**32,
+            write_time_s=800.0,
+            slowest_rank_s=200.0,
+        )
+    ]
     found = diagnose(run_of(rows, processes=4, run_time_s=300.0))
     assert [f.rule for f in found] == ["no-collective-mpiio"]
 
 
 def test_a_slow_ost_and_a_shared_file_on_one_ost() -> None:
-    rows = [record(f"/lus/f{i}", i, writes=64, seq_writes=64, bytes_written=256 * MiB,
-                   write_time_s=20.0 if i % 8 == 3 else 1.0) for i in range(64)]
-    osts = pd.DataFrame({"path": [f"/lus/f{i}" for i in range(64)],
-                         "ost": [i % 8 for i in range(64)], "stripe_size": MiB, "stripe_count": 1})
+    rows = [
+        record(
+            f"/lus/f{i}",
+            i,
+            writes=64,
+            seq_writes=64,
+            bytes_written=256 * MiB,
+            write_time_s=20.0 if i % 8 == 3 else 1.0,
+        )
+        for i in range(64)
+    ]
+    osts = pd.DataFrame(
+        {
+            "path": [f"/lus/f{i}" for i in range(64)],
+            "ost": [i % 8 for i in range(64)],
+            "stripe_size": MiB,
+            "stripe_count": 1,
+        }
+    )
     found = diagnose(run_of(rows, processes=64, run_time_s=100.0, osts=osts))
     assert [f.rule for f in found] == ["slow-ost"] and found[0].osts == [3]
     assert found[0].cost_s == pytest.approx(19.0)
@@ -188,18 +353,59 @@ def test_the_rules_take_any_size_of_job_whole_column() -> None:
 def test_a_small_request_that_took_seconds_is_a_stall_and_a_large_one_is_not() -> None:
     """A 32-byte write of 21.6 s waited (a lock, a server); a 16 MiB read of 0.9 s and a
     1 GiB write of 30 s are bandwidth. The cost is the busiest rank's stalled seconds."""
-    rows = [record("/lus/shared", rank=53, writes=1, bytes_written=32, write_time_s=21.6,
-                   slowest_write_s=21.6, slowest_write_bytes=32),
-            record("/lus/shared", rank=57, writes=1, bytes_written=64, write_time_s=3.0,
-                   slowest_write_s=3.0, slowest_write_bytes=64),
-            record("/lus/shared", rank=57, layer="POSIX", writes=1, bytes_written=64,
-                   write_time_s=2.0, slowest_write_s=2.0, slowest_write_bytes=1 * MiB),
-            record("/nfs/big", rank=1, reads=1, bytes_read=16 * MiB, read_time_s=0.9,
-                   slowest_read_s=0.9, slowest_read_bytes=16 * MiB),
-            record("/nfs/bulk", rank=2, writes=1, bytes_written=1024 * MiB, write_time_s=30,
-                   slowest_write_s=30, slowest_write_bytes=1024 * MiB)]
-    found = [f for f in diagnose(run_of(rows, processes=64, run_time_s=1000))
-             if f.rule.startswith("stalled")]
+    rows = [
+        record(
+            "/lus/shared",
+            rank=53,
+            writes=1,
+            bytes_written=32,
+            write_time_s=21.6,
+            slowest_write_s=21.6,
+            slowest_write_bytes=32,
+        ),
+        record(
+            "/lus/shared",
+            rank=57,
+            writes=1,
+            bytes_written=64,
+            write_time_s=3.0,
+            slowest_write_s=3.0,
+            slowest_write_bytes=64,
+        ),
+        record(
+            "/lus/shared",
+            rank=57,
+            layer="POSIX",
+            writes=1,
+            bytes_written=64,
+            write_time_s=2.0,
+            slowest_write_s=2.0,
+            slowest_write_bytes=1 * MiB,
+        ),
+        record(
+            "/nfs/big",
+            rank=1,
+            reads=1,
+            bytes_read=16 * MiB,
+            read_time_s=0.9,
+            slowest_read_s=0.9,
+            slowest_read_bytes=16 * MiB,
+        ),
+        record(
+            "/nfs/bulk",
+            rank=2,
+            writes=1,
+            bytes_written=1024 * MiB,
+            write_time_s=30,
+            slowest_write_s=30,
+            slowest_write_bytes=1024 * MiB,
+        ),
+    ]
+    found = [
+        f
+        for f in diagnose(run_of(rows, processes=64, run_time_s=1000))
+        if f.rule.startswith("stalled")
+    ]
     assert [f.rule for f in found] == ["stalled-writes"]
     stall = found[0]
     assert stall.cost_s == pytest.approx(21.6)  # rank 53; rank 57 stood 3.0 + 2.0 s
@@ -207,8 +413,10 @@ def test_a_small_request_that_took_seconds_is_a_stall_and_a_large_one_is_not() -
     assert stall.counters["POSIX_F_MAX_WRITE_TIME"] == 21.6
     assert stall.counters["POSIX_MAX_WRITE_TIME_SIZE"] == 32 and not stall.minor
     # just under a second, or just over a MiB: no stall
-    edge = [record("/a", writes=1, slowest_write_s=0.999, slowest_write_bytes=32),
-            record("/b", writes=1, slowest_write_s=5.0, slowest_write_bytes=MiB + 1)]
+    edge = [
+        record("/a", writes=1, slowest_write_s=0.999, slowest_write_bytes=32),
+        record("/b", writes=1, slowest_write_s=5.0, slowest_write_bytes=MiB + 1),
+    ]
     assert "stalled-writes" not in rules(run_of(edge))
 
 
@@ -228,21 +436,55 @@ def test_a_trace_keeps_each_files_slowest_request_with_its_size() -> None:
     assert first.writes == 4 and first.write_time_s == pytest.approx(5.71)
 
 
-def layered(path: str, rank: int, mpi_write_s: float, posix_write_s: float,
-            collective: float = 0.0, writes: int = 4) -> list[dict]:
+def layered(
+    path: str,
+    rank: int,
+    mpi_write_s: float,
+    posix_write_s: float,
+    collective: float = 0.0,
+    writes: int = 4,
+) -> list[dict]:
     """One rank's MPI-IO record of a file and the POSIX record beneath it."""
     moved = writes * 16 * MiB
-    return [record(path, rank, layer="MPI-IO", writes=writes, collective=collective,
-                   bytes_written=moved, write_time_s=mpi_write_s),
-            record(path, rank, writes=writes, bytes_written=moved, seq_writes=writes,
-                   max_byte_written=moved, write_time_s=posix_write_s)]
+    return [
+        record(
+            path,
+            rank,
+            layer="MPI-IO",
+            writes=writes,
+            collective=collective,
+            bytes_written=moved,
+            write_time_s=mpi_write_s,
+        ),
+        record(
+            path,
+            rank,
+            writes=writes,
+            bytes_written=moved,
+            seq_writes=writes,
+            max_byte_written=moved,
+            write_time_s=posix_write_s,
+        ),
+    ]
 
 
 def requests(rows: list[tuple]) -> pd.DataFrame:
     """DXT requests: (rank, layer, start_s, end_s) writes of 16 MiB to /nfs/out."""
-    return pd.DataFrame([{"rank": rank, "layer": layer, "path": "/nfs/out", "operation": "write",
-                          "offset": 0, "length": 16 * MiB, "start_s": start, "end_s": end}
-                         for rank, layer, start, end in rows])
+    return pd.DataFrame(
+        [
+            {
+                "rank": rank,
+                "layer": layer,
+                "path": "/nfs/out",
+                "operation": "write",
+                "offset": 0,
+                "length": 16 * MiB,
+                "start_s": start,
+                "end_s": end,
+            }
+            for rank, layer, start, end in rows
+        ]
+    )
 
 
 def test_independent_mpiio_that_waits_above_posix_is_costed_on_the_busiest_rank() -> None:
@@ -256,7 +498,9 @@ def test_independent_mpiio_that_waits_above_posix_is_costed_on_the_busiest_rank(
     assert wait.ranks == [1, 0] and wait.files == ["/nfs/out"]
     assert wait.counters == pytest.approx({"MPIIO_F_WRITE_TIME": 11.0, "POSIX_F_WRITE_TIME": 0.06})
     assert "3.00 to 8.00 s per rank" in wait.evidence and "99%" in wait.evidence
-    collective = layered("/nfs/out", 0, 3.0, 0.03, collective=4) + layered("/nfs/out", 1, 8.0, 0.03, collective=4)
+    collective = layered("/nfs/out", 0, 3.0, 0.03, collective=4) + layered(
+        "/nfs/out", 1, 8.0, 0.03, collective=4
+    )
     assert "mpiio-write-waits" not in rules(run_of(collective, processes=2, run_time_s=14.0))
     # 1,000,000 calls 0.9 us each above write(): the library's own work, not a wait.
     overhead = layered("/nfs/out", 0, 1.0, 0.1, writes=1_000_000)
@@ -271,14 +515,29 @@ def test_dxt_shows_when_the_wait_came_and_that_the_writes_took_turns() -> None:
     1.0, 2.0, 0.51 or 1.51 s after its call and ends 0.1 s before the call returns, and never
     two POSIX writes in flight at once (rank 0's ends at 1.01 s as rank 1's starts)."""
     rows = layered("/nfs/out", 0, 4.0, 0.02, writes=2) + layered("/nfs/out", 1, 3.5, 0.02, writes=2)
-    dxt = requests([(0, "MPIIO", 0.0, 1.11), (0, "POSIX", 1.0, 1.01),
-                    (0, "MPIIO", 2.0, 4.11), (0, "POSIX", 4.0, 4.01),
-                    (1, "MPIIO", 0.5, 1.12), (1, "POSIX", 1.01, 1.02),
-                    (1, "MPIIO", 2.5, 4.12), (1, "POSIX", 4.01, 4.02)])
-    run = Run("darshan", "test", 2, 14.0, complete(pd.DataFrame(rows)),
-              pd.DataFrame(columns=OST_COLUMNS), ("POSIX", "MPI-IO", "DXT_POSIX", "DXT_MPIIO"),
-              mounts=(("/", "rootfs"), ("/nfs", "nfs"), ("/nfsother", "lustre")),
-              dxt=lambda: dxt)
+    dxt = requests(
+        [
+            (0, "MPIIO", 0.0, 1.11),
+            (0, "POSIX", 1.0, 1.01),
+            (0, "MPIIO", 2.0, 4.11),
+            (0, "POSIX", 4.0, 4.01),
+            (1, "MPIIO", 0.5, 1.12),
+            (1, "POSIX", 1.01, 1.02),
+            (1, "MPIIO", 2.5, 4.12),
+            (1, "POSIX", 4.01, 4.02),
+        ]
+    )
+    run = Run(
+        "darshan",
+        "test",
+        2,
+        14.0,
+        complete(pd.DataFrame(rows)),
+        pd.DataFrame(columns=OST_COLUMNS),
+        ("POSIX", "MPI-IO", "DXT_POSIX", "DXT_MPIIO"),
+        mounts=(("/", "rootfs"), ("/nfs", "nfs"), ("/nfsother", "lustre")),
+        dxt=lambda: dxt,
+    )
     wait = next(f for f in diagnose(run) if f.rule == "mpiio-write-waits")
     # Before: 1.0, 2.0, 0.51, 1.51 s (median 1.255); after: 0.1 s each time.
     assert wait.counters["DXT median seconds before the POSIX call"] == pytest.approx(1.255)
@@ -289,13 +548,16 @@ def test_dxt_shows_when_the_wait_came_and_that_the_writes_took_turns() -> None:
     assert run.file_system("relative/x") == ""
 
 
-def test_the_benchmark_reports_each_tools_median_and_the_tools_take_turns(tmp_path, monkeypatch) -> None:
+def test_the_benchmark_reports_each_tools_median_and_the_tools_take_turns(
+    tmp_path, monkeypatch
+) -> None:
     """Five runs per tool and log, lab first then Drishti first and so on; the findings of the
     first run, the median of the five wall times, the largest peak."""
     from iolab.diagnosis import benchmark
 
     (tmp_path / "ground_truth.json").write_text(
-        '{"a.darshan": {"must": [{"rule": "stdio"}], "must_not": []}}')
+        '{"a.darshan": {"must": [{"rule": "stdio"}], "must_not": []}}'
+    )
     calls: list[str] = []
     times = {"lab": iter([0.9, 0.5, 0.4, 0.6, 0.3]), "drishti": iter([0.2, 0.8, 0.7, 0.1, 0.6])}
 
@@ -303,13 +565,24 @@ def test_the_benchmark_reports_each_tools_median_and_the_tools_take_turns(tmp_pa
         def run(*args) -> benchmark.Measured:
             calls.append(tool)
             return benchmark.Measured({"stdio"}, next(times[tool]), 50.0 + len(calls))
+
         return run
 
     monkeypatch.setattr(benchmark, "run_lab", fake("lab"))
     monkeypatch.setattr(benchmark, "run_drishti", fake("drishti"))
     [row] = benchmark.compare(tmp_path, tmp_path / "drishti", repeats=5)
-    assert calls == ["lab", "drishti", "drishti", "lab", "lab", "drishti", "drishti", "lab",
-                     "lab", "drishti"]
+    assert calls == [
+        "lab",
+        "drishti",
+        "drishti",
+        "lab",
+        "lab",
+        "drishti",
+        "drishti",
+        "lab",
+        "lab",
+        "drishti",
+    ]
     assert (row["lab_seconds"], row["drishti_seconds"]) == (0.5, 0.6)
     assert (row["lab_peak_MiB"], row["drishti_peak_MiB"]) == (59.0, 60.0)
     assert row["lab_hits"] == row["drishti_hits"] == 1 and row["repeats"] == 5
@@ -319,34 +592,74 @@ def test_equal_work_in_unequal_mpiio_time_is_seen_at_the_mpiio_layer_when_indepe
     """Four ranks write 64 MiB each; write() takes 0.03 s on every rank, but one rank spends
     9 s in its MPI-IO writes and the others 3 s: the spread is only visible at MPI-IO. With
     collective calls the longer ranks are the aggregators doing the others' work: no finding."""
-    rows = [row for rank, mpi_s in enumerate((3.0, 3.0, 3.0, 9.0))
-            for row in layered("/nfs/out", rank, mpi_s, 0.03)]
+    rows = [
+        row
+        for rank, mpi_s in enumerate((3.0, 3.0, 3.0, 9.0))
+        for row in layered("/nfs/out", rank, mpi_s, 0.03)
+    ]
     found = {f.rule: f for f in diagnose(run_of(rows, processes=4, run_time_s=14.0))}
     spread = found["rank-imbalance-time"]
     assert spread.cost_s == pytest.approx(4.5) and spread.ranks == [3]
     assert "9.0 s in MPI-IO calls against 4.5 s on average" in spread.evidence
-    assert spread.counters == pytest.approx({"MPIIO_F_SLOWEST_RANK_TIME": 9.0,
-                                             "mean seconds per rank": 4.5})
-    collective = [row for rank, mpi_s in enumerate((3.0, 3.0, 3.0, 9.0))
-                  for row in layered("/nfs/out", rank, mpi_s, 0.03, collective=4)]
+    assert spread.counters == pytest.approx(
+        {"MPIIO_F_SLOWEST_RANK_TIME": 9.0, "mean seconds per rank": 4.5}
+    )
+    collective = [
+        row
+        for rank, mpi_s in enumerate((3.0, 3.0, 3.0, 9.0))
+        for row in layered("/nfs/out", rank, mpi_s, 0.03, collective=4)
+    ]
     assert "rank-imbalance-time" not in rules(run_of(collective, processes=4, run_time_s=14.0))
 
 
-def apmpi_run(io_by_rank: dict[int, float], wait_by_rank: dict[int, float],
-              shared_io_s: float = 0.0, run_time_s: float = 100.0) -> Run:
+def apmpi_run(
+    io_by_rank: dict[int, float],
+    wait_by_rank: dict[int, float],
+    shared_io_s: float = 0.0,
+    run_time_s: float = 100.0,
+) -> Run:
     """Ranks with their POSIX write seconds (none for a rank that did no I/O), their MPI
     waiting (APMPI), and optionally a shared record's seconds."""
-    rows = [record("/scratch/out.nc", rank, writes=10, bytes_written=10 * 4 * MiB,
-                   seq_writes=10, write_time_s=seconds)
-            for rank, seconds in io_by_rank.items()]
+    rows = [
+        record(
+            "/scratch/out.nc",
+            rank,
+            writes=10,
+            bytes_written=10 * 4 * MiB,
+            seq_writes=10,
+            write_time_s=seconds,
+        )
+        for rank, seconds in io_by_rank.items()
+    ]
     if shared_io_s:
-        rows.append(record("/scratch/shared.nc", -1, writes=10, bytes_written=10 * 4 * MiB,
-                           seq_writes=10, write_time_s=shared_io_s))
-    mpi = pd.DataFrame({"rank": list(wait_by_rank), "node": [f"n{r // 4}" for r in wait_by_rank],
-                        "mpi_s": [w + 1.0 for w in wait_by_rank.values()],
-                        "wait_s": list(wait_by_rank.values())})
-    return Run("darshan", "test", len(wait_by_rank), run_time_s, complete(pd.DataFrame(rows)),
-               pd.DataFrame(columns=OST_COLUMNS), ("POSIX", "APMPI"), mpi=mpi)
+        rows.append(
+            record(
+                "/scratch/shared.nc",
+                -1,
+                writes=10,
+                bytes_written=10 * 4 * MiB,
+                seq_writes=10,
+                write_time_s=shared_io_s,
+            )
+        )
+    mpi = pd.DataFrame(
+        {
+            "rank": list(wait_by_rank),
+            "node": [f"n{r // 4}" for r in wait_by_rank],
+            "mpi_s": [w + 1.0 for w in wait_by_rank.values()],
+            "wait_s": list(wait_by_rank.values()),
+        }
+    )
+    return Run(
+        "darshan",
+        "test",
+        len(wait_by_rank),
+        run_time_s,
+        complete(pd.DataFrame(rows)),
+        pd.DataFrame(columns=OST_COLUMNS),
+        ("POSIX", "APMPI"),
+        mpi=mpi,
+    )
 
 
 def test_ranks_without_io_waiting_for_those_with_it_cost_the_difference() -> None:
@@ -357,14 +670,18 @@ def test_ranks_without_io_waiting_for_those_with_it_cost_the_difference() -> Non
     found = next(f for f in diagnose(apmpi_run(io, wait)) if f.rule == "ranks-wait-for-io")
     assert found.cost_s == pytest.approx(40.0) and not found.minor
     assert found.ranks == [0, 4] and found.files == ["/scratch/out.nc"]
-    assert found.evidence.startswith("6 of 8 ranks did no I/O of their own and waited a median "
-                                     "50 s in MPI_Barrier and MPI_Wait calls, against 10 s for "
-                                     "the 2 ranks on 2 node(s) that did the I/O")
+    assert found.evidence.startswith(
+        "6 of 8 ranks did no I/O of their own and waited a median "
+        "50 s in MPI_Barrier and MPI_Wait calls, against 10 s for "
+        "the 2 ranks on 2 node(s) that did the I/O"
+    )
     assert found.counters["correlation of I/O and MPI waiting across ranks"] == pytest.approx(-1.0)
 
 
-@pytest.mark.parametrize("case", ["waits follow the I/O", "everyone does I/O", "mostly shared",
-                                  "three ranks", "no APMPI"])
+@pytest.mark.parametrize(
+    "case",
+    ["waits follow the I/O", "everyone does I/O", "mostly shared", "three ranks", "no APMPI"],
+)
 def test_ranks_wait_for_io_needs_the_waiting_to_fall_as_io_rises(case: str) -> None:
     io = {0: 40.0, 4: 40.0}
     wait = {rank: 10.0 if rank in io else 50.0 for rank in range(8)}

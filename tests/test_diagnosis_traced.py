@@ -34,11 +34,14 @@ def data_rules(found: list) -> list[str]:
 
 def test_small_reads(tmp_path: Path) -> None:
     (tmp_path / "data.bin").write_bytes(b"x" * 150_000)
-    found = traced(tmp_path, """
+    found = traced(
+        tmp_path,
+        """
         fd = os.open("data.bin", os.O_RDONLY)
         while os.read(fd, 100):
             pass
-    """)
+    """,
+    )
     assert sorted(data_rules(found)) == ["misaligned", "small-reads"]  # 100-byte steps
     small = next(f for f in found if f.rule == "small-reads")
     assert small.files == [str(tmp_path / "data.bin")] and small.minor  # a second is not spent
@@ -48,10 +51,13 @@ def test_small_reads(tmp_path: Path) -> None:
 
 def test_a_stat_storm(tmp_path: Path) -> None:
     (tmp_path / "flag").write_text("")
-    found = traced(tmp_path, """
+    found = traced(
+        tmp_path,
+        """
         for _ in range(3000):
             os.stat("flag")
-    """)
+    """,
+    )
     assert data_rules(found) == ["metadata"]
     metadata = next(f for f in found if f.rule == "metadata")
     assert metadata.counters["stat, access and readlink calls"] >= 3000
@@ -59,11 +65,14 @@ def test_a_stat_storm(tmp_path: Path) -> None:
 
 def test_a_reread_loop(tmp_path: Path) -> None:
     (tmp_path / "table.csv").write_bytes(b"1,2,3\n" * 200_000)
-    found = traced(tmp_path, """
+    found = traced(
+        tmp_path,
+        """
         for _ in range(5):
             with open("table.csv", "rb", buffering=0) as f:
                 f.read()
-    """)
+    """,
+    )
     assert data_rules(found) == ["reread"]
     reread = next(f for f in found if f.rule == "reread")
     assert "6,000,000 bytes read of a 1,200,000-byte range" in reread.evidence
@@ -71,25 +80,34 @@ def test_a_reread_loop(tmp_path: Path) -> None:
 
 def test_scattered_unaligned_reads(tmp_path: Path) -> None:
     (tmp_path / "data.bin").write_bytes(b"x" * 4_000_000)
-    found = traced(tmp_path, """
+    found = traced(
+        tmp_path,
+        """
         import random
         fd = os.open("data.bin", os.O_RDONLY)
         rng = random.Random(1)
         for _ in range(4000):  # about half go back: well over the floor of 1000
             os.pread(fd, 100, rng.randrange(3_999_000))
-    """)
+    """,
+    )
     assert sorted(data_rules(found)) == ["misaligned", "random-reads", "small-reads"]
 
 
 def test_a_sync_per_write(tmp_path: Path) -> None:
-    found = traced(tmp_path, """
+    found = traced(
+        tmp_path,
+        """
         fd = os.open("log.bin", os.O_WRONLY | os.O_CREAT, 0o600)
         for _ in range(200):
             os.write(fd, b"x" * 4096)
             os.fsync(fd)
-    """)
+    """,
+    )
     assert data_rules(found) == ["syncs"]
-    assert "200 fsync/fdatasync calls for 200 writes" in next(f for f in found if f.rule == "syncs").evidence
+    assert (
+        "200 fsync/fdatasync calls for 200 writes"
+        in next(f for f in found if f.rule == "syncs").evidence
+    )
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

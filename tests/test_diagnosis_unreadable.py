@@ -35,7 +35,8 @@ VERDICT_WORDS = ("nothing costs enough", "Diagnosis, costliest first", "all clea
 
 
 def command(name: str, *argv: str) -> int:
-    from iolab.cli import darshan as darshan_command, diagnose as diagnose_command
+    from iolab.cli import darshan as darshan_command
+    from iolab.cli import diagnose as diagnose_command
 
     parser = argparse.ArgumentParser()
     subparsers = parser.add_subparsers()
@@ -65,17 +66,26 @@ def cut_points(log: Path) -> dict[str, int]:
     regions = darshan.header_map(head, darshan.log_version(head))
     names_at, names_len = regions.names
     module_at, module_len = regions.modules[-1]
-    return {"header": regions.size // 2, "job record": regions.size + 5,
-            "file names": names_at + names_len // 2, "module": module_at + module_len // 2,
-            "last byte": len(head) - 1}
+    return {
+        "header": regions.size // 2,
+        "job record": regions.size + 5,
+        "file names": names_at + names_len // 2,
+        "module": module_at + module_len // 2,
+        "last byte": len(head) - 1,
+    }
 
 
 @needs_darshan
 @pytest.mark.parametrize("log", [NEW, OLD], ids=["3.41", "3.00-big-endian"])
 @pytest.mark.slow
 def test_a_log_cut_short_is_refused_naming_what_is_missing(tmp_path, capsys, log) -> None:
-    expected = {"header": "its header", "job record": "the job record",
-                "file names": "the file names", "module": "module", "last byte": "module"}
+    expected = {
+        "header": "its header",
+        "job record": "the job record",
+        "file names": "the file names",
+        "module": "module",
+        "last byte": "module",
+    }
     for where, size in cut_points(log).items():
         cut = tmp_path / f"cut-in-{where.replace(' ', '-')}.darshan"
         cut.write_bytes(log.read_bytes()[:size])
@@ -87,7 +97,7 @@ def test_a_log_cut_short_is_refused_naming_what_is_missing(tmp_path, capsys, log
 def test_the_missing_modules_are_named(tmp_path, capsys) -> None:
     data = NEW.read_bytes()
     cut = tmp_path / "cut.darshan"
-    cut.write_bytes(data[:cut_points(NEW)["module"]])
+    cut.write_bytes(data[: cut_points(NEW)["module"]])
     [sentence] = refused(capsys, cut, "diagnose")
     present = darshan.read_log(NEW).report.modules
     last = max(present, key=lambda name: present[name]["idx"])
@@ -102,12 +112,17 @@ def test_byte_flipped_copies_are_refused(tmp_path, capsys) -> None:
     be (Darshan keeps no checksum of a region), so none is tested there."""
     data = NEW.read_bytes()
     regions = darshan.header_map(data, "3.41")
-    flips = {"magic": 9, "version": 2, "names map": 32 + 8 + 1,
-             "job record": regions.size, "file names": regions.names[0],
-             "module": regions.modules[0][0]}
+    flips = {
+        "magic": 9,
+        "version": 2,
+        "names map": 32 + 8 + 1,
+        "job record": regions.size,
+        "file names": regions.names[0],
+        "module": regions.modules[0][0],
+    }
     for where, offset in flips.items():
         flipped = tmp_path / f"flipped-{where.replace(' ', '-')}.darshan"
-        flipped.write_bytes(data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1:])
+        flipped.write_bytes(data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1 :])
         refused(capsys, flipped)
 
 
@@ -115,16 +130,21 @@ def test_byte_flipped_copies_are_refused(tmp_path, capsys) -> None:
 def test_a_libdarshan_crash_or_hang_is_one_sentence(tmp_path, monkeypatch) -> None:
     """The child dies as libdarshan's abort() or a segfault would kill it (exit 134, 139),
     or never answers; the command lives on and names the log."""
+
     def dies(how: int):
         def child(path: Path) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # pytest's faulthandler would print
             os.kill(os.getpid(), how)
+
         return child
 
     for how, code in ((signal.SIGABRT, 134), (signal.SIGSEGV, 139)):
         monkeypatch.setattr(darshan, "_read_here", dies(how))
-        with pytest.raises(LabError, match=rf"{NEW.name} is damaged: libdarshan was killed by "
-                                           rf"{how.name} .*exit {code}"):
+        with pytest.raises(
+            LabError,
+            match=rf"{NEW.name} is damaged: libdarshan was killed by "
+            rf"{how.name} .*exit {code}",
+        ):
             darshan.read_log(NEW)
     monkeypatch.setattr(darshan, "_read_here", lambda path: time.sleep(30))
     monkeypatch.setattr(darshan, "CHILD_TIMEOUT_S", 0.5)
@@ -135,8 +155,9 @@ def test_a_libdarshan_crash_or_hang_is_one_sentence(tmp_path, monkeypatch) -> No
 
 
 @needs_darshan
-def test_files_that_are_no_log_and_no_trace_are_refused_whatever_their_name(tmp_path,
-                                                                           capsys) -> None:
+def test_files_that_are_no_log_and_no_trace_are_refused_whatever_their_name(
+    tmp_path, capsys
+) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("results of run 3\nall fine, I think\n")
     empty = tmp_path / "empty.out"
@@ -175,8 +196,14 @@ def test_the_command_exits_2_with_one_line_and_no_traceback(tmp_path) -> None:
     text = tmp_path / "trace.txt"
     text.write_text("this is not a trace\n")
     for path in (cut, text):
-        done = subprocess.run([sys.executable, "-m", "iolab", "diagnose", str(path), "--json"],
-                              capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "iolab", "diagnose", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            check=False,
+        )
         assert done.returncode == 2 and done.stdout == "", done
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
         assert "Traceback" not in done.stderr
@@ -212,7 +239,7 @@ TRACE = """\
 def lesson_schema() -> str:
     text = (ROOT / "lessons" / "12-profiling.md").read_text()
     start = text.index("### What the report refuses, and its JSON")
-    return text[start:text.index("\n### ", start + 1)]
+    return text[start : text.index("\n### ", start + 1)]
 
 
 def check_types(report: dict, tables: set[str]) -> None:
@@ -262,12 +289,19 @@ def test_numpy_values_become_json_types() -> None:
 
     from iolab.diagnosis.report import json_ready
 
-    ready = json_ready({"minor": np.bool_(False), "ranks": (np.int64(3),),
-                        "mean": np.float64("nan"), "rate": float("inf")})
+    ready = json_ready(
+        {
+            "minor": np.bool_(False),
+            "ranks": (np.int64(3),),
+            "mean": np.float64("nan"),
+            "rate": float("inf"),
+        }
+    )
     assert ready == {"minor": False, "ranks": [3], "mean": None, "rate": None}
     assert type(ready["minor"]) is bool and type(ready["ranks"][0]) is int
     assert json.dumps(ready, allow_nan=False) == (
-        '{"minor": false, "ranks": [3], "mean": null, "rate": null}')
+        '{"minor": false, "ranks": [3], "mean": null, "rate": null}'
+    )
 
 
 def test_the_lesson_documents_every_field_verdict_and_rule_id() -> None:
@@ -281,7 +315,7 @@ def test_the_lesson_documents_every_field_verdict_and_rule_id() -> None:
     fields.discard("field")
     report = report_dict(Run("strace", "true", 1, 0.1, empty_records()), [], {})
     assert fields == set(report), set(report) ^ fields
-    ids = schema[schema.index("The rule ids are stable"):]
+    ids = schema[schema.index("The rule ids are stable") :]
     assert re.findall(r"`([a-z-]+)`", ids) == list(RULE_IDS)
-    verdicts = schema[schema.index("The verdict is"):schema.index("The rule ids")]
+    verdicts = schema[schema.index("The verdict is") : schema.index("The rule ids")]
     assert re.findall(r"`([a-z-]+)`", verdicts) == list(VERDICTS)

@@ -20,8 +20,16 @@ from iolab.core.cluster import JOB_VARIABLES
 from iolab.core.errors import LabError
 from iolab.measure.context import fs_kind, mount_for
 from iolab.storage import fio
-from iolab.storage.fio_parse import (COLUMNS, block_size_bytes, fio_frame, latency_cdf, load_fio,
-                                     loads_fio, parse_size_bytes, summary_frame)
+from iolab.storage.fio_parse import (
+    COLUMNS,
+    block_size_bytes,
+    fio_frame,
+    latency_cdf,
+    load_fio,
+    loads_fio,
+    parse_size_bytes,
+    summary_frame,
+)
 from iolab.storage.fio_plots import latency_cdf_plot, throughput_plot
 from iolab.storage.locations import DirectIO
 
@@ -62,6 +70,7 @@ def only_row(frame: pd.DataFrame) -> pd.Series:
 #     iodepth=2 numjobs=2
 #   login_profile_run: python -m iolab fio --directory D --json-out FILE (the login profile)
 
+
 def test_single_job_with_options_after_the_name() -> None:
     result = fixture("single_job_options_after_name")
     assert "global options" not in result
@@ -74,7 +83,8 @@ def test_single_job_with_options_after_the_name() -> None:
     assert row.lat_mean_us == pytest.approx(28.309541)
     assert row.clat_mean_us == pytest.approx(17.676372572)
     assert (row.clat_p50_us, row.clat_p99_us, row.clat_p99_9_us) == pytest.approx(
-        (13.632, 86.528, 1003.52))
+        (13.632, 86.528, 1003.52)
+    )
     assert row.io_bytes == 141512704 and row.runtime_s == 1.001
     assert row.littles_law_lat_us == pytest.approx(1 / 34514.485514 * 1e6)
 
@@ -88,7 +98,8 @@ def test_group_reporting_with_numjobs_given_before_the_name() -> None:
     assert (row.iodepth, row.numjobs, row.processes, row.block_size_bytes) == (8, 4, 4, 4096)
     assert row.bw_bytes_per_s == 328326949 and row.iops == 80157.946693
     assert (row.clat_p50_us, row.clat_p99_us, row.clat_p99_9_us) == pytest.approx(
-        (276.48, 2408.448, 4947.968))
+        (276.48, 2408.448, 4947.968)
+    )
     assert row.littles_law_lat_us == pytest.approx(4 * 8 / 80157.946693 * 1e6)
     # 32 requests in flight: the measured mean latency is the queue, within 2 %.
     assert row.lat_mean_us == pytest.approx(row.littles_law_lat_us, rel=0.02)
@@ -106,16 +117,22 @@ def test_job_file_clones_without_group_reporting_and_a_mixed_job() -> None:
     assert frame["bw_bytes_per_s"].tolist() == [34163340, 146293898, 32367304, 143036205]
     # The queue of a mixed job is shared: Little's law uses the job's total IOPS.
     assert frame["littles_law_lat_us"].tolist() == pytest.approx(
-        [2 / (8340.659341 + 8929.070929) * 1e6] * 2 + [2 / (7902.173913 + 8730.237154) * 1e6] * 2)
+        [2 / (8340.659341 + 8929.070929) * 1e6] * 2 + [2 / (7902.173913 + 8730.237154) * 1e6] * 2
+    )
 
 
 def test_json_plus_bins_give_a_cdf_of_every_request() -> None:
     result = fixture("json_plus_bins_randwrite")
     row = only_row(fio_frame(result))
     assert (row.direction, row.iodepth, row.bw_bytes_per_s, row.iops) == (
-        "write", 4, 316410885, 77248.751249)
+        "write",
+        4,
+        316410885,
+        77248.751249,
+    )
     assert (row.clat_p50_us, row.clat_p99_us, row.clat_p99_9_us) == pytest.approx(
-        (33.024, 280.576, 1646.592))
+        (33.024, 280.576, 1646.592)
+    )
     cdf = latency_cdf(result)
     assert len(cdf) == 498 and set(cdf["direction"]) == {"write"}
     assert cdf["count"].sum() == 77326  # = total_ios: every request is in a bin
@@ -137,7 +154,8 @@ def test_a_recorded_run_of_the_login_profile() -> None:
     assert frame.loc["rand-read-4k-qd16", "iops"] == 154939.012198
     assert frame.loc["rand-read-4k-qd16", "bw_bytes_per_s"] == 634630193
     assert frame.loc["rand-read-4k-qd1-4jobs", "littles_law_lat_us"] == pytest.approx(
-        4 / 91495.5009 * 1e6)
+        4 / 91495.5009 * 1e6
+    )
     assert (frame.loc[frame.index.str.startswith("seq"), "io_bytes"] == 256 * 1024**2).all()
     # Every request of every job is in the json+ bins.
     requests = latency_cdf(result).groupby("job")["count"].sum()
@@ -146,16 +164,24 @@ def test_a_recorded_run_of_the_login_profile() -> None:
     random = frame[frame.index.str.startswith("rand")]
     assert (random["lat_mean_us"] / random["littles_law_lat_us"]).between(0.95, 1.0).all()
     # The buffered write's per-request latency leaves out the final flush (end_fsync=1).
-    assert frame.loc["seq-write-1m-buffered", "littles_law_lat_us"] > 2 * frame.loc[
-        "seq-write-1m-buffered", "lat_mean_us"]
+    assert (
+        frame.loc["seq-write-1m-buffered", "littles_law_lat_us"]
+        > 2 * frame.loc["seq-write-1m-buffered", "lat_mean_us"]
+    )
 
 
 # --- the parser on real outputs of fio 2.1.4 to 3.16 (MANIFEST.md, section C) ------------------
 
+
 def test_fio_2_1_five_jobs_in_microseconds_and_kib() -> None:
     frame = fio_frame(real("fio_2.1.4_pkb_five_jobs")).set_index("job")
-    assert frame.index.tolist() == ["sequential_write", "sequential_read", "random_write_test",
-                                    "random_read_test", "random_read_test_parallel"]
+    assert frame.index.tolist() == [
+        "sequential_write",
+        "sequential_read",
+        "random_write_test",
+        "random_read_test",
+        "random_read_test_parallel",
+    ]
     assert frame["direction"].tolist() == ["write", "read", "write", "read", "read"]
     assert (frame["bw_bytes_per_s"] / 1024).tolist() == [68118, 129836, 6443, 1269, 1292]
     assert frame["iops"].tolist() == [133, 253, 1610, 317, 323]
@@ -183,13 +209,19 @@ def test_fio_2_17_group_reporting_numjobs_2() -> None:
     # usec percentiles, with fio 2.x's stray "0.00" key beside them
     assert frame["clat_p50_us"].tolist() == [96, 548]
     assert frame["littles_law_lat_us"].tolist() == pytest.approx(
-        [2 / 8086.673998 * 1e6, 2 / 2457.017193 * 1e6])
+        [2 / 8086.673998 * 1e6, 2 / 2457.017193 * 1e6]
+    )
 
 
 def test_fio_3_1_single_job_without_bw_bytes() -> None:
     row = only_row(fio_frame(real("fio_3.1_fioplot_single_job_randread")))
     assert (row.job, row.rw, row.block_size_bytes, row.iodepth, row.numjobs) == (
-        "random-read", "randread", 4096, 1, 1)
+        "random-read",
+        "randread",
+        4096,
+        1,
+        1,
+    )
     assert row.bw_bytes_per_s == 26456 * 1024  # no bw_bytes key: from bw in KiB/s
     assert row.iops == 6614.073099
     assert row.lat_mean_us == pytest.approx(147.792395919)
@@ -210,7 +242,8 @@ def test_fio_3_6_two_entries_of_one_name_are_both_kept() -> None:
     # numjobs=2 without group_reporting: each entry is one process with 16 in flight.
     assert frame["processes"].tolist() == [1, 1] and frame["iodepth"].tolist() == [16, 16]
     assert frame["littles_law_lat_us"].tolist() == pytest.approx(
-        [16 / 56.608466 * 1e6, 16 / 57.597267 * 1e6])
+        [16 / 56.608466 * 1e6, 16 / 57.597267 * 1e6]
+    )
 
 
 def test_fio_3_16_mixed_randrw_group_reporting_numjobs_8() -> None:
@@ -232,6 +265,7 @@ def test_fio_3_16_mixed_randrw_group_reporting_numjobs_8() -> None:
 
 
 # --- what the parse must not depend on ------------------------------------------------------
+
 
 def _all_outputs() -> list[dict]:
     outputs = [load_fio(path) for path in sorted(FIXTURES.glob("*.json"))]
@@ -272,7 +306,12 @@ def test_output_with_notes_before_the_json_and_damaged_output() -> None:
 
 def test_sizes_and_block_sizes_follow_fio() -> None:
     assert [parse_size_bytes(s) for s in ("4k", "1M", "16KiB", "4096", "1g")] == [
-        4096, 1024**2, 16384, 4096, 1024**3]
+        4096,
+        1024**2,
+        16384,
+        4096,
+        1024**3,
+    ]
     assert parse_size_bytes("1m", kb_base=1000) == 10**6
     assert parse_size_bytes("1MiB", kb_base=1000) == 1024**2
     with pytest.raises(LabError, match="cannot read the fio size"):
@@ -295,8 +334,15 @@ def test_plots_draw_every_job() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    frame = pd.concat([fio_frame(fixture(name)) for name in (
-        "single_job_options_after_name", "group_reporting_numjobs4_options_before_name")])
+    frame = pd.concat(
+        [
+            fio_frame(fixture(name))
+            for name in (
+                "single_job_options_after_name",
+                "group_reporting_numjobs4_options_before_name",
+            )
+        ]
+    )
     figure = throughput_plot(frame, x="iodepth")
     assert [len(ax.lines) for ax in figure.axes] == [2, 2]  # bandwidth and IOPS panels
     ax = latency_cdf_plot(latency_cdf(fixture("json_plus_bins_randwrite")))
@@ -305,9 +351,11 @@ def test_plots_draw_every_job() -> None:
 
 # --- profiles, job files and limits ---------------------------------------------------------
 
+
 def _job_file(name: str) -> configparser.ConfigParser:
-    parser = configparser.ConfigParser(allow_no_value=True, interpolation=None,
-                                       comment_prefixes=(";", "#"))
+    parser = configparser.ConfigParser(
+        allow_no_value=True, interpolation=None, comment_prefixes=(";", "#")
+    )
     parser.read(ROOT / "demos" / "fio" / f"{name}.fio")
     return parser
 
@@ -326,9 +374,13 @@ def test_each_job_file_holds_exactly_its_profile(name: str) -> None:
 @needs_fio
 @pytest.mark.parametrize("name", list(fio.PROFILES))
 def test_each_job_file_is_valid_for_fio(name: str, tmp_path: Path) -> None:
-    proc = subprocess.run(["fio", "--parse-only", str(ROOT / "demos" / "fio" / f"{name}.fio")],
-                          env={**os.environ, "DIR": str(tmp_path)}, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        ["fio", "--parse-only", str(ROOT / "demos" / "fio" / f"{name}.fio")],
+        env={**os.environ, "DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -348,7 +400,9 @@ def test_login_profile_fits_the_login_limits_and_is_gentle() -> None:
     assert sum(fio.job_duration_s(checked.options(job)) for job in checked.jobs) <= 105
 
 
-@pytest.mark.parametrize("name,match", [("node", "16 processes > 4"), ("pairs", "120 s per job > 20 s per job")])
+@pytest.mark.parametrize(
+    "name,match", [("node", "16 processes > 4"), ("pairs", "120 s per job > 20 s per job")]
+)
 def test_big_profiles_are_refused_on_a_login_node(name: str, match: str) -> None:
     with pytest.raises(LabError, match=match):
         fio.checked_profile(fio.PROFILES[name])
@@ -388,10 +442,18 @@ def test_fio_missing_is_one_sentence_with_the_fix(tmp_path: Path, monkeypatch) -
 
 # --- live runs ------------------------------------------------------------------------------
 
+
 def iolab(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
-    return subprocess.run([sys.executable, "-m", "iolab", "fio", *args], cwd=ROOT, text=True,
-                          capture_output=True, env=env, timeout=300, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "iolab", "fio", *args],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        env=env,
+        timeout=300,
+        **kwargs,
+    )
 
 
 @pytest.mark.slow
@@ -428,8 +490,12 @@ def test_without_o_direct_the_direct_jobs_are_skipped(tmp_path: Path, monkeypatc
 def test_a_failing_job_is_one_sentence_naming_it(tmp_path: Path) -> None:
     if fs_kind(mount_for(tmp_path).fs_type) == "memory":
         pytest.skip("tmpfs takes O_DIRECT reads of any alignment")
-    misaligned = fio.Profile("odd", "O_DIRECT reads of 1000 bytes", {"runtime": "5"},
-                             (fio.FioJob("odd-1000", {"bs": "1000", "size": "1m", "direct": "1"}),))
+    misaligned = fio.Profile(
+        "odd",
+        "O_DIRECT reads of 1000 bytes",
+        {"runtime": "5"},
+        (fio.FioJob("odd-1000", {"bs": "1000", "size": "1m", "direct": "1"}),),
+    )
     with pytest.raises(LabError, match=r"job odd-1000: Invalid argument\); run the command"):
         fio.run_profile(misaligned, tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -441,7 +507,8 @@ def _fio_processes(marker: str) -> list[int]:
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(
-                    errors="replace"):
+                errors="replace"
+            ):
                 pids.append(int(entry.name))
         except OSError:
             continue
@@ -452,9 +519,14 @@ def _fio_processes(marker: str) -> list[int]:
 @needs_fio
 def test_ctrl_c_stops_fio_and_removes_its_files(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in JOB_VARIABLES}
-    proc = subprocess.Popen([sys.executable, "-m", "iolab", "fio", "--directory", str(tmp_path),
-                             "--runtime", "10"], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iolab", "fio", "--directory", str(tmp_path), "--runtime", "10"],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob("fio-*/iolab-fio-login.dat")):  # fio is writing
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -478,14 +550,18 @@ def test_dry_run_writes_nothing_and_needs_no_fio(tmp_path: Path, monkeypatch) ->
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--profile", "node"], "too big for a shared login node"),
-    (["--profile", "pairs"], "shrink it with --size-scale and --runtime"),
-    (["--size-scale", "8"], "must fit a shared login node"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--profile", "node"], "too big for a shared login node"),
+        (["--profile", "pairs"], "shrink it with --size-scale and --runtime"),
+        (["--size-scale", "8"], "must fit a shared login node"),
+    ],
+)
 @pytest.mark.slow
-def test_oversize_requests_are_refused_before_writing(tmp_path: Path, args: list[str],
-                                                      message: str) -> None:
+def test_oversize_requests_are_refused_before_writing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     for dry in ([], ["--dry-run"]):
         proc = iolab("--directory", str(tmp_path), *args, *dry)
         assert proc.returncode == 2 and message in proc.stderr

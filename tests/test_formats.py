@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import build_dataset, run_script
 
 from iolab.core import dataset as ds
@@ -29,8 +28,9 @@ def leftovers(workspace: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_every_layout_gives_the_manifest_mean_and_nothing_is_left(workspace: Path,
-                                                                   tmp_path: Path) -> None:
+def test_every_layout_gives_the_manifest_mean_and_nothing_is_left(
+    workspace: Path, tmp_path: Path
+) -> None:
     data = build_dataset(tmp_path / "dataset", files=45, seed=3, archive=False)
     manifest = ds.load_manifest(data)
     proc = run_formats(data, "--json")

@@ -34,8 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -63,9 +63,12 @@ def _chmod_stops_reads() -> bool:
     return False
 
 
-not_as_root = pytest.mark.skipif(not _chmod_stops_reads(), reason="as root chmod 000 does not "
-                                 "stop reads, so no unreadable file can be made; run the tests "
-                                 "as a user")
+not_as_root = pytest.mark.skipif(
+    not _chmod_stops_reads(),
+    reason="as root chmod 000 does not "
+    "stop reads, so no unreadable file can be made; run the tests "
+    "as a user",
+)
 VICTIM = "data/activity_2004_1/activity_2004_1_3.csv"
 Chmod = Callable[[Path, int], None]
 
@@ -115,12 +118,22 @@ def template(tmp_path_factory) -> Path:
     """A small dataset with its archive and shards, and an image dataset beside it."""
     base = tmp_path_factory.mktemp("hostile-template")
     d = base / "dataset"
-    for argv in (script("data_generators/generate_data.py", "--data", d, "--files", FILES,
-                        "--quiet"),
-                 script("data_generators/create_archive.py", "--data", d),
-                 script("data_generators/make_shards.py", "--data", d, "--samples-per-shard", 10),
-                 script("data_generators/make_images.py", "--data", base / "images", "--count", 4,
-                        "--sample-kb", 100, "--shard-mb", 0.5)):
+    for argv in (
+        script("data_generators/generate_data.py", "--data", d, "--files", FILES, "--quiet"),
+        script("data_generators/create_archive.py", "--data", d),
+        script("data_generators/make_shards.py", "--data", d, "--samples-per-shard", 10),
+        script(
+            "data_generators/make_images.py",
+            "--data",
+            base / "images",
+            "--count",
+            4,
+            "--sample-kb",
+            100,
+            "--shard-mb",
+            0.5,
+        ),
+    ):
         proc = run(argv)
         assert proc.returncode == 0, proc.stderr
     return base
@@ -233,16 +246,24 @@ def unreadable_folder(place: Path, chmod: Chmod) -> str:
     return "activity_2004_1"
 
 
-DATA_CASES = [fifo, unix_socket, device, link_out_file, link_out_folder, link_data,
-              pytest.param(unreadable_file, marks=not_as_root),
-              pytest.param(unreadable_folder, marks=not_as_root)]
+DATA_CASES = [
+    fifo,
+    unix_socket,
+    device,
+    link_out_file,
+    link_out_folder,
+    link_data,
+    pytest.param(unreadable_file, marks=not_as_root),
+    pytest.param(unreadable_folder, marks=not_as_root),
+]
 
 
 def commands(d: Path) -> dict[str, list[str]]:
     """Every command that reads the dataset `d`, as a learner runs it."""
     return {
-        "generate": script("data_generators/generate_data.py", "--data", d, "--files", FILES,
-                           "--quiet"),
+        "generate": script(
+            "data_generators/generate_data.py", "--data", d, "--files", FILES, "--quiet"
+        ),
         "generate-verify": script("data_generators/generate_data.py", "--data", d, "--verify"),
         "archive": script("data_generators/create_archive.py", "--data", d),
         "shards": script("data_generators/make_shards.py", "--data", d, "--samples-per-shard", 10),
@@ -255,8 +276,9 @@ def commands(d: Path) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("case", DATA_CASES)
 @pytest.mark.slow
-def test_a_data_file_the_lab_must_not_read_is_refused(case, place: Path,
-                                                      restore_modes: Chmod) -> None:
+def test_a_data_file_the_lab_must_not_read_is_refused(
+    case, place: Path, restore_modes: Chmod
+) -> None:
     name = case(place, restore_modes)
     for argv in commands(place / "dataset").values():
         expect_unchanged(place, argv, name)
@@ -268,22 +290,28 @@ def test_a_data_file_the_lab_must_not_read_is_refused(case, place: Path,
 
 def entry(field: str, value: object) -> Callable[[Path], str]:
     def change(place: Path) -> str:
-        edit_json(place / "dataset" / ds.MANIFEST_NAME,
-                  lambda m: m["files"][2].__setitem__(field, value))
+        edit_json(
+            place / "dataset" / ds.MANIFEST_NAME, lambda m: m["files"][2].__setitem__(field, value)
+        )
         return f"files[2].{field}"
+
     change.__name__ = f"{field}-{value!r}"
     return change
 
 
 def escape(absolute: bool) -> Callable[[Path], str]:
     """A manifest path to a copy of the file outside the dataset: following it would verify."""
+
     def change(place: Path) -> str:
         rel = json.loads((place / "dataset" / ds.MANIFEST_NAME).read_text())["files"][2]["path"]
         outside = move_out(place, rel)
         target = str(outside) if absolute else os.path.relpath(outside, place / "dataset")
-        edit_json(place / "dataset" / ds.MANIFEST_NAME,
-                  lambda m: m["files"][2].__setitem__("path", target))
+        edit_json(
+            place / "dataset" / ds.MANIFEST_NAME,
+            lambda m: m["files"][2].__setitem__("path", target),
+        )
         return "files[2].path"
+
     change.__name__ = "escape-absolute" if absolute else "escape-relative"
     return change
 
@@ -292,16 +320,19 @@ def top(field: str, value: object) -> Callable[[Path], str]:
     def change(place: Path) -> str:
         edit_json(place / "dataset" / ds.MANIFEST_NAME, lambda m: m.__setitem__(field, value))
         return field
+
     change.__name__ = f"{field}-{type(value).__name__}"
     return change
 
 
 def text(name: str, replace: Callable[[str], str], named: str) -> Callable[[Path], str]:
     """A manifest edited as text: what json.dumps would not write (1e999, 5000 digits)."""
+
     def change(place: Path) -> str:
         path = place / "dataset" / ds.MANIFEST_NAME
         path.write_text(replace(path.read_text()))
         return named
+
     change.__name__ = name
     return change
 
@@ -326,18 +357,31 @@ def drop_rows(place: Path) -> str:
 
 
 MANIFEST_CASES = [
-    entry("sha256", None), entry("path", 5), entry("path", "../../etc/passwd"),
-    entry("path", "/etc/passwd"), escape(absolute=False), escape(absolute=True), drop_rows,
-    top("files", {"0": []}), top("file_count", 10**30), top("file_count", True),
+    entry("sha256", None),
+    entry("path", 5),
+    entry("path", "../../etc/passwd"),
+    entry("path", "/etc/passwd"),
+    escape(absolute=False),
+    escape(absolute=True),
+    drop_rows,
+    top("files", {"0": []}),
+    top("file_count", 10**30),
+    top("file_count", True),
     top("first_day", "yesterday"),
-    text("infinite-mean", lambda t: t.replace('"expected_mean": ', '"expected_mean": 1e999, "x": '),
-         "expected_mean"),
-    text("5000-digits",
-         lambda t: t.replace('"total_rows": ', '"total_rows": 9' + "9" * 5000 + ', "x": '),
-         "not valid JSON"),
+    text(
+        "infinite-mean",
+        lambda t: t.replace('"expected_mean": ', '"expected_mean": 1e999, "x": '),
+        "expected_mean",
+    ),
+    text(
+        "5000-digits",
+        lambda t: t.replace('"total_rows": ', '"total_rows": 9' + "9" * 5000 + ', "x": '),
+        "not valid JSON",
+    ),
     text("nested", lambda t: '{"files": ' + "[" * 100_000 + "]" * 100_000 + "}", "not valid JSON"),
     text("not-json", lambda t: t[: len(t) // 2], "not valid JSON"),
-    manifest_fifo, manifest_link,
+    manifest_fifo,
+    manifest_link,
 ]
 
 
@@ -358,10 +402,16 @@ def test_an_unreadable_manifest_is_refused(place: Path, restore_modes: Chmod) ->
         expect_unchanged(place, argv, ds.MANIFEST_NAME, "chmod u+r")
 
 
-@pytest.mark.parametrize("bad", [
-    [], "text", {"files": []}, {"a": 1},
-    {"format_version": 1, "generator": "g", "seed": 1, "first_day": "2004-13-45"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        "text",
+        {"files": []},
+        {"a": 1},
+        {"format_version": 1, "generator": "g", "seed": 1, "first_day": "2004-13-45"},
+    ],
+)
 def test_the_schema_check_names_what_is_wrong(bad: object) -> None:
     """The one check every reader of a manifest goes through, in-process: no KeyError or
     TypeError gets past it, whatever the JSON holds."""
@@ -384,8 +434,11 @@ def archive_info_fifo(place: Path) -> str:
 
 
 def archive_info_types(place: Path) -> str:
-    edit_json(place / "dataset" / ds.ARCHIVE_INFO_NAME,
-              lambda info: info.__setitem__("archive_bytes", "40960"), indent=1)
+    edit_json(
+        place / "dataset" / ds.ARCHIVE_INFO_NAME,
+        lambda info: info.__setitem__("archive_bytes", "40960"),
+        indent=1,
+    )
     return "archive_bytes"
 
 
@@ -402,16 +455,20 @@ def archive_link(place: Path) -> str:
 def test_an_archive_the_lab_must_not_read_is_refused(case, place: Path) -> None:
     named = case(place)
     d = place / "dataset"
-    for argv in (script("data_generators/create_archive.py", "--data", d),
-                 script("data_generators/generate_data.py", "--data", d, "--verify"),
-                 script("demos/read_archive.py", "--data", d, "--verify")):
+    for argv in (
+        script("data_generators/create_archive.py", "--data", d),
+        script("data_generators/generate_data.py", "--data", d, "--verify"),
+        script("demos/read_archive.py", "--data", d, "--verify"),
+    ):
         expect_unchanged(place, argv, named)
 
 
 def shard_name_out(place: Path) -> str:
-    edit_json(place / "dataset" / "shards" / "shards.json",
-              lambda index: index["shards"][1].__setitem__("name", "../../outside/thesis.tex"),
-              indent=1)
+    edit_json(
+        place / "dataset" / "shards" / "shards.json",
+        lambda index: index["shards"][1].__setitem__("name", "../../outside/thesis.tex"),
+        indent=1,
+    )
     return "shards[1].name"
 
 
@@ -434,21 +491,26 @@ def shard_fifo(place: Path) -> str:
 def test_shards_the_lab_must_not_read_are_refused(case, place: Path) -> None:
     named = case(place)
     d = place / "dataset"
-    for argv in (script("data_generators/make_shards.py", "--data", d, "--samples-per-shard", 10),
-                 script("data_generators/make_shards.py", "--data", d, "--verify"),
-                 script("demos/read_samples.py", "--source", "shards", "--data", d)):
+    for argv in (
+        script("data_generators/make_shards.py", "--data", d, "--samples-per-shard", 10),
+        script("data_generators/make_shards.py", "--data", d, "--verify"),
+        script("demos/read_samples.py", "--source", "shards", "--data", d),
+    ):
         expect_unchanged(place, argv, named)
 
 
 def image_key_out(place: Path) -> str:
-    edit_json(place / "images" / "manifest.json",
-              lambda m: m["samples"][2].__setitem__("key", "../../outside/thesis"))
+    edit_json(
+        place / "images" / "manifest.json",
+        lambda m: m["samples"][2].__setitem__("key", "../../outside/thesis"),
+    )
     return "samples[2].key"
 
 
 def image_label_null(place: Path) -> str:
-    edit_json(place / "images" / "manifest.json",
-              lambda m: m["samples"][2].__setitem__("label", None))
+    edit_json(
+        place / "images" / "manifest.json", lambda m: m["samples"][2].__setitem__("label", None)
+    )
     return "samples[2].label"
 
 
@@ -464,10 +526,21 @@ def image_fifo(place: Path) -> str:
 def test_images_the_lab_must_not_read_are_refused(case, place: Path) -> None:
     named = case(place)
     images = place / "images"
-    for argv in (script("data_generators/make_images.py", "--data", images, "--count", 4,
-                        "--sample-kb", 100, "--shard-mb", 0.5),
-                 script("data_generators/make_images.py", "--data", images, "--verify"),
-                 script("demos/read_samples.py", "--source", "files", "--data", images)):
+    for argv in (
+        script(
+            "data_generators/make_images.py",
+            "--data",
+            images,
+            "--count",
+            4,
+            "--sample-kb",
+            100,
+            "--shard-mb",
+            0.5,
+        ),
+        script("data_generators/make_images.py", "--data", images, "--verify"),
+        script("demos/read_samples.py", "--source", "files", "--data", images),
+    ):
         expect_unchanged(place, argv, named)
 
 
@@ -475,12 +548,22 @@ def test_images_the_lab_must_not_read_are_refused(case, place: Path) -> None:
 
 
 def generate(d: Path, seed: int = 1) -> list[str]:
-    return script("data_generators/generate_data.py", "--data", d, "--files", FILES, "--quiet",
-                  "--seed", seed)
+    return script(
+        "data_generators/generate_data.py", "--data", d, "--files", FILES, "--quiet", "--seed", seed
+    )
 
 
-@pytest.mark.parametrize("name", [ds.MANIFEST_NAME, ds.ARCHIVE_NAME, ds.ARCHIVE_INFO_NAME,
-                                  ".data.partial", "manifest.json.partial", ds.MARKER_NAME])
+@pytest.mark.parametrize(
+    "name",
+    [
+        ds.MANIFEST_NAME,
+        ds.ARCHIVE_NAME,
+        ds.ARCHIVE_INFO_NAME,
+        ".data.partial",
+        "manifest.json.partial",
+        ds.MARKER_NAME,
+    ],
+)
 @pytest.mark.slow
 def test_generate_refuses_a_file_it_did_not_write(name: str, tmp_path: Path) -> None:
     d = tmp_path / "mine"
@@ -532,18 +615,35 @@ def test_make_images_refuses_what_it_did_not_write(name: str, tmp_path: Path) ->
         (d / name / "photo.bin").write_text("the user's own\n")
     else:
         (d / name).write_text("the user's own\n")
-    expect_unchanged(tmp_path, script("data_generators/make_images.py", "--data", d, "--count", 4,
-                                      "--sample-kb", 100, "--shard-mb", 0.5), name)
+    expect_unchanged(
+        tmp_path,
+        script(
+            "data_generators/make_images.py",
+            "--data",
+            d,
+            "--count",
+            4,
+            "--sample-kb",
+            100,
+            "--shard-mb",
+            0.5,
+        ),
+        name,
+    )
 
 
-@pytest.mark.parametrize("name", ["shards.json", ".shard-000000.tar.partial", "shard-000003.tar",
-                                  ".iolab-shards"])
+@pytest.mark.parametrize(
+    "name", ["shards.json", ".shard-000000.tar.partial", "shard-000003.tar", ".iolab-shards"]
+)
 def test_make_shards_refuses_what_it_did_not_write(name: str, place: Path) -> None:
     out = place / "mine"
     out.mkdir()
     (out / name).write_text("the user's own\n")
-    expect_unchanged(place, script("data_generators/make_shards.py", "--data", place / "dataset",
-                                   "--out", out), name)
+    expect_unchanged(
+        place,
+        script("data_generators/make_shards.py", "--data", place / "dataset", "--out", out),
+        name,
+    )
 
 
 def test_create_archive_never_writes_through_a_link(place: Path) -> None:
@@ -561,8 +661,9 @@ def test_create_archive_never_writes_through_a_link(place: Path) -> None:
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EIO])
-def test_a_lock_that_cannot_be_written_leaves_nothing(code: int, tmp_path: Path,
-                                                      monkeypatch) -> None:
+def test_a_lock_that_cannot_be_written_leaves_nothing(
+    code: int, tmp_path: Path, monkeypatch
+) -> None:
     def fail(fd: int, data: bytes) -> int:
         raise OSError(code, os.strerror(code))
 
@@ -579,15 +680,17 @@ def test_a_full_disk_at_the_lock_is_one_sentence(tmp_path: Path) -> None:
     d = tmp_path / "dataset"
     d.mkdir()
     path = str(ROOT / "data_generators" / "generate_data.py")
-    code = ("import errno, os, runpy, sys\n"
-            "real = os.write\n"
-            "def write(fd, data):\n"
-            f"    if os.readlink(f'/proc/self/fd/{{fd}}').endswith({ds.LOCK_NAME!r}):\n"
-            "        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
-            "    return real(fd, data)\n"
-            "os.write = write\n"
-            f"sys.argv = [{path!r}, '--data', {str(d)!r}, '--files', '{FILES}', '--quiet']\n"
-            f"runpy.run_path({path!r}, run_name='__main__')\n")
+    code = (
+        "import errno, os, runpy, sys\n"
+        "real = os.write\n"
+        "def write(fd, data):\n"
+        f"    if os.readlink(f'/proc/self/fd/{{fd}}').endswith({ds.LOCK_NAME!r}):\n"
+        "        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
+        "    return real(fd, data)\n"
+        "os.write = write\n"
+        f"sys.argv = [{path!r}, '--data', {str(d)!r}, '--files', '{FILES}', '--quiet']\n"
+        f"runpy.run_path({path!r}, run_name='__main__')\n"
+    )
     proc = run([PY, "-c", code])
     assert_refused(proc, ds.LOCK_NAME, os.strerror(errno.ENOSPC))
     assert list(d.iterdir()) == []
@@ -595,8 +698,9 @@ def test_a_full_disk_at_the_lock_is_one_sentence(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content", [b"", b"\xff\xfe not a holder line", b"1 2"])
 @pytest.mark.slow
-def test_an_empty_or_unreadable_lock_left_by_a_crash(content: bytes, tmp_path: Path,
-                                                     restore_modes: Chmod) -> None:
+def test_an_empty_or_unreadable_lock_left_by_a_crash(
+    content: bytes, tmp_path: Path, restore_modes: Chmod
+) -> None:
     d = tmp_path / "dataset"
     d.mkdir()
     lock = d / ds.LOCK_NAME
@@ -625,19 +729,23 @@ def test_the_lock_is_private_and_never_a_link(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- (D) numeric options
 
 
-@pytest.mark.parametrize("argv", [
-    ["data_generators/generate_data.py", "--files", "0"],
-    ["data_generators/generate_data.py", "--files", "100001"],
-    ["data_generators/generate_data.py", "--files", "1e9"],
-    ["data_generators/generate_data.py", "--seed", "-1"],
-    ["data_generators/generate_data.py", "--seed", str(2**32)],
-    ["data_generators/make_images.py", "--seed", "-1"],
-    ["data_generators/make_images.py", "--count", "0"],
-    ["data_generators/make_images.py", "--shard-mb", "nan"],
-    ["data_generators/make_shards.py", "--samples-per-shard", "0"],
-    ["data_generators/make_shards.py", "--samples-per-shard", str(10**30)],
-    ["data_generators/make_shards.py", "--shard-size-mb", "inf"],
-], ids=lambda argv: "-".join(a.strip("-") for a in argv[1:]) + f"-{Path(argv[0]).stem}")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["data_generators/generate_data.py", "--files", "0"],
+        ["data_generators/generate_data.py", "--files", "100001"],
+        ["data_generators/generate_data.py", "--files", "1e9"],
+        ["data_generators/generate_data.py", "--seed", "-1"],
+        ["data_generators/generate_data.py", "--seed", str(2**32)],
+        ["data_generators/make_images.py", "--seed", "-1"],
+        ["data_generators/make_images.py", "--count", "0"],
+        ["data_generators/make_images.py", "--shard-mb", "nan"],
+        ["data_generators/make_shards.py", "--samples-per-shard", "0"],
+        ["data_generators/make_shards.py", "--samples-per-shard", str(10**30)],
+        ["data_generators/make_shards.py", "--shard-size-mb", "inf"],
+    ],
+    ids=lambda argv: "-".join(a.strip("-") for a in argv[1:]) + f"-{Path(argv[0]).stem}",
+)
 @pytest.mark.slow
 def test_numbers_out_of_range_are_refused_before_any_work(argv: list[str], tmp_path: Path) -> None:
     d = tmp_path / "new"

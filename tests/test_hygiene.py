@@ -14,12 +14,26 @@ import pytest
 from iolab.cli.hygiene import setup_parser
 from iolab.core.errors import LabError
 from iolab.measure.context import mount_for
-from iolab.storage.hygiene import (allocation_report, biggest_consumers, capacity_to_buy,
-                                   checkpoints_by_owner, df_report, file_sizes, find_checkpoints,
-                                   owner_name, rounded_allocation, tmpdir_report, usable_capacity)
+from iolab.storage.hygiene import (
+    allocation_report,
+    biggest_consumers,
+    capacity_to_buy,
+    checkpoints_by_owner,
+    df_report,
+    file_sizes,
+    find_checkpoints,
+    owner_name,
+    rounded_allocation,
+    tmpdir_report,
+    usable_capacity,
+)
 from iolab.storage.hygiene_caches import apply_cleanup, cache_cleanup_plan, cache_report
-from iolab.storage.hygiene_checksums import (MANIFEST_NAME, copy_with_manifest, verify_in_python,
-                                             verify_with_sha256sum)
+from iolab.storage.hygiene_checksums import (
+    MANIFEST_NAME,
+    copy_with_manifest,
+    verify_in_python,
+    verify_with_sha256sum,
+)
 
 DAY_S = 86400
 
@@ -58,7 +72,9 @@ def test_apparent_and_allocated_bytes_are_exact_and_match_du(sized_tree: Path) -
     python, du = report.loc[("python lstat", "whole tree")], report.loc[("du -s", "whole tree")]
     assert python["entries"] == 7  # five files, the root and sub/
     assert (python["apparent_bytes"], python["allocated_bytes"]) == (
-        du["apparent_bytes"], du["allocated_bytes"])
+        du["apparent_bytes"],
+        du["allocated_bytes"],
+    )
     sizes = file_sizes(sized_tree).set_index("path")["size_bytes"].to_dict()
     assert sizes == SIZES
 
@@ -86,8 +102,7 @@ def test_biggest_consumers_are_ordered_and_agree_with_du(tmp_path: Path) -> None
     write(root / "small" / "tiny", 1)
     frame = biggest_consumers(root, top=10, depth=1)
     assert frame["path"].tolist() == ["big/", "mid/", "top_file", "small/"]
-    assert frame["apparent_bytes"].tolist()[1:3] == [50_000 + os.stat(root / "mid").st_size,
-                                                    20_000]
+    assert frame["apparent_bytes"].tolist()[1:3] == [50_000 + os.stat(root / "mid").st_size, 20_000]
     assert frame["allocated_bytes"].tolist() == frame["du_allocated_bytes"].tolist()
     assert biggest_consumers(root, top=2)["path"].tolist() == ["big/", "mid/"]
     deeper = biggest_consumers(root, top=20, depth=2)
@@ -101,29 +116,47 @@ def test_biggest_consumers_are_ordered_and_agree_with_du(tmp_path: Path) -> None
 
 def test_checkpoints_are_found_with_sizes_and_ages(tmp_path: Path) -> None:
     now = 1_700_000_000.0
-    made = {"run1/step100.pt": (1000, 40), "run1/step200.pt": (1500, 10),
-            "run2/model.safetensors": (3000, 2), "run2/sub/last.ckpt": (500, 0),
-            "run2/pytorch_model.bin": (700, 1)}
+    made = {
+        "run1/step100.pt": (1000, 40),
+        "run1/step200.pt": (1500, 10),
+        "run2/model.safetensors": (3000, 2),
+        "run2/sub/last.ckpt": (500, 0),
+        "run2/pytorch_model.bin": (700, 1),
+    }
     for rel, (size, age_days) in made.items():
         path = write(tmp_path / rel, size)
         os.utime(path, (now - age_days * DAY_S - 60, now - age_days * DAY_S - 60))
     write(tmp_path / "run1" / "notes.txt", 99)
     write(tmp_path / "run1" / "data.bin", 99)  # .bin only counts as pytorch_model*.bin
     found = find_checkpoints(tmp_path, now=now)
-    assert found["path"].tolist() == ["run2/model.safetensors", "run1/step200.pt",
-                                      "run1/step100.pt", "run2/pytorch_model.bin",
-                                      "run2/sub/last.ckpt"]
+    assert found["path"].tolist() == [
+        "run2/model.safetensors",
+        "run1/step200.pt",
+        "run1/step100.pt",
+        "run2/pytorch_model.bin",
+        "run2/sub/last.ckpt",
+    ]
     assert dict(zip(found["path"], found["age_days"])) == {k: v[1] for k, v in made.items()}
     assert set(found["owner"]) == {owner_name(os.getuid())}
     mine = checkpoints_by_owner(found).iloc[0]
-    assert (mine["files"], mine["size_bytes"], mine["oldest_age_days"],
-            mine["newest_age_days"]) == (5, 6700, 40, 0)
+    assert (
+        mine["files"],
+        mine["size_bytes"],
+        mine["oldest_age_days"],
+        mine["newest_age_days"],
+    ) == (5, 6700, 40, 0)
 
 
 def test_checkpoints_are_summed_per_owner_biggest_first() -> None:
-    found = pd.DataFrame({"path": ["a", "b", "c", "d"], "owner": ["ann", "bob", "ann", "cy"],
-                          "size_bytes": [10, 25, 20, 1], "allocated_bytes": [4096] * 4,
-                          "age_days": [3, 9, 30, 0]})
+    found = pd.DataFrame(
+        {
+            "path": ["a", "b", "c", "d"],
+            "owner": ["ann", "bob", "ann", "cy"],
+            "size_bytes": [10, 25, 20, 1],
+            "allocated_bytes": [4096] * 4,
+            "age_days": [3, 9, 30, 0],
+        }
+    )
     per_owner = checkpoints_by_owner(found)
     assert per_owner["owner"].tolist() == ["ann", "bob", "cy"]
     assert per_owner["size_bytes"].tolist() == [30, 25, 1]
@@ -157,11 +190,20 @@ def caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_cache_report_and_dry_run_list_everything_and_delete_nothing(caches: Path) -> None:
     before = listing(caches)
     report = cache_report().set_index("cache")
-    assert report["files"].to_dict() == {"pip": 2, "conda pkgs": 1, "huggingface hub": 1,
-                                         "huggingface datasets": 1, "torch": 1}
-    assert report["size_bytes"].to_dict() == {"pip": 500, "conda pkgs": 1000,
-                                              "huggingface hub": 5000,
-                                              "huggingface datasets": 50, "torch": 400}
+    assert report["files"].to_dict() == {
+        "pip": 2,
+        "conda pkgs": 1,
+        "huggingface hub": 1,
+        "huggingface datasets": 1,
+        "torch": 1,
+    }
+    assert report["size_bytes"].to_dict() == {
+        "pip": 500,
+        "conda pkgs": 1000,
+        "huggingface hub": 5000,
+        "huggingface datasets": 50,
+        "torch": 400,
+    }
     assert report.loc["pip", "found_by"] == "$PIP_CACHE_DIR"
     plan = cache_cleanup_plan()
     assert len(plan.frame) == len(plan.paths) == 6
@@ -177,8 +219,10 @@ def test_apply_deletes_only_inside_its_root_and_refuses_the_rest(caches: Path) -
         apply_cleanup(plan, caches / "pip")
     assert listing(caches) == before, "a refused plan must delete nothing"
     assert apply_cleanup(plan, caches) == 6
-    assert all(not any(Path(d).iterdir()) for d in
-               [caches / "pip", caches / "conda" / "pkgs", caches / "hf" / "hub"])
+    assert all(
+        not any(Path(d).iterdir())
+        for d in [caches / "pip", caches / "conda" / "pkgs", caches / "hf" / "hub"]
+    )
     assert (caches / "torch").is_dir() and (caches / "pip").is_dir()
 
 
@@ -224,7 +268,8 @@ def test_copies_go_only_to_new_places_inside_the_workspace(copied: Path, tmp_pat
 
 
 def test_a_copy_racing_another_keeps_the_other_and_leaves_nothing_partial(
-        copied: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copied: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import iolab.storage.hygiene_checksums as checksums
 
     destination = copied.parent.parent / "second"
@@ -290,15 +335,23 @@ def run_cli(*argv: str) -> None:
     assert args.func(args) == 0
 
 
-def test_cli_actions_print_their_tables(sized_tree: Path, caches: Path, capsys,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_actions_print_their_tables(
+    sized_tree: Path, caches: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", os.pathsep.join([os.environ["PATH"], "/usr/bin", "/bin"]))
     write(sized_tree / "ckpt" / "model.pt", 123)
     for action in ("df", "usage", "du", "checkpoints", "tmpdir"):
         run_cli(action, "--data", str(sized_tree))
     run_cli("caches")
     out = capsys.readouterr().out
-    for expected in ("inodes_total", "would_allocate_bytes", "du_allocated_bytes", "ckpt/model.pt",
-                     "tempfile.gettempdir()", "pip cache purge", "dry run, nothing was deleted"):
+    for expected in (
+        "inodes_total",
+        "would_allocate_bytes",
+        "du_allocated_bytes",
+        "ckpt/model.pt",
+        "tempfile.gettempdir()",
+        "pip cache purge",
+        "dry run, nothing was deleted",
+    ):
         assert expected in out
     assert (caches / "pip" / "wheels" / "a.whl").is_file()

@@ -20,8 +20,12 @@ def test_the_run_and_its_subprocesses_use_a_temporary_workspace(tmp_path_factory
     run_workspace = workdir()
     assert run_workspace != CHECKOUT_WORKSPACE.resolve()
     assert tmp_path_factory.getbasetemp().resolve() in run_workspace.parents
-    child = subprocess.run([sys.executable, "-c", "from iolab.core.workspace import workdir; "
-                            "print(workdir())"], capture_output=True, text=True, check=True)
+    child = subprocess.run(
+        [sys.executable, "-c", "from iolab.core.workspace import workdir; print(workdir())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert child.stdout.strip() == str(run_workspace)
 
 
@@ -54,8 +58,9 @@ def test_compute_node_is_inside_a_job() -> None:
     assert on_compute_node()
 
 
-def test_full_disk_is_refused_for_space_and_for_inodes(full_disk: os.statvfs_result,
-                                                       tmp_path: Path) -> None:
+def test_full_disk_is_refused_for_space_and_for_inodes(
+    full_disk: os.statvfs_result, tmp_path: Path
+) -> None:
     assert os.statvfs(tmp_path) == full_disk
     with pytest.raises(LabError, match="not enough free space"):
         check_capacity(tmp_path, 1, 0)

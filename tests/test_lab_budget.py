@@ -15,8 +15,14 @@ import pytest
 
 from iolab.core.workspace import WorkspaceEntry, ensure_writable_dir, repo_root
 from iolab.measure.footprint import Footprint, PhaseSampler, footprint
-from iolab.measure.lab_budget import (BUDGET_ENV, RECORDED, LabBudget, budget_frame,
-                                      duration_text, load_budget)
+from iolab.measure.lab_budget import (
+    BUDGET_ENV,
+    RECORDED,
+    LabBudget,
+    budget_frame,
+    duration_text,
+    load_budget,
+)
 from iolab.pages import missing, notebooks
 
 
@@ -67,8 +73,9 @@ def test_a_peak_inside_a_phase_is_caught_and_the_end_measured(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_make_lab_records_one_phase_per_notebook_saved_as_it_ends(workspace: Path,
-                                                                   monkeypatch) -> None:
+def test_make_lab_records_one_phase_per_notebook_saved_as_it_ends(
+    workspace: Path, monkeypatch
+) -> None:
     """execute_notebooks with a budget: every notebook a phase, a failed one marked so, and
     the file on disk complete after each phase (the budget page reads it before the end)."""
     stems = [p.stem for p in sorted((repo_root() / "notebooks").glob("*.ipynb"))]
@@ -95,8 +102,10 @@ def test_make_lab_records_one_phase_per_notebook_saved_as_it_ends(workspace: Pat
     assert [p["name"] for p in recorded["phases"]] == stems
     statuses = {p["name"]: p["status"] for p in recorded["phases"]}
     assert statuses.pop(stems[1]) == "failed" and set(statuses.values()) == {"done"}
-    third = recorded["phases"][2]["end"]["workspace"]["bytes"] - \
-        recorded["phases"][2]["start"]["workspace"]["bytes"]
+    third = (
+        recorded["phases"][2]["end"]["workspace"]["bytes"]
+        - recorded["phases"][2]["start"]["workspace"]["bytes"]
+    )
     assert third == 2_000_000 + len("{}")  # its file and its executed copy, measured at its end
     monkeypatch.setenv(BUDGET_ENV, str(budget_file))
     again, this_run = load_budget()
@@ -106,10 +115,19 @@ def test_make_lab_records_one_phase_per_notebook_saved_as_it_ends(workspace: Pat
     assert frame.loc[2, "workspace_kept_MB"] == 2.0
 
 
-@pytest.mark.parametrize("seconds, text", [(None, "not recorded"), (0.4, "0 s"), (59.4, "59 s"),
-                                           (59.6, "1 min 0 s"), (138, "2 min 18 s"),
-                                           (3599.4, "59 min 59 s"), (3600, "1 h 0 min"),
-                                           (3780, "1 h 3 min")])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (None, "not recorded"),
+        (0.4, "0 s"),
+        (59.4, "59 s"),
+        (59.6, "1 min 0 s"),
+        (138, "2 min 18 s"),
+        (3599.4, "59 min 59 s"),
+        (3600, "1 h 0 min"),
+        (3780, "1 h 3 min"),
+    ],
+)
 def test_durations_read_as_a_person_says_them(seconds: float | None, text: str) -> None:
     assert duration_text(seconds) == text
 
@@ -128,8 +146,9 @@ def test_the_recorded_budget_is_a_whole_make_lab_run(monkeypatch) -> None:
 
 
 @pytest.mark.slow
-def test_the_ram_disk_column_counts_every_lab_folder_of_the_user_there(tmp_path: Path,
-                                                                        monkeypatch) -> None:
+def test_the_ram_disk_column_counts_every_lab_folder_of_the_user_there(
+    tmp_path: Path, monkeypatch
+) -> None:
     """/dev/shm holds the per-user place and the hidden scratch folders of short jobs (a
     copy of the dataset, a 128 MiB test file): both count; another name does not."""
     import getpass
@@ -154,9 +173,12 @@ def test_the_ram_disk_column_counts_every_lab_folder_of_the_user_there(tmp_path:
 def test_the_budget_names_the_missing_tools_then_packages(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    statuses = [SimpleNamespace(name="fio", state="missing"),
-                SimpleNamespace(name="strace", state="ok"),
-                SimpleNamespace(name="sshfs", state="unusable")]
-    monkeypatch.setattr(missing.importlib.util, "find_spec",
-                        lambda name: None if name == "torch" else object())
+    statuses = [
+        SimpleNamespace(name="fio", state="missing"),
+        SimpleNamespace(name="strace", state="ok"),
+        SimpleNamespace(name="sshfs", state="unusable"),
+    ]
+    monkeypatch.setattr(
+        missing.importlib.util, "find_spec", lambda name: None if name == "torch" else object()
+    )
     assert missing.missing_names(statuses) == ["fio", "sshfs", "torch"]

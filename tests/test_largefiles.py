@@ -12,19 +12,27 @@ from iolab.storage import largefiles
 
 
 def test_parse_dd_reads_the_closing_line() -> None:
-    stderr = ("64+0 records in\n64+0 records out\n"
-              "67108864 bytes (67 MB, 64 MiB) copied, 0.0382673 s, 1.8 GB/s\n")
+    stderr = (
+        "64+0 records in\n64+0 records out\n"
+        "67108864 bytes (67 MB, 64 MiB) copied, 0.0382673 s, 1.8 GB/s\n"
+    )
     assert largefiles.parse_dd(stderr) == (67108864, 0.0382673)
     with pytest.raises(LabError, match="could not read dd's summary"):
         largefiles.parse_dd("dd: something else\n")
 
 
 @pytest.mark.usefixtures("login_node")
-@pytest.mark.parametrize("size,message", [(0, "at least 1 MiB"),
-                                          (1025, "1025 MiB > 1024 MiB"),
-                                          (50 * 1024, "too big for a shared login node")])
-def test_sizes_beyond_a_login_node_budget_are_refused(tmp_path: Path, size: int,
-                                                      message: str) -> None:
+@pytest.mark.parametrize(
+    "size,message",
+    [
+        (0, "at least 1 MiB"),
+        (1025, "1025 MiB > 1024 MiB"),
+        (50 * 1024, "too big for a shared login node"),
+    ],
+)
+def test_sizes_beyond_a_login_node_budget_are_refused(
+    tmp_path: Path, size: int, message: str
+) -> None:
     with pytest.raises(LabError, match=message):
         largefiles.dd_write_variants(tmp_path, size)
     assert list(tmp_path.iterdir()) == []
@@ -52,8 +60,11 @@ def test_too_little_free_space_is_refused_before_writing(tmp_path: Path) -> None
 
 def test_dd_variants_measure_every_variant_and_delete_their_files(tmp_path: Path) -> None:
     writes = largefiles.dd_write_variants(tmp_path, 4, repeats=2, direct=False)
-    assert set(writes["variant"]) == {"zeros, buffered (no flush)", "zeros, conv=fdatasync",
-                                      "random data, conv=fdatasync"}
+    assert set(writes["variant"]) == {
+        "zeros, buffered (no flush)",
+        "zeros, conv=fdatasync",
+        "random data, conv=fdatasync",
+    }
     assert len(writes) == 6 and (writes["MB_per_s"] > 0).all()
     assert list(tmp_path.iterdir()) == []
 

@@ -184,7 +184,9 @@ def test_a_directory_without_the_marker_is_left_untouched_for_a_private_one(plac
     assert not fresh.exists()
     assert listing(tmp.path) == ["precious.txt"]
     assert by_name(discover_locations())["tmp"].o_direct is not None
-    assert [p.name for p in places["tmp"].iterdir()] == [tmp.path.name]  # the probe's own folder is gone again
+    assert [p.name for p in places["tmp"].iterdir()] == [
+        tmp.path.name
+    ]  # the probe's own folder is gone again
 
 
 def test_a_symlink_in_place_of_the_user_dir_is_never_followed(places, tmp_path):
@@ -215,7 +217,11 @@ def test_cli_json_prints_one_array(places, tmp_path):
     extra.mkdir()
     proc = subprocess.run(
         [sys.executable, "-m", "iolab", "locations", "--json", "--add", str(extra)],
-        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     records = json.loads(proc.stdout)

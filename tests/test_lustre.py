@@ -17,8 +17,13 @@ from iolab.cli.lustre import setup_parser
 from iolab.core.errors import LabError
 from iolab.core.workspace import workdir
 from iolab.hpc import lustre
-from iolab.hpc.lustre_parse import (parse_dir_default, parse_getstripe, parse_getstripe_many,
-                                    parse_getstripe_yaml, parse_lfs_df)
+from iolab.hpc.lustre_parse import (
+    parse_dir_default,
+    parse_getstripe,
+    parse_getstripe_many,
+    parse_getstripe_yaml,
+    parse_lfs_df,
+)
 from iolab.hpc.stripes import Component
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,11 +41,23 @@ def real(name: str) -> str:
 
 
 def extents(layout) -> list[tuple]:
-    return [(c.start, c.end, c.stripe_count, c.stripe_size, c.pattern, c.stripe_offset, c.osts,
-             c.instantiated) for c in layout.components]
+    return [
+        (
+            c.start,
+            c.end,
+            c.stripe_count,
+            c.stripe_size,
+            c.pattern,
+            c.stripe_offset,
+            c.osts,
+            c.instantiated,
+        )
+        for c in layout.components
+    ]
 
 
 # --- recorded here (tests/fixtures/lustre, sources in SOURCES.md) ---------------------------
+
 
 def test_plain_numeric_pattern_tab_table_uaf() -> None:
     layout = parse_getstripe(fixture("getstripe_plain_numeric_tabs_uaf.txt"))
@@ -56,16 +73,19 @@ def test_plain_one_stripe_hex_group_sdsc() -> None:
 
 def test_directory_default_with_named_pattern_sdsc() -> None:
     text = fixture("getstripe_dir_default_raid0_sdsc.txt")
-    assert parse_dir_default(text) == Component(0, None, MIB, 4, (), "raid0", -1,
-                                                instantiated=False)
+    assert parse_dir_default(text) == Component(
+        0, None, MIB, 4, (), "raid0", -1, instantiated=False
+    )
     assert list(parse_getstripe_many(text)) == ["striped/"]
 
 
 def test_composite_directory_default_with_data_on_mdt_lustre_demo() -> None:
     layout = parse_getstripe(fixture("getstripe_pfl_dir_default_dom_lustre-demo.txt"))
     assert layout.path == "testdir1" and layout.composite
-    assert extents(layout) == [(0, 65536, 0, 65536, "mdt", -1, (), False),
-                               (65536, None, -1, MIB, "raid0", -1, (), False)]
+    assert extents(layout) == [
+        (0, 65536, 0, 65536, "mdt", -1, (), False),
+        (65536, None, -1, MIB, "raid0", -1, (), False),
+    ]
     assert [c.component_id for c in layout.components] == [None, None]  # lcme_id: N/A
     with pytest.raises(LabError, match="parse_getstripe"):
         parse_dir_default(fixture("getstripe_pfl_dir_default_dom_lustre-demo.txt"))
@@ -86,8 +106,12 @@ def test_yaml_pfl_with_self_extending_component_plotter() -> None:
 
 def test_lfs_df_human_readable_lustre_vagrant() -> None:
     frame = parse_lfs_df(fixture("lfs_df_h_lustre-vagrant.txt"))
-    assert frame["target"].tolist() == ["users-MDT0000_UUID", "users-OST0000_UUID",
-                                        "users-OST0001_UUID", "filesystem_summary"]
+    assert frame["target"].tolist() == [
+        "users-MDT0000_UUID",
+        "users-OST0000_UUID",
+        "users-OST0001_UUID",
+        "filesystem_summary",
+    ]
     assert frame["kind"].tolist() == ["MDT", "OST", "OST", "summary"]
     assert frame["index"].iloc[:3].tolist() == [0, 0, 1]
     assert frame["used_pct"].tolist() == [1, 25, 1, 13]
@@ -98,6 +122,7 @@ def test_lfs_df_human_readable_lustre_vagrant() -> None:
 
 
 # --- real outputs (tests/fixtures/real-outputs/MANIFEST.md) ---------------------------------
+
 
 def test_real_a1_csc_spaces() -> None:
     layout = parse_getstripe(real("getstripe_raid0_4stripes_csc.txt"))
@@ -119,15 +144,15 @@ def test_real_a3_abci_numeric_pattern() -> None:
 
 def test_real_a4_lumi_one_line_default() -> None:
     assert parse_dir_default(real("getstripe_dir_default_d_lumi.txt")) == Component(
-        0, None, MIB, 1, (), "raid0", -1, instantiated=False)
+        0, None, MIB, 1, (), "raid0", -1, instantiated=False
+    )
 
 
 def test_real_a5_directory_listing_two_records() -> None:
     layouts = parse_getstripe_many(real("getstripe_dir_listing_empty_pattern_charmedhpc.txt"))
     assert list(layouts) == ["/mnt/lustre", "/mnt/lustre/afile"]
     assert extents(layouts["/mnt/lustre"]) == [(0, None, 1, 4 * MIB, "raid0", -1, (), False)]
-    assert extents(layouts["/mnt/lustre/afile"]) == [(0, None, 1, 4 * MIB, "raid0", 1, (1,),
-                                                      True)]
+    assert extents(layouts["/mnt/lustre/afile"]) == [(0, None, 1, 4 * MIB, "raid0", 1, (1,), True)]
     with pytest.raises(LabError, match="parse_getstripe_many"):
         parse_getstripe(real("getstripe_dir_listing_empty_pattern_charmedhpc.txt"))
 
@@ -146,15 +171,16 @@ def test_real_a6_pfl_composite_manual() -> None:
 def test_real_a7_data_on_mdt_manual() -> None:
     layout = parse_getstripe(real("getstripe_dom_mdt_manual.txt"))
     assert layout.path == "/mnt/lustre/domfile"
-    assert extents(layout) == [(0, MIB, 0, MIB, "mdt", 2, (), True),
-                               (MIB, None, 2, 4 * MIB, "raid0", 0, (0, 1), True)]
+    assert extents(layout) == [
+        (0, MIB, 0, MIB, "mdt", 2, (), True),
+        (MIB, None, 2, 4 * MIB, "raid0", 0, (0, 1), True),
+    ]
 
 
 def test_real_a8_yaml_plain() -> None:
     layout = parse_getstripe_yaml(real("getstripe_yaml_plain_plotter.yaml"))
     assert not layout.composite
-    assert extents(layout) == [(0, None, 8, 2 * MIB, "raid0", 5, (5, 7, 0, 3, 1, 4, 6, 2),
-                                True)]
+    assert extents(layout) == [(0, None, 8, 2 * MIB, "raid0", 5, (5, 7, 0, 3, 1, 4, 6, 2), True)]
 
 
 def test_real_a9_yaml_pfl_only_first_instantiated() -> None:
@@ -173,7 +199,10 @@ def test_real_a10_yaml_overstriped_keeps_repeated_osts() -> None:
     (component,) = layout.components
     assert layout.composite and component.component_id == 65537
     assert (component.stripe_count, component.pattern, component.pool) == (
-        20, "raid0,overstriped", "disk")
+        20,
+        "raid0,overstriped",
+        "disk",
+    )
     assert component.osts == (1, 0) * 10
 
 
@@ -187,9 +216,13 @@ def test_csc_excerpt_is_refused_unless_partial() -> None:
 
 def test_real_b1_lfs_df_demo() -> None:
     frame = parse_lfs_df(real("lfs_df_lustre-demo.txt"))
-    kib = [[41699840, 3840, 41693952], [50019328, 3584, 50013696],
-           [98706432, 5615616, 93088768], [100038656, 3591168, 96445440],
-           [198745088, 9206784, 189534208]]
+    kib = [
+        [41699840, 3840, 41693952],
+        [50019328, 3584, 50013696],
+        [98706432, 5615616, 93088768],
+        [100038656, 3591168, 96445440],
+        [198745088, 9206784, 189534208],
+    ]
     columns = ["total_bytes", "used_bytes", "available_bytes"]
     assert frame[columns].values.tolist() == [[v * 1024 for v in row] for row in kib]
     assert frame["kind"].tolist() == ["MDT", "MDT", "OST", "OST", "summary"]
@@ -204,16 +237,23 @@ def test_real_b2_lfs_df_four_file_systems() -> None:
     assert len(targets) == 340 and (frame["kind"] == "summary").sum() == 4
     assert (targets["kind"] == "MDT").sum() == 8 and (targets["kind"] == "OST").sum() == 332
     osts = targets[targets["kind"] == "OST"].groupby("fs_name")["index"]
-    assert osts.count().to_dict() == {"snx11025": 24, "snx11035": 24, "snx11036": 36,
-                                      "snx11168": 248}
-    assert osts.max().to_dict() == {"snx11025": 23, "snx11035": 23, "snx11036": 35,
-                                    "snx11168": 247}
+    assert osts.count().to_dict() == {
+        "snx11025": 24,
+        "snx11035": 24,
+        "snx11036": 36,
+        "snx11168": 248,
+    }
+    assert osts.max().to_dict() == {"snx11025": 23, "snx11035": 23, "snx11036": 35, "snx11168": 247}
     summary = frame[frame["kind"] == "summary"].set_index("mount")
-    assert summary.loc["/global/cscratch1", ["total_bytes", "used_bytes", "available_bytes"]
-                       ].tolist() == [v * 1024 for v in (29763608416864, 13195383146952,
-                                                         16238309957828)]
-    assert summary["used_pct"].to_dict() == {"/scratch2": 74, "/scratch3": 76,
-                                             "/global/cscratch1": 45, "/scratch1": 72}
+    assert summary.loc[
+        "/global/cscratch1", ["total_bytes", "used_bytes", "available_bytes"]
+    ].tolist() == [v * 1024 for v in (29763608416864, 13195383146952, 16238309957828)]
+    assert summary["used_pct"].to_dict() == {
+        "/scratch2": 74,
+        "/scratch3": 76,
+        "/global/cscratch1": 45,
+        "/scratch1": 72,
+    }
     for fs_name, group in targets[targets["kind"] == "OST"].groupby("fs_name"):
         total = frame[(frame["kind"] == "summary") & (frame["fs_name"] == fs_name)]
         assert group["available_bytes"].sum() == total["available_bytes"].item()
@@ -227,14 +267,20 @@ def test_real_b3_lfs_df_inodes_as_printed() -> None:
     frame = parse_lfs_df(real("lfs_df_i_manual.txt"))
     assert "total_bytes" not in frame
     assert frame[["total_inodes", "used_inodes", "free_inodes", "used_pct"]].values.tolist() == [
-        [1910263, 1910263, 0, 100], [947456, 360059, 587397, 89], [948864, 233748, 715116, 91],
-        [947456, 549961, 397495, 89], [1426144, 477595, 948549, 95],
-        [1426080, 465248, 1420832, 57], [1910263, 1910263, 0, 100]]
+        [1910263, 1910263, 0, 100],
+        [947456, 360059, 587397, 89],
+        [948864, 233748, 715116, 91],
+        [947456, 549961, 397495, 89],
+        [1426144, 477595, 948549, 95],
+        [1426080, 465248, 1420832, 57],
+        [1910263, 1910263, 0, 100],
+    ]
     assert frame["index"].iloc[:6].tolist() == [0, 0, 1, 2, 3, 4]
     assert frame["mount"].iloc[0] == "/myth" and frame["kind"].iloc[-1] == "summary"
 
 
 # --- bad input ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("text", ["", "hello world\nthis is not lfs output\n", "{}"])
 def test_garbage_getstripe_text_is_one_clear_error(text: str) -> None:
@@ -262,17 +308,21 @@ def test_garbage_lfs_df_is_one_clear_error() -> None:
     with pytest.raises(LabError, match="no MDT or OST rows"):
         parse_lfs_df("UUID 1K-blocks Used Available Use% Mounted on\n")
     with pytest.raises(LabError, match="run `lfs df -i` without -h"):
-        parse_lfs_df("UUID Inodes IUsed IFree IUse% Mounted on\n"
-                     "fs-MDT0000_UUID 1.2M 3.0K 1.2M 1% /fs[MDT:0]\n")
+        parse_lfs_df(
+            "UUID Inodes IUsed IFree IUse% Mounted on\n"
+            "fs-MDT0000_UUID 1.2M 3.0K 1.2M 1% /fs[MDT:0]\n"
+        )
 
 
 # --- detection on this machine -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("where", [Path("/"), workdir()])
 def test_detection_matches_stat_and_mount_table(where: Path) -> None:
     where.mkdir(parents=True, exist_ok=True)
-    expected = subprocess.run(["stat", "-f", "-c", "%t", str(where)], capture_output=True,
-                              text=True, check=True).stdout.strip()
+    expected = subprocess.run(
+        ["stat", "-f", "-c", "%t", str(where)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert lustre.statfs_magic(where) == int(expected, 16)
     status = lustre.lustre_status(where)
     assert status.magic_hex == hex(int(expected, 16))
@@ -292,58 +342,122 @@ def test_wrappers_refuse_off_lustre() -> None:
     where.mkdir(parents=True, exist_ok=True)
     if lustre.is_lustre(where):
         pytest.skip("the workspace is on Lustre here")
-    for call in (lambda: lustre.getstripe(where), lambda: lustre.lfs_df(where),
-                 lambda: lustre.getstripe_dir_default(where),
-                 lambda: lustre.setstripe(where / "new", count=2)):
+    for call in (
+        lambda: lustre.getstripe(where),
+        lambda: lustre.lfs_df(where),
+        lambda: lustre.getstripe_dir_default(where),
+        lambda: lustre.setstripe(where / "new", count=2),
+    ):
         with pytest.raises(LabError, match="not Lustre"):
             call()
 
 
 # --- the setstripe argv builder --------------------------------------------------------------
 
+
 def test_setstripe_plain_argv() -> None:
     assert lustre.setstripe_command("dir", count=4, size=MIB) == [
-        "lfs", "setstripe", "-c", "4", "-S", "1048576", "dir"]
+        "lfs",
+        "setstripe",
+        "-c",
+        "4",
+        "-S",
+        "1048576",
+        "dir",
+    ]
     assert lustre.setstripe_command("f", size=MIB, index=10, count=4, pool="flash") == [
-        "lfs", "setstripe", "-c", "4", "-S", "1048576", "-i", "10", "-p", "flash", "f"]
+        "lfs",
+        "setstripe",
+        "-c",
+        "4",
+        "-S",
+        "1048576",
+        "-i",
+        "10",
+        "-p",
+        "flash",
+        "f",
+    ]
     assert lustre.setstripe_command("f", ost_list=[1, 2, 3, 7]) == [
-        "lfs", "setstripe", "-o", "1,2,3,7", "f"]
+        "lfs",
+        "setstripe",
+        "-o",
+        "1,2,3,7",
+        "f",
+    ]
 
 
 def test_setstripe_pfl_argv() -> None:
-    argv = lustre.setstripe_command("f", components=[
-        (4 * MIB, 1, MIB), {"end": 64 * MIB, "count": 4}, {"end": None, "count": -1}])
-    assert argv == ["lfs", "setstripe", "-E", "4194304", "-c", "1", "-S", "1048576",
-                    "-E", "67108864", "-c", "4", "-E", "-1", "-c", "-1", "f"]
-    argv = lustre.setstripe_command("f", components=[{"end": MIB, "layout": "mdt"},
-                                                     {"end": -1, "size": 4 * MIB, "count": -1}])
-    assert argv == ["lfs", "setstripe", "-E", "1048576", "-L", "mdt",
-                    "-E", "-1", "-c", "-1", "-S", "4194304", "f"]
+    argv = lustre.setstripe_command(
+        "f",
+        components=[(4 * MIB, 1, MIB), {"end": 64 * MIB, "count": 4}, {"end": None, "count": -1}],
+    )
+    assert argv == [
+        "lfs",
+        "setstripe",
+        "-E",
+        "4194304",
+        "-c",
+        "1",
+        "-S",
+        "1048576",
+        "-E",
+        "67108864",
+        "-c",
+        "4",
+        "-E",
+        "-1",
+        "-c",
+        "-1",
+        "f",
+    ]
+    argv = lustre.setstripe_command(
+        "f", components=[{"end": MIB, "layout": "mdt"}, {"end": -1, "size": 4 * MIB, "count": -1}]
+    )
+    assert argv == [
+        "lfs",
+        "setstripe",
+        "-E",
+        "1048576",
+        "-L",
+        "mdt",
+        "-E",
+        "-1",
+        "-c",
+        "-1",
+        "-S",
+        "4194304",
+        "f",
+    ]
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"size": 100_000}, "not a positive multiple of 64 KiB"),
-    ({"size": 0}, "not a positive multiple of 64 KiB"),
-    ({"count": -2}, "below -1"),
-    ({"count": 2.5}, "whole number"),
-    ({"index": -3}, "below -1"),
-    ({"count": 3, "ost_list": [1, 2]}, "differs from the 2 OSTs"),
-    ({"pool": "two words"}, "non-empty word"),
-    ({}, "give at least one"),
-    ({"count": 2, "components": [(MIB, 1, MIB)]}, "not both"),
-    ({"components": []}, "components is empty"),
-    ({"components": [(8 * MIB, 1, MIB), (4 * MIB, 2, MIB)]}, "component ends must increase"),
-    ({"components": [(None, 1, MIB), (8 * MIB, 2, MIB)]}, "only the last component"),
-    ({"components": [(3 * MIB, 1, 2 * MIB)]}, "not a multiple of its stripe size"),
-    ({"components": [{"end": MIB, "layout": "mdt", "count": 1}]}, "takes no stripe count"),
-    ({"components": [{"count": 1}]}, "needs an 'end'"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"size": 100_000}, "not a positive multiple of 64 KiB"),
+        ({"size": 0}, "not a positive multiple of 64 KiB"),
+        ({"count": -2}, "below -1"),
+        ({"count": 2.5}, "whole number"),
+        ({"index": -3}, "below -1"),
+        ({"count": 3, "ost_list": [1, 2]}, "differs from the 2 OSTs"),
+        ({"pool": "two words"}, "non-empty word"),
+        ({}, "give at least one"),
+        ({"count": 2, "components": [(MIB, 1, MIB)]}, "not both"),
+        ({"components": []}, "components is empty"),
+        ({"components": [(8 * MIB, 1, MIB), (4 * MIB, 2, MIB)]}, "component ends must increase"),
+        ({"components": [(None, 1, MIB), (8 * MIB, 2, MIB)]}, "only the last component"),
+        ({"components": [(3 * MIB, 1, 2 * MIB)]}, "not a multiple of its stripe size"),
+        ({"components": [{"end": MIB, "layout": "mdt", "count": 1}]}, "takes no stripe count"),
+        ({"components": [{"count": 1}]}, "needs an 'end'"),
+    ],
+)
 def test_setstripe_validation_messages(options: dict, message: str) -> None:
     with pytest.raises(LabError, match=message):
         lustre.setstripe_command("f", **options)
 
 
 # --- the command line -----------------------------------------------------------------------
+
 
 def run_cli(argv: list[str], capsys, stdin: str | None = None, monkeypatch=None) -> str:
     parser = argparse.ArgumentParser()
@@ -362,12 +476,17 @@ def test_cli_status_on_the_workspace(capsys) -> None:
 
 
 def test_cli_getstripe_from_file_and_stdin(capsys, monkeypatch) -> None:
-    out = run_cli(["lustre", "getstripe", str(FIXTURES / "getstripe_yaml_pfl_extension_plotter"
-                                                         ".yaml")], capsys)
+    out = run_cli(
+        ["lustre", "getstripe", str(FIXTURES / "getstripe_yaml_pfl_extension_plotter.yaml")], capsys
+    )
     lines = out.splitlines()
     assert len(lines) == 2 + 3 and "EOF" in lines[-1] and "0,1" in lines[2]
-    out = run_cli(["lustre", "getstripe", "-"], capsys,
-                  stdin=fixture("getstripe_plain_numeric_tabs_uaf.txt"), monkeypatch=monkeypatch)
+    out = run_cli(
+        ["lustre", "getstripe", "-"],
+        capsys,
+        stdin=fixture("getstripe_plain_numeric_tabs_uaf.txt"),
+        monkeypatch=monkeypatch,
+    )
     assert "1,6,11" in out and "1048576" in out
 
 

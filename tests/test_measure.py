@@ -128,8 +128,13 @@ def file_on_disk(tmp_path):
 
 
 def test_cold_runs_prove_their_input_was_evicted(file_on_disk):
-    m = time_command(["cat", str(file_on_disk)], repeats=3, warmup=0, cache_state="cold",
-                     before_each=lambda: evict(file_on_disk))
+    m = time_command(
+        ["cat", str(file_on_disk)],
+        repeats=3,
+        warmup=0,
+        cache_state="cold",
+        before_each=lambda: evict(file_on_disk),
+    )
     assert len(m.prepared) == 3 and all(isinstance(p, Eviction) for p in m.prepared)
     assert len(m.resident_pct_before) == 3
     assert all(pct <= 5 for pct in m.resident_pct_before)
@@ -142,8 +147,12 @@ def test_cold_runs_prove_their_input_was_evicted(file_on_disk):
 
 def test_before_each_runs_only_before_timed_repeats():
     calls = []
-    m = time_command([PY, "-c", "pass"], repeats=2, warmup=1,
-                     before_each=lambda: calls.append("hook") or len(calls))
+    m = time_command(
+        [PY, "-c", "pass"],
+        repeats=2,
+        warmup=1,
+        before_each=lambda: calls.append("hook") or len(calls),
+    )
     assert calls == ["hook", "hook"] and m.prepared == [1, 2]
     # A hook that is not an eviction proves nothing about the cache.
     assert m.resident_pct_before == [None, None]
@@ -190,12 +199,14 @@ def test_to_markdown_formats_numbers_and_text():
             "mean": [2.4937, float("nan")],
         }
     )
-    assert to_markdown(df) == "\n".join([
-        "| label        |   rows | time_s | mean |",
-        "|--------------|-------:|-------:|-----:|",
-        "| files        | 175200 | 0.0523 | 2.49 |",
-        "| tar\\|archive |     24 |   12.3 |  n/a |",
-    ])
+    assert to_markdown(df) == "\n".join(
+        [
+            "| label        |   rows | time_s | mean |",
+            "|--------------|-------:|-------:|-----:|",
+            "| files        | 175200 | 0.0523 | 2.49 |",
+            "| tar\\|archive |     24 |   12.3 |  n/a |",
+        ]
+    )
     assert "0.05 |" in to_markdown(df, floatfmt=".2f")
 
 

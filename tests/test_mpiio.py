@@ -74,11 +74,15 @@ def test_hints_file_parsing_and_errors(tmp_path):
 
 
 def test_printed_hints_are_parsed():
-    text = ("key = cb_buffer_size            value = 1048576   \n"
-            "key = romio_filesystem_type     value = UFS: Generic ROMIO driver\n"
-            '{"mode": "collective"}\n')
+    text = (
+        "key = cb_buffer_size            value = 1048576   \n"
+        "key = romio_filesystem_type     value = UFS: Generic ROMIO driver\n"
+        '{"mode": "collective"}\n'
+    )
     assert mpiio.parse_printed_hints(text) == {
-        "cb_buffer_size": "1048576", "romio_filesystem_type": "UFS: Generic ROMIO driver"}
+        "cb_buffer_size": "1048576",
+        "romio_filesystem_type": "UFS: Generic ROMIO driver",
+    }
 
 
 def test_wrong_bytes_are_counted_from_the_file(tmp_path):
@@ -108,11 +112,15 @@ def test_demo_help_and_bad_hint():
     demo = str(ROOT / mpiio.DEMO)
     shown = subprocess.run([sys.executable, demo, "--help"], capture_output=True, text=True)
     assert shown.returncode == 0 and "--mode" in shown.stdout
-    bad = subprocess.run([sys.executable, demo, "--directory", "x", "--hint", "cb_nodes"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, demo, "--directory", "x", "--hint", "cb_nodes"],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode != 0
     assert bad.stderr.strip().splitlines() == [
-        "error: --hint 'cb_nodes' is not KEY=VALUE, e.g. --hint cb_nodes=2"]
+        "error: --hint 'cb_nodes' is not KEY=VALUE, e.g. --hint cb_nodes=2"
+    ]
 
 
 # --------------------------------------------------------------------------- with MPI
@@ -142,9 +150,24 @@ def test_every_byte_is_written_where_it_belongs(tmp_path, ranks, mode):
 @needs_mpi
 def test_demo_alone_prints_verified(tmp_path):
     proc = subprocess.run(
-        [mpiio.find_mpiexec(), "-n", "2", sys.executable, str(ROOT / mpiio.DEMO), "--directory",
-         str(tmp_path), "--mode", "independent", "--blocks-per-rank", "8", "--remove"],
-        capture_output=True, text=True, timeout=120)
+        [
+            mpiio.find_mpiexec(),
+            "-n",
+            "2",
+            sys.executable,
+            str(ROOT / mpiio.DEMO),
+            "--directory",
+            str(tmp_path),
+            "--mode",
+            "independent",
+            "--blocks-per-rank",
+            "8",
+            "--remove",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "verified" in proc.stdout and proc.stdout.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
@@ -156,8 +179,9 @@ def test_cb_nodes_needs_cb_config_list_on_one_node():
     alone = mpiio.run_demo(4, "collective", hints={"cb_nodes": "2"}, blocks_per_rank=8)
     assert alone.result["hints"]["cb_nodes"] == "1"
     assert alone.result["aggregators"] == [0]
-    both = mpiio.run_demo(4, "collective", hints={"cb_nodes": "2", "cb_config_list": "*:2"},
-                          blocks_per_rank=8)
+    both = mpiio.run_demo(
+        4, "collective", hints={"cb_nodes": "2", "cb_config_list": "*:2"}, blocks_per_rank=8
+    )
     assert both.result["hints"]["cb_nodes"] == "2"
     assert both.result["hints"]["cb_config_list"] == "*:2"
     assert both.result["aggregators"] == [0, 1]
@@ -166,12 +190,18 @@ def test_cb_nodes_needs_cb_config_list_on_one_node():
 @needs_mpi
 def test_hints_from_file_info_and_print_hints():
     example = ROOT / mpiio.EXAMPLE_HINTS_FILE
-    run = mpiio.run_demo(2, "collective", hints={"cb_buffer_size": "1048576"},
-                         hints_file=example, print_hints=True, blocks_per_rank=8)
+    run = mpiio.run_demo(
+        2,
+        "collective",
+        hints={"cb_buffer_size": "1048576"},
+        hints_file=example,
+        print_hints=True,
+        blocks_per_rank=8,
+    )
     back = run.result["hints"]
-    assert back["romio_ds_write"] == "disable"      # from the file
-    assert back["striping_unit"] == "1048576"       # echoed, though UFS ignores it
-    assert back["cb_buffer_size"] == "1048576"      # Info wins over the file's 4194304
+    assert back["romio_ds_write"] == "disable"  # from the file
+    assert back["striping_unit"] == "1048576"  # echoed, though UFS ignores it
+    assert back["cb_buffer_size"] == "1048576"  # Info wins over the file's 4194304
     assert run.printed_hints["cb_buffer_size"] == "1048576"
     assert run.printed_hints["romio_ds_write"] == "disable"
     table = mpiio.hints_frame(run).set_index("hint")
@@ -194,22 +224,44 @@ def test_syscall_counts_on_the_data_file(ranks):
     total = ranks * blocks * BLOCK
     runs = [
         mpiio.run_demo(ranks, "independent", blocks_per_rank=blocks, trace=True),
-        mpiio.run_demo(ranks, "independent", hints={"romio_ds_write": "disable"},
-                       blocks_per_rank=blocks, trace=True, label="no sieving"),
-        mpiio.run_demo(ranks, "collective", hints={"cb_buffer_size": str(256 * KIB)},
-                       blocks_per_rank=blocks, trace=True),
-        mpiio.run_demo(ranks, "collective", hints={"cb_buffer_size": str(256 * KIB),
-                                                   "cb_nodes": "2", "cb_config_list": "*:2"},
-                       blocks_per_rank=blocks, trace=True, label="2 aggregators"),
+        mpiio.run_demo(
+            ranks,
+            "independent",
+            hints={"romio_ds_write": "disable"},
+            blocks_per_rank=blocks,
+            trace=True,
+            label="no sieving",
+        ),
+        mpiio.run_demo(
+            ranks,
+            "collective",
+            hints={"cb_buffer_size": str(256 * KIB)},
+            blocks_per_rank=blocks,
+            trace=True,
+        ),
+        mpiio.run_demo(
+            ranks,
+            "collective",
+            hints={"cb_buffer_size": str(256 * KIB), "cb_nodes": "2", "cb_config_list": "*:2"},
+            blocks_per_rank=blocks,
+            trace=True,
+            label="2 aggregators",
+        ),
     ]
     table = mpiio.syscall_frame(runs).set_index("run")
     sieving, plain, collective, two = (table.iloc[i] for i in range(4))
-    assert sieving["data_write_calls"] == mpiio.sieving_writes(ranks, total) == ranks * total // (512 * KIB)
-    assert sieving["data_write_bytes"] > total          # windows are written back whole
+    assert (
+        sieving["data_write_calls"]
+        == mpiio.sieving_writes(ranks, total)
+        == ranks * total // (512 * KIB)
+    )
+    assert sieving["data_write_bytes"] > total  # windows are written back whole
     assert plain["data_write_calls"] == ranks * blocks
     assert plain["data_write_bytes"] == total
-    assert plain["data_read_calls"] == ranks            # read-back: one 4 MiB sieve window each
-    assert collective["data_write_calls"] == mpiio.collective_writes_one_aggregator(total, 256 * KIB)
+    assert plain["data_read_calls"] == ranks  # read-back: one 4 MiB sieve window each
+    assert collective["data_write_calls"] == mpiio.collective_writes_one_aggregator(
+        total, 256 * KIB
+    )
     assert collective["data_read_calls"] == collective["data_write_calls"]
     assert collective["writer_ranks"] == "0"
     assert two["writer_ranks"] == "0 1" == two["aggregators_reported"]
@@ -247,12 +299,18 @@ def _processes_mentioning(text: str) -> list[str]:
 @needs_mpi
 def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     workspace = tmp_path / "ws"
-    script = ("from iolab.hpc import mpiio;"
-              "from iolab.core.errors import run_cli; run_cli(lambda: mpiio.run_demo(4, 'independent', "
-              "hints={'romio_ds_write': 'disable'}, blocks_per_rank=16384) and 0)")
-    proc = subprocess.Popen([sys.executable, "-c", script], text=True,
-                            env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    script = (
+        "from iolab.hpc import mpiio;"
+        "from iolab.core.errors import run_cli; run_cli(lambda: mpiio.run_demo(4, 'independent', "
+        "hints={'romio_ds_write': 'disable'}, blocks_per_rank=16384) and 0)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        text=True,
+        env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not list(workspace.glob("tmp/mpiio-*/shared.dat")) and proc.poll() is None:
         assert time.monotonic() < deadline, "the demo never started writing"
@@ -266,9 +324,12 @@ def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     assert err.strip() == "interrupted: nothing half-written is kept."
     assert list(workspace.glob("tmp/mpiio-*")) == []
     assert _processes_mentioning(str(workspace)) == []
-    left = [name for name, inode in segments
-            if (Path(mpiio.SHARED_SEGMENT_DIR) / name).exists()
-            and (Path(mpiio.SHARED_SEGMENT_DIR) / name).stat().st_ino == inode]
+    left = [
+        name
+        for name, inode in segments
+        if (Path(mpiio.SHARED_SEGMENT_DIR) / name).exists()
+        and (Path(mpiio.SHARED_SEGMENT_DIR) / name).stat().st_ino == inode
+    ]
     assert left == [], f"the stopped run left MPICH's shared memory behind: {left}"
 
 
@@ -281,17 +342,25 @@ def test_the_notebooks_first_cell_leaves_no_shared_memory_when_its_kernel_is_sto
     import json
 
     cells = json.loads((ROOT / "notebooks" / "08-mpi-io.ipynb").read_text())["cells"]
-    setup = next("".join(cell["source"]) for cell in cells
-                 if cell["cell_type"] == "code" and "mpi_available" in "".join(cell["source"]))
-    program = ("import os\n" + setup
-               + "\nprint('PID', os.getpid(), flush=True)\nos._exit(0)\n")
-    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT / "notebooks",
-                          capture_output=True, text=True, timeout=120)
+    setup = next(
+        "".join(cell["source"])
+        for cell in cells
+        if cell["cell_type"] == "code" and "mpi_available" in "".join(cell["source"])
+    )
+    program = "import os\n" + setup + "\nprint('PID', os.getpid(), flush=True)\nos._exit(0)\n"
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=ROOT / "notebooks",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "MPICH" in done.stdout or "MPI" in done.stdout, done.stdout
     pid = int(done.stdout.split("PID")[1].split()[0])
-    left = [p for p in Path("/dev/shm").glob(f"mpich_shm_{pid:x}_*")
-            if p.stat().st_uid == os.getuid()]
+    left = [
+        p for p in Path("/dev/shm").glob(f"mpich_shm_{pid:x}_*") if p.stat().st_uid == os.getuid()
+    ]
     for segment in left:  # named after our own child's pid, owned by us: ours to remove
         segment.unlink()
     assert not left, f"the set-up cell left {left}"

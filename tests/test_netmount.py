@@ -73,8 +73,14 @@ def assert_cleaned_up(mount_point: Path, sshd_pid: int, workspace: Path) -> None
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "iolab", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "iolab", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @needs_sshfs
@@ -117,11 +123,18 @@ def test_a_mount_still_in_use_is_detached_lazily(export: Path, workspace: Path, 
 @needs_sshfs
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 @pytest.mark.slow
-def test_an_interrupted_program_leaves_no_mount_and_no_sshd(export: Path, workspace: Path,
-                                                            sig: signal.Signals):
+def test_an_interrupted_program_leaves_no_mount_and_no_sshd(
+    export: Path, workspace: Path, sig: signal.Signals
+):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "IOLAB_WORKDIR": str(workspace)}
-    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED_CHILD, str(export)], cwd=ROOT,
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_CHILD, str(export)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = child.stdout.readline()
         assert line.startswith("mounted "), line + child.stderr.read()
@@ -150,14 +163,16 @@ def test_cli_runs_the_command_on_the_mount(export: Path, workspace: Path):
 @pytest.mark.slow
 @needs_sshfs
 def test_cli_passes_the_exit_code_through(export: Path, workspace: Path):
-    proc = run_cli("over-sshfs", "--data", str(export), "--",
-                   "sh", "-c", "test -f {}/f.txt && exit 3")
+    proc = run_cli(
+        "over-sshfs", "--data", str(export), "--", "sh", "-c", "test -f {}/f.txt && exit 3"
+    )
     assert proc.returncode == 3, proc.stderr
     assert lab_leftovers() == []
 
 
-def test_status_names_the_missing_tool_and_the_package(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch):
+def test_status_names_the_missing_tool_and_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
@@ -169,8 +184,9 @@ def test_status_names_the_missing_tool_and_the_package(tmp_path: Path,
     assert "$HOME and scratch" in status.reason
 
 
-def test_without_sshfs_the_lab_says_why_in_one_sentence(export: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch):
+def test_without_sshfs_the_lab_says_why_in_one_sentence(
+    export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))

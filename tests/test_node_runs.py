@@ -16,8 +16,16 @@ import pytest
 
 from iolab.cli import main as cli_main
 from iolab.core.errors import LabError
-from iolab.hpc.node_runs import (TIMED, completed_runs, fio_tables, latest, mpiio_table,
-                                 stage_in_saving, stage_in_table, storm_table)
+from iolab.hpc.node_runs import (
+    TIMED,
+    completed_runs,
+    fio_tables,
+    latest,
+    mpiio_table,
+    stage_in_saving,
+    stage_in_table,
+    storm_table,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "reference" / "node-runs-recorded"
@@ -31,8 +39,12 @@ def runs():
 
 
 def test_the_recording_holds_the_four_scripts_on_two_nodes_of_one_machine(runs):
-    assert sorted(run.script for run in runs) == ["fio-node", "metadata-storm", "mpiio",
-                                                  "small-files-local"]
+    assert sorted(run.script for run in runs) == [
+        "fio-node",
+        "metadata-storm",
+        "mpiio",
+        "small-files-local",
+    ]
     for run in runs:
         assert run.nodes == ("n1", "n2") and run.machines == 1
         assert run.shares_one_machine
@@ -50,9 +62,13 @@ def test_stage_in_counts_once_per_node(runs):
     assert list(table["shared_files_opened"]) == [3, 3, 6]
     assert list(table["local_files_created"]) == [FILES + 3, FILES + 3, 2 * (FILES + 3)]
     assert not set(TIMED) & set(table.columns)  # one machine: no times
-    assert stage_in_saving(run) == {"nodes": 2, "tasks": 4, "shared_opens_staged": 6,
-                                    "shared_opens_per_task": 4 * FILES,
-                                    "files_per_task": FILES}
+    assert stage_in_saving(run) == {
+        "nodes": 2,
+        "tasks": 4,
+        "shared_opens_staged": 6,
+        "shared_opens_per_task": 4 * FILES,
+        "files_per_task": FILES,
+    }
 
 
 def test_mpiio_has_one_aggregator_per_node(runs):
@@ -62,7 +78,9 @@ def test_mpiio_has_one_aggregator_per_node(runs):
     assert set(table["ranks_per_node"]) == {"n1: 2, n2: 2"}
     assert table.loc["collective", "aggregators"] == "0 (n1) 2 (n2)"
     assert (table.loc["collective", "cb_nodes"], table.loc["collective", "cb_config_list"]) == (
-        "2", "*:1")
+        "2",
+        "*:1",
+    )
 
 
 def test_storm_counts_per_node_and_total(runs):
@@ -78,7 +96,8 @@ def test_storm_counts_per_node_and_total(runs):
 def test_fio_on_every_node_without_rates_from_one_machine(runs):
     per_node, total = fio_tables(latest(runs, "fio-node", min_nodes=2))
     assert per_node.groupby(["node", "location"]).size().to_dict() == {
-        (node, place): 6 for node in ("n1", "n2") for place in ("node-local", "scratch")}
+        (node, place): 6 for node in ("n1", "n2") for place in ("node-local", "scratch")
+    }
     assert set(total["nodes"]) == {2}
     assert not set(TIMED) & set(per_node.columns) | set(TIMED) & set(total.columns)
 
@@ -88,7 +107,7 @@ def test_rates_are_kept_from_separate_machines(runs, tmp_path):
     shutil.copytree(latest(runs, "fio-node").path, run_dir)
     facts = json.loads((run_dir / "job.json").read_text())
     (run_dir / "job.json").write_text(json.dumps({**facts, "machines": 2}))
-    run, = completed_runs(tmp_path)
+    (run,) = completed_runs(tmp_path)
     per_node, total = fio_tables(run)
     assert {"bw_MiB_per_s", "iops"} <= set(per_node.columns) & set(total.columns)
 
@@ -126,8 +145,11 @@ def test_the_command_prints_each_run_and_says_when_there_is_none(tmp_path, capsy
 
 def test_site_needs_a_make_lab_first(tmp_path, monkeypatch):
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "workspace"))
-    with pytest.raises(LabError, match=r"there is no site to add the runs to yet .* run "
-                                       r"`make lab` once first"):
+    with pytest.raises(
+        LabError,
+        match=r"there is no site to add the runs to yet .* run "
+        r"`make lab` once first",
+    ):
         cli_main(["node-runs", "--site"])
     with pytest.raises(LabError, match="--site shows the workspace's slurm-results/ only"):
         cli_main(["node-runs", "--site", "--results", str(tmp_path)])
@@ -145,8 +167,7 @@ def test_every_recorded_table_reads_back(runs):
 
 
 @pytest.mark.slow
-def test_one_command_puts_a_learners_own_cluster_runs_into_the_site(tmp_path, monkeypatch,
-                                                                     capsys):
+def test_one_command_puts_a_learners_own_cluster_runs_into_the_site(tmp_path, monkeypatch, capsys):
     """`node-runs --site`: the learner's jobs (here the recorded ones, as if from two
     separate machines of a cluster called mycluster) appear on the page of the site their
     last `make lab` built, with the rates that only separate machines give."""
@@ -158,7 +179,8 @@ def test_one_command_puts_a_learners_own_cluster_runs_into_the_site(tmp_path, mo
         shutil.copytree(run.path, own / run.path.name)
         facts = json.loads((run.path / "job.json").read_text())
         (own / run.path.name / "job.json").write_text(
-            json.dumps({**facts, "cluster": "mycluster", "machines": 2}))
+            json.dumps({**facts, "cluster": "mycluster", "machines": 2})
+        )
     (results_dir() / "notebooks").mkdir()  # what `make lab` executed (here: nothing)
     assert cli_main(["node-runs", "--site"]) == 0
     out = capsys.readouterr().out

@@ -38,8 +38,9 @@ def test_committed_notebook_is_a_complete_clean_run(path: Path) -> None:
     assert notebook.metadata["kernelspec"]["name"] == "python3"
     assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# ")
     cells = code_cells(notebook)
-    assert [cell.execution_count for cell in cells] == list(range(1, len(cells) + 1)), \
+    assert [cell.execution_count for cell in cells] == list(range(1, len(cells) + 1)), (
         "re-execute the notebook top to bottom (jupyter execute --inplace)"
+    )
     outputs = [output for cell in cells for output in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     checked = [cell for cell in cells if CHECK in cell.source.splitlines()]
@@ -52,8 +53,11 @@ def test_committed_notebook_is_a_complete_clean_run(path: Path) -> None:
 def truncated_copy(tmp_path: Path, mutate: bool) -> Path:
     """Notebook 01 up to its first checked cell, outside the checkout (iolab finds it itself)."""
     notebook = nbformat.read(ROOT / "notebooks/01-file-access.ipynb", as_version=4)
-    first_check = next(i for i, cell in enumerate(notebook.cells)
-                       if cell.cell_type == "code" and CHECK in cell.source)
+    first_check = next(
+        i
+        for i, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code" and CHECK in cell.source
+    )
     notebook.cells = copy.deepcopy(notebook.cells[: first_check + 1])
     if mutate:
         output = notebook.cells[-1].outputs[0]
@@ -70,9 +74,25 @@ def truncated_copy(tmp_path: Path, mutate: bool) -> Path:
 def test_nbval_fails_when_a_deterministic_output_changes(tmp_path: Path, mutate: bool) -> None:
     target = truncated_copy(tmp_path, mutate)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax",
-         "--nbval-current-env", "-c", os.devnull, "--rootdir", str(tmp_path), str(target)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--nbval-lax",
+            "--nbval-current-env",
+            "-c",
+            os.devnull,
+            "--rootdir",
+            str(tmp_path),
+            str(target),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if mutate:
         assert proc.returncode == 1, proc.stdout[-3000:]
         assert "files: 7301" in proc.stdout and "files: 7300" in proc.stdout
@@ -87,12 +107,19 @@ def test_a_notebook_runs_the_same_wherever_its_kernel_starts(kernel_dir: str) ->
     from nbclient import NotebookClient
 
     committed = nbformat.read(ROOT / "notebooks/01-file-access.ipynb", as_version=4)
-    first_check = next(i for i, cell in enumerate(committed.cells)
-                       if cell.cell_type == "code" and CHECK in cell.source)
+    first_check = next(
+        i
+        for i, cell in enumerate(committed.cells)
+        if cell.cell_type == "code" and CHECK in cell.source
+    )
     notebook = copy.deepcopy(committed)
     notebook.cells = notebook.cells[: first_check + 1]
-    NotebookClient(notebook, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / kernel_dir)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(ROOT / kernel_dir)}},
+    ).execute()
     text = lambda cell: "".join(o.get("text", "") for o in cell.outputs)  # noqa: E731
     assert text(notebook.cells[first_check]) == text(committed.cells[first_check])
     assert "files: 7300" in text(notebook.cells[first_check])
@@ -100,7 +127,8 @@ def test_a_notebook_runs_the_same_wherever_its_kernel_starts(kernel_dir: str) ->
 
 @pytest.mark.slow
 def test_notebook_09_without_pytorch_glues_every_figure_its_lesson_shows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A learner without PyTorch: the runs without a DataLoader are measured, the DataLoader
     rows are the recorded run and say so, and the lesson loses no figure and shows no nan."""
     import math
@@ -111,8 +139,9 @@ def test_notebook_09_without_pytorch_glues_every_figure_its_lesson_shows(
     blocker = tmp_path / "no-torch"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        filter(None, [str(blocker), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(blocker), os.environ.get("PYTHONPATH")]))
+    )
     executed = tmp_path / "09-dataloader.ipynb"
     execute_notebook(ROOT / "notebooks" / "09-dataloader.ipynb", executed)
 

@@ -23,11 +23,18 @@ from hypothesis import strategies as st
 
 from iolab.core import cleanup, owned
 from iolab.core.errors import LabError
-from iolab.core.owned import (PAUSE_ENV, discard_owned, has_marker, parse_mount_id,
-                              remove_owned)
-from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, MADE_MARKER_TEXT,
-                                  ensure_writable_dir, is_lab_made, location_dir,
-                                  make_location_dir, remove_tree, results_dir)
+from iolab.core.owned import PAUSE_ENV, discard_owned, has_marker, parse_mount_id, remove_owned
+from iolab.core.workspace import (
+    LOCATION_MARKER,
+    MADE_MARKER,
+    MADE_MARKER_TEXT,
+    ensure_writable_dir,
+    is_lab_made,
+    location_dir,
+    make_location_dir,
+    remove_tree,
+    results_dir,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -131,8 +138,7 @@ def test_parents_of_a_named_path_are_never_marked(tmp_path: Path, monkeypatch) -
     assert (home / "projects" / "paper.tex").read_text() == "draft"
 
 
-def test_the_workspace_and_its_entries_are_marked_when_made(tmp_path: Path,
-                                                            monkeypatch) -> None:
+def test_the_workspace_and_its_entries_are_marked_when_made(tmp_path: Path, monkeypatch) -> None:
     ws = tmp_path / "deep" / "ws"
     monkeypatch.setenv("IOLAB_WORKDIR", str(ws))
     ensure_writable_dir(ws / "tmp" / "run-1")
@@ -185,8 +191,9 @@ def test_clean_removes_private_fallbacks_and_nothing_else(tmp_path: Path, monkey
 # --------------------------------------------------------------------------- check, then delete
 
 
-def test_a_name_swapped_for_a_link_after_the_check_leads_nowhere(tmp_path: Path,
-                                                                 monkeypatch) -> None:
+def test_a_name_swapped_for_a_link_after_the_check_leads_nowhere(
+    tmp_path: Path, monkeypatch
+) -> None:
     ws = ensure_writable_dir(tmp_path / "ws")
     dataset = ensure_writable_dir(ws / "dataset")
     (dataset / "big.bin").write_bytes(b"0" * 1000)
@@ -211,12 +218,25 @@ def test_the_race_in_a_real_clean_process(tmp_path: Path) -> None:
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "pause-dataset").touch()
-    env = {**os.environ, "IOLAB_WORKDIR": str(ws), PAUSE_ENV: str(hooks),
-           "TMPDIR": str(tmp_path / "no-such-base")}
+    env = {
+        **os.environ,
+        "IOLAB_WORKDIR": str(ws),
+        PAUSE_ENV: str(hooks),
+        "TMPDIR": str(tmp_path / "no-such-base"),
+    }
     proc = subprocess.Popen(
-        [PY, "-c", "import iolab.core.cleanup as c; c.SYSTEM_BASES = (); "
-                   "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()"],
-        cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            PY,
+            "-c",
+            "import iolab.core.cleanup as c; c.SYSTEM_BASES = (); "
+            "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()",
+        ],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not (hooks / "paused-dataset").exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -230,8 +250,7 @@ def test_the_race_in_a_real_clean_process(tmp_path: Path) -> None:
     assert (ws / "dataset").is_symlink()
 
 
-def test_remove_tree_refuses_a_folder_outside_the_workspace(tmp_path: Path,
-                                                             monkeypatch) -> None:
+def test_remove_tree_refuses_a_folder_outside_the_workspace(tmp_path: Path, monkeypatch) -> None:
     from iolab.core.errors import LabError
 
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
@@ -262,22 +281,26 @@ def test_a_read_only_lab_folder_is_still_removed(tmp_path: Path, monkeypatch) ->
 
 NAMES = st.sampled_from(["a", "b", "c", "dataset", "tmp", "lab", "notes"])
 BASES = st.sampled_from(["scratch", "shm"])
-ACTIONS = st.lists(st.one_of(
-    st.tuples(st.just("lab"), NAMES),             # a writer makes a lab folder at the top
-    st.tuples(st.just("nested-lab"), NAMES, NAMES),  # --data <user folder>/<name>
-    st.tuples(st.just("user-dir"), NAMES),
-    st.tuples(st.just("user-file"), NAMES, NAMES),   # a file in a folder (or at the top)
-    st.tuples(st.just("copy"), NAMES, NAMES),        # cp -r
-    st.tuples(st.just("link"), NAMES, st.sampled_from(["victim", "top"])),
-    st.tuples(st.just("forge"), NAMES, NAMES),       # a marker copied into another folder
-    st.tuples(st.just("place"), BASES),              # a command works in a shared place
-    st.tuples(st.just("squat"), BASES, st.sampled_from(["", "-x1", "-x2"])),  # a taken name
-    st.tuples(st.just("restore"), st.integers(0, 6)),  # a lab folder emptied, then restored
-), max_size=16)
+ACTIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("lab"), NAMES),  # a writer makes a lab folder at the top
+        st.tuples(st.just("nested-lab"), NAMES, NAMES),  # --data <user folder>/<name>
+        st.tuples(st.just("user-dir"), NAMES),
+        st.tuples(st.just("user-file"), NAMES, NAMES),  # a file in a folder (or at the top)
+        st.tuples(st.just("copy"), NAMES, NAMES),  # cp -r
+        st.tuples(st.just("link"), NAMES, st.sampled_from(["victim", "top"])),
+        st.tuples(st.just("forge"), NAMES, NAMES),  # a marker copied into another folder
+        st.tuples(st.just("place"), BASES),  # a command works in a shared place
+        st.tuples(st.just("squat"), BASES, st.sampled_from(["", "-x1", "-x2"])),  # a taken name
+        st.tuples(st.just("restore"), st.integers(0, 6)),  # a lab folder emptied, then restored
+    ),
+    max_size=16,
+)
 
 
-def apply(action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str],
-          lab_places: set[str]) -> None:
+def apply(
+    action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str], lab_places: set[str]
+) -> None:
     """One step of a user's and the lab's life in the workspace `ws` and the shared places."""
     kind, name, *rest = action
     if kind == "restore":
@@ -288,8 +311,7 @@ def apply(action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str
     if kind == "lab" and not os.path.lexists(path):
         (ensure_writable_dir(path) / "result.bin").write_bytes(name.encode())
         lab_made.add(name)
-    elif kind == "nested-lab" and path.is_dir() and not path.is_symlink() \
-            and name not in lab_made:
+    elif kind == "nested-lab" and path.is_dir() and not path.is_symlink() and name not in lab_made:
         ensure_writable_dir(path / rest[0])
     elif kind == "user-dir" and not os.path.lexists(path):
         path.mkdir()
@@ -298,8 +320,12 @@ def apply(action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str
         target = folder / f"{rest[0]}.txt"
         if not os.path.lexists(target):
             target.write_text(f"{name}/{rest[0]}")
-    elif kind == "copy" and path.is_dir() and not path.is_symlink() \
-            and not os.path.lexists(ws / rest[0]):
+    elif (
+        kind == "copy"
+        and path.is_dir()
+        and not path.is_symlink()
+        and not os.path.lexists(ws / rest[0])
+    ):
         shutil.copytree(path, ws / rest[0], symlinks=True)
     elif kind == "link" and not os.path.lexists(path):
         path.symlink_to(outside if rest[0] == "victim" else ws)
@@ -330,12 +356,17 @@ def apply(action: tuple, ws: Path, outside: Path, bases: Path, lab_made: set[str
             (taken / "theirs.txt").write_text("not the lab's")
 
 
-@settings(max_examples=80, deadline=None, database=None,  # nothing written into the checkout
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80,
+    deadline=None,
+    database=None,  # nothing written into the checkout
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(actions=ACTIONS, workspace_made_by_lab=st.booleans())
 @pytest.mark.slow
-def test_clean_removes_exactly_the_labs_folders(actions, workspace_made_by_lab: bool,
-                                                monkeypatch) -> None:
+def test_clean_removes_exactly_the_labs_folders(
+    actions, workspace_made_by_lab: bool, monkeypatch
+) -> None:
     """After any sequence of lab folders, user files and folders, copies, restores, links,
     forged markers, shared places and names taken in them, `clean` removes exactly what the
     lab made: the marked folders at the top of the workspace and the places it made for this
@@ -362,15 +393,17 @@ def test_clean_removes_exactly_the_labs_folders(actions, workspace_made_by_lab: 
             apply(action, ws, outside, bases, lab_made, lab_places)
         before, outside_before, bases_before = tree(ws), tree(outside), tree(bases)
         assert cleanup.clean() == 0
-        expected = {rel: what for rel, what in before.items()
-                    if rel.split("/")[0] not in lab_made}
+        expected = {rel: what for rel, what in before.items() if rel.split("/")[0] not in lab_made}
         if workspace_made_by_lab and set(expected) <= {MADE_MARKER}:
             assert not ws.exists()
         else:
             assert tree(ws) == expected
         assert tree(outside) == outside_before
-        assert tree(bases) == {rel: what for rel, what in bases_before.items()
-                               if "/".join(rel.split("/")[:2]) not in lab_places}
+        assert tree(bases) == {
+            rel: what
+            for rel, what in bases_before.items()
+            if "/".join(rel.split("/")[:2]) not in lab_places
+        }
 
 
 def test_places_under_a_linked_base_are_made_and_cleaned(tmp_path: Path, monkeypatch) -> None:
@@ -401,8 +434,7 @@ def test_removing_what_is_gone_with_its_folder_is_fine(tmp_path: Path) -> None:
     assert not (tmp_path / "gone").exists()
 
 
-def test_a_folder_whose_marker_cannot_be_written_is_not_left(tmp_path: Path,
-                                                            monkeypatch) -> None:
+def test_a_folder_whose_marker_cannot_be_written_is_not_left(tmp_path: Path, monkeypatch) -> None:
     """A full disk between the folder and its marker: no unmarked folder stays behind."""
     import errno
 
@@ -422,7 +454,9 @@ def test_a_folder_whose_marker_cannot_be_written_is_not_left(tmp_path: Path,
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_marker_write_cut_short_leaves_the_old_marker_or_none(tmp_path: Path, monkeypatch) -> None:
+def test_a_marker_write_cut_short_leaves_the_old_marker_or_none(
+    tmp_path: Path, monkeypatch
+) -> None:
     """Ctrl-C while the marker is written (the CI flake of make_images): no empty marker, which
     the next run would refuse as not the lab's, and no partial file stays behind."""
     folder = tmp_path / "out"
@@ -452,15 +486,23 @@ def test_clean_finds_the_scratch_folder_of_a_killed_job(tmp_path: Path, monkeypa
     base = tmp_path / "tmp"
     base.mkdir()
     child = subprocess.Popen(
-        [PY, "-c", "import sys, time\n"
-                   "from pathlib import Path\n"
-                   "from iolab.storage.locations import _inspect, private_scratch\n"
-                   "with private_scratch(_inspect('tmp', Path(sys.argv[1])), 'advise') as d:\n"
-                   "    (d / 'test.bin').write_bytes(b'x' * 4096)\n"
-                   "    print(d, flush=True)\n"
-                   "    time.sleep(120)\n", str(base)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")})
+        [
+            PY,
+            "-c",
+            "import sys, time\n"
+            "from pathlib import Path\n"
+            "from iolab.storage.locations import _inspect, private_scratch\n"
+            "with private_scratch(_inspect('tmp', Path(sys.argv[1])), 'advise') as d:\n"
+            "    (d / 'test.bin').write_bytes(b'x' * 4096)\n"
+            "    print(d, flush=True)\n"
+            "    time.sleep(120)\n",
+            str(base),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")},
+    )
     work = Path(child.stdout.readline().strip())
     child.kill()
     child.wait()
@@ -483,8 +525,11 @@ def seal(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> str:
     (NFS, older ext4 with 128-byte inodes): both cases are run."""
     real = owned.statx_field
     if request.param == "ctime":
-        monkeypatch.setattr(owned, "statx_field", lambda fd, want: None
-                            if want == owned.STATX_BTIME else real(fd, want))
+        monkeypatch.setattr(
+            owned,
+            "statx_field",
+            lambda fd, want: None if want == owned.STATX_BTIME else real(fd, want),
+        )
     else:
         fd = os.open(tmp_path, os.O_RDONLY)
         try:
@@ -498,8 +543,10 @@ def seal(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> str:
 def back_up(folder: Path, backup: Path, tool: str) -> None:
     """The user's backup of `folder` into the folder `backup`: `tar cpf` or `cp -a`."""
     if tool == "tar":
-        subprocess.run(["tar", "cpf", str(backup / "backup.tar"), "-C", str(folder.parent),
-                        folder.name], check=True)
+        subprocess.run(
+            ["tar", "cpf", str(backup / "backup.tar"), "-C", str(folder.parent), folder.name],
+            check=True,
+        )
     else:
         subprocess.run(["cp", "-a", str(folder), str(backup)], check=True)
 
@@ -507,8 +554,9 @@ def back_up(folder: Path, backup: Path, tool: str) -> None:
 def restore(folder: Path, backup: Path, tool: str) -> None:
     """Bring `folder` back from `backup` as it was: `tar xpf` or `cp -a`."""
     if tool == "tar":
-        subprocess.run(["tar", "xpf", str(backup / "backup.tar"), "-C", str(folder.parent)],
-                       check=True)
+        subprocess.run(
+            ["tar", "xpf", str(backup / "backup.tar"), "-C", str(folder.parent)], check=True
+        )
     else:
         subprocess.run(["cp", "-a", str(backup / folder.name), str(folder.parent)], check=True)
 
@@ -528,8 +576,9 @@ def delete_and_restore(folder: Path, tmp_path: Path, tool: str, whole: bool) -> 
 
 @pytest.mark.parametrize("whole", [True, False], ids=["folder-deleted", "contents-deleted"])
 @pytest.mark.parametrize("tool", ["tar", "cp"])
-def test_a_restored_lab_folder_is_not_the_labs(tool: str, whole: bool, seal: str,
-                                               tmp_path: Path, monkeypatch) -> None:
+def test_a_restored_lab_folder_is_not_the_labs(
+    tool: str, whole: bool, seal: str, tmp_path: Path, monkeypatch
+) -> None:
     """The user's notes in a lab folder, backed up, deleted and restored: the inode numbers
     may come back (always, when only the contents were deleted), the marker's seal cannot,
     so `clean` keeps the restored notes and the lab refuses to write there."""
@@ -549,7 +598,8 @@ def test_a_restored_lab_folder_is_not_the_labs(tool: str, whole: bool, seal: str
 @pytest.mark.needs("mounts")
 @pytest.mark.parametrize("tool", ["tar", "cp"])
 def test_a_restore_on_a_fresh_ext4_brings_the_inode_back_but_not_the_labs_mark(
-        tool: str, tmp_path: Path, monkeypatch) -> None:
+    tool: str, tmp_path: Path, monkeypatch
+) -> None:
     """The case of issue 35 as found: on a fresh ext4, a lab folder deleted and restored gets
     its old inode numbers back; `clean` must still keep the user's restored notes."""
     if shutil.which("mkfs.ext4") is None:
@@ -559,8 +609,9 @@ def test_a_restore_on_a_fresh_ext4_brings_the_inode_back_but_not_the_labs_mark(
         handle.truncate(64 * 1024**2)
     subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(disk)],
-                             capture_output=True, text=True, check=False)
+    mounted = subprocess.run(
+        ["mount", "-o", "loop", str(image), str(disk)], capture_output=True, text=True, check=False
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot loop-mount an ext4 image here: {mounted.stderr.strip()}")
     try:
@@ -589,9 +640,19 @@ def test_the_seal_is_in_the_users_private_registry(tmp_path: Path, monkeypatch) 
     entries = sorted(registry.iterdir())
     assert len(entries) == 2 and stat.S_IMODE(registry.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(entry.stat().st_mode) == 0o600 for entry in entries)
-    found = subprocess.run([PY, "-c", "import sys; from iolab.core.workspace import is_lab_made;"
-                            " print(is_lab_made(sys.argv[1]))", str(data)],
-                           capture_output=True, text=True, cwd=ROOT, check=True)
+    found = subprocess.run(
+        [
+            PY,
+            "-c",
+            "import sys; from iolab.core.workspace import is_lab_made;"
+            " print(is_lab_made(sys.argv[1]))",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     assert found.stdout.strip() == "True"
     clean_here(ws, monkeypatch)
     assert not ws.exists() and list(registry.iterdir()) == []
@@ -601,8 +662,9 @@ def test_the_seal_is_in_the_users_private_registry(tmp_path: Path, monkeypatch) 
     assert not is_lab_made(again)
 
 
-def test_a_marker_of_the_previous_version_is_refused_in_one_sentence(tmp_path: Path,
-                                                                    monkeypatch) -> None:
+def test_a_marker_of_the_previous_version_is_refused_in_one_sentence(
+    tmp_path: Path, monkeypatch
+) -> None:
     """A marker bound to its folder without a seal (as the previous version wrote it) is
     what a restore forges, so it proves nothing: the lab says so, and `clean` keeps it."""
     ws = tmp_path / "ws"
@@ -659,15 +721,19 @@ def bind_mount():
 
 @pytest.mark.needs("mounts")
 @pytest.mark.parametrize("mount_ids", ["statx", "fdinfo"])
-def test_no_remover_enters_a_bind_mount(mount_ids: str, tmp_path: Path, monkeypatch,
-                                        bind_mount) -> None:
+def test_no_remover_enters_a_bind_mount(
+    mount_ids: str, tmp_path: Path, monkeypatch, bind_mount
+) -> None:
     """A bind mount of the same file system has the same device number: `iolab lab`'s
     discard of lab/notebooks emptied its source and made it 0700. Now no remover enters a
     mount point, whether it is the folder to delete or one inside it."""
     if mount_ids == "fdinfo":  # a kernel before 5.8: no STATX_MNT_ID
         real = owned.statx_field
-        monkeypatch.setattr(owned, "statx_field", lambda fd, want: None
-                            if want == owned.STATX_MNT_ID else real(fd, want))
+        monkeypatch.setattr(
+            owned,
+            "statx_field",
+            lambda fd, want: None if want == owned.STATX_MNT_ID else real(fd, want),
+        )
     project = tmp_path / "project"
     (project / "sub").mkdir(parents=True)
     (project / "results.csv").write_text("1,2\n")

@@ -18,8 +18,11 @@ def test_notebooks_execute_into_a_copy_and_leave_the_source_alone(tmp_path: Path
     source = tmp_path / "src" / "n.ipynb"
     source.parent.mkdir()
     notebook = new_notebook(cells=[new_code_cell("import os\nprint(os.getcwd())")])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(notebook, source)
     before = source.read_bytes()
     target = tmp_path / "out" / "n.ipynb"
@@ -30,8 +33,9 @@ def test_notebooks_execute_into_a_copy_and_leave_the_source_alone(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_make_lab_runs_notebooks_quietly_over_private_sockets(tmp_path: Path,
-                                                              workspace: Path) -> None:
+def test_make_lab_runs_notebooks_quietly_over_private_sockets(
+    tmp_path: Path, workspace: Path
+) -> None:
     """No kernel warning per notebook in the `make lab` log, no colour codes in a failure, no
     socket left behind: the kernel talks over Unix sockets in a private scratch folder."""
     code = (
@@ -43,11 +47,13 @@ def test_make_lab_runs_notebooks_quietly_over_private_sockets(tmp_path: Path,
         "try:\n"
         "    execute_notebook(d / 'fails.ipynb', d / 'out' / 'fails.ipynb')\n"
         "except Exception as err:\n"
-        "    print('FAILED:', plain(str(err)).strip().splitlines()[-1])\n")
+        "    print('FAILED:', plain(str(err)).strip().splitlines()[-1])\n"
+    )
     nbformat.write(new_notebook(cells=[new_code_cell("print(6 * 7)")]), tmp_path / "ok.ipynb")
     nbformat.write(new_notebook(cells=[new_code_cell("1 / 0")]), tmp_path / "fails.ipynb")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     assert "without encryption" not in proc.stderr and "\x1b[" not in proc.stdout
     assert "FAILED: ZeroDivisionError: division by zero" in proc.stdout
@@ -62,14 +68,24 @@ def test_make_labs_summary_names_every_missing_piece(monkeypatch) -> None:
     from iolab.measure.tools import ToolStatus
     from iolab.pages import missing
 
-    statuses = [ToolStatus("fio", False, None, None, "measures bandwidth", "apt-get install fio",
-                           False),
-                ToolStatus("strace", True, "/usr/bin/strace", "6.1", "counts calls", "apt",
-                           True, problem="ptrace is denied here"),
-                ToolStatus("tar", True, "/usr/bin/tar", "1.34", "unpacks", "apt", True)]
+    statuses = [
+        ToolStatus("fio", False, None, None, "measures bandwidth", "apt-get install fio", False),
+        ToolStatus(
+            "strace",
+            True,
+            "/usr/bin/strace",
+            "6.1",
+            "counts calls",
+            "apt",
+            True,
+            problem="ptrace is denied here",
+        ),
+        ToolStatus("tar", True, "/usr/bin/tar", "1.34", "unpacks", "apt", True),
+    ]
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
     lines = missing.missing_pieces(statuses)
     assert any(line.startswith("fio ") and "apt-get install fio" in line for line in lines)
     assert any(line.startswith("strace ") and "ptrace is denied" in line for line in lines)

@@ -21,11 +21,23 @@ from iolab.core.errors import LabError
 from iolab.core.workspace import public_text
 from iolab.measure.context import MEMORY_FS, mount_for
 from iolab.storage import perception
-from iolab.storage.perception import (COLUMNS, SYNTHETIC_PACKAGE, PerceptionSizes, collected_count,
-                                      git_env, installed_package_dirs, make_git_repo,
-                                      perception_suite, pytest_collect_command, sync_command,
-                                      time_untar_sync, untar_command, write_archive,
-                                      write_synthetic_package, write_test_tree)
+from iolab.storage.perception import (
+    COLUMNS,
+    SYNTHETIC_PACKAGE,
+    PerceptionSizes,
+    collected_count,
+    git_env,
+    installed_package_dirs,
+    make_git_repo,
+    perception_suite,
+    pytest_collect_command,
+    sync_command,
+    time_untar_sync,
+    untar_command,
+    write_archive,
+    write_synthetic_package,
+    write_test_tree,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = PerceptionSizes(
@@ -110,8 +122,9 @@ def test_rows_name_where_they_ran_and_what_they_touched(suite_run, monkeypatch):
     assert "venv" in rows.loc["import_pandas", "note"]
     assert rows.loc["untar_sync", "files_involved"] == SMALL.untar_files
     # Sources, bytecode and the __init__ files of the package and its subpackages.
-    assert rows.loc["import_synthetic", "files_involved"] == 2 * (SMALL.synthetic_modules
-                                                                  + SMALL.synthetic_subpackages + 1)
+    assert rows.loc["import_synthetic", "files_involved"] == 2 * (
+        SMALL.synthetic_modules + SMALL.synthetic_subpackages + 1
+    )
     assert rows.loc["git_status", "files_involved"] > SMALL.git_files
     tests = SMALL.pytest_files * SMALL.pytest_tests_per_file
     assert f"({tests} tests)" in rows.loc["pytest_collect", "action"]
@@ -128,22 +141,40 @@ def test_generated_repository_is_clean_and_tracks_every_file(tmp_path, monkeypat
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     repo = make_git_repo(tmp_path, files=120, dirs=7, file_bytes=64)
     env = git_env(tmp_path)
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, env=env,
-                            capture_output=True, text=True, check=True)
+    status = subprocess.run(
+        ["git", "status", "--porcelain"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert status.stdout == ""
-    listed = subprocess.run(["git", "ls-files"], cwd=repo, env=env, capture_output=True,
-                            text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files"], cwd=repo, env=env, capture_output=True, text=True, check=True
+    )
     assert len(listed.stdout.splitlines()) == 120
-    author = subprocess.run(["git", "log", "--format=%an <%ae>"], cwd=repo, env=env,
-                            capture_output=True, text=True, check=True)
+    author = subprocess.run(
+        ["git", "log", "--format=%an <%ae>"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert author.stdout.strip() == "lab <lab@example.invalid>"
     assert not (tmp_path / "home").exists() and not (tmp_path / ".gitconfig").exists()
 
 
 def test_pytest_collects_exactly_files_times_tests(tmp_path):
     tree = write_test_tree(tmp_path, files=13, tests_per_file=4)
-    proc = subprocess.run(pytest_collect_command(tree), cwd=tree, capture_output=True, text=True,
-                          env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    proc = subprocess.run(
+        pytest_collect_command(tree),
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert collected_count(proc.stdout) == 13 * 4
     assert not (tree / ".pytest_cache").exists()
@@ -158,10 +189,17 @@ def test_collected_count_reads_pytests_summary():
 
 def test_synthetic_package_imports_every_module(tmp_path):
     write_synthetic_package(tmp_path, modules=50, subpackages=3)
-    script = (f"import sys, {SYNTHETIC_PACKAGE}; print(sum(name.count('.') == 2 for name in "
-              f"sys.modules if name.startswith('{SYNTHETIC_PACKAGE}.')))")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=True)
+    script = (
+        f"import sys, {SYNTHETIC_PACKAGE}; print(sum(name.count('.') == 2 for name in "
+        f"sys.modules if name.startswith('{SYNTHETIC_PACKAGE}.')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        check=True,
+    )
     assert int(proc.stdout) == 50
     assert len(list(tmp_path.rglob("*.pyc"))) == 50 + 3 + 1
 
@@ -188,8 +226,9 @@ def test_run_directory_is_removed_on_ctrl_c(tmp_path, monkeypatch):
 
 
 def test_missing_git_is_a_note_in_the_suite_and_an_error_alone(tmp_path, monkeypatch):
-    monkeypatch.setattr(perception.shutil, "which",
-                        lambda name: None if name == "git" else "/usr/bin/" + name)
+    monkeypatch.setattr(
+        perception.shutil, "which", lambda name: None if name == "git" else "/usr/bin/" + name
+    )
     table = perception_suite(tmp_path, tests=("git",))
     assert len(table) == 1 and table.loc[0, "repeats"] == 0
     assert table.loc[0, "note"].startswith("skipped: git is not installed")
@@ -214,24 +253,52 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
 @pytest.mark.slow
 def test_cli_prints_json_rows(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "iolab", "perception", "--directory", str(tmp_path),
-         "--tests", "untar", "--repeats", "1", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "iolab",
+            "perception",
+            "--directory",
+            str(tmp_path),
+            "--tests",
+            "untar",
+            "--repeats",
+            "1",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
-    assert [(r["test"], r["cache_state"]) for r in rows] == [("untar_sync", "cold"),
-                                                             ("untar_sync", "warm")]
+    assert [(r["test"], r["cache_state"]) for r in rows] == [
+        ("untar_sync", "cold"),
+        ("untar_sync", "warm"),
+    ]
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow
 def test_cli_refuses_an_unknown_test_in_one_sentence(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "iolab", "perception", "--directory", str(tmp_path),
-         "--tests", "import,nope"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "iolab",
+            "perception",
+            "--directory",
+            str(tmp_path),
+            "--tests",
+            "import,nope",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: unknown perception test 'nope'; choose from "
-                                   "import, git, pytest, untar")
+    assert proc.stderr.strip() == (
+        "error: unknown perception test 'nope'; choose from import, git, pytest, untar"
+    )

@@ -44,7 +44,13 @@ TRACE = """\
 def test_a_captured_trace_becomes_per_file_counts() -> None:
     files = per_file(read_trace(TRACE.splitlines(), "/run/x")[0])
     a = files["/run/x/data/a.bin"]
-    assert (a.opens, a.reads, a.seeks, a.other, a.bytes_read) == (1, 5, 1, 1, 4096 * 2 + 1048576 + 100)
+    assert (a.opens, a.reads, a.seeks, a.other, a.bytes_read) == (
+        1,
+        5,
+        1,
+        1,
+        4096 * 2 + 1048576 + 100,
+    )
     # forward, also over the seek; the pread goes back; the empty read at the end is at an
     # offset after the previous end, sequential as Darshan counts it
     assert (a.sequential, a.random) == (4, 1)
@@ -63,7 +69,12 @@ def test_origin_tells_data_from_environment_and_system() -> None:
     assert origin_of("/etc/ld.so.cache", ("/opt/py",)) == "system"
     assert origin_of("/proc/self/maps", ("/opt/py",)) == "system"
     assert [size_class(n) for n in (1, 4096, 65536, 2**20, 2**24)] == [
-        "<4KiB", "4KiB-64KiB", "64KiB-1MiB", "1MiB-16MiB", ">=16MiB"]
+        "<4KiB",
+        "4KiB-64KiB",
+        "64KiB-1MiB",
+        "1MiB-16MiB",
+        ">=16MiB",
+    ]
 
 
 def program(tmp_path: Path, body: str) -> list[str]:
@@ -83,12 +94,16 @@ def profile_of(tmp_path: Path, body: str, name: str):
 @pytest.mark.usefixtures("workspace")
 def test_many_small_reads(tmp_path: Path) -> None:
     (tmp_path / "small.dat").write_bytes(b"x" * 5000)
-    _, f = profile_of(tmp_path, """
+    _, f = profile_of(
+        tmp_path,
+        """
         fd = os.open("small.dat", os.O_RDONLY)
         while os.read(fd, 100):
             pass
         os.close(fd)
-    """, "small.dat")
+    """,
+        "small.dat",
+    )
     assert (f.opens, f.reads, f.bytes_read, f.sequential, f.random) == (1, 51, 5000, 51, 0)
     assert f.read_sizes == {"<4KiB": 51}  # the empty read at the end is a request too
 
@@ -97,12 +112,16 @@ def test_many_small_reads(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("workspace")
 def test_rereading_a_file_in_a_loop(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_bytes(b"{}" * 1000)
-    _, f = profile_of(tmp_path, """
+    _, f = profile_of(
+        tmp_path,
+        """
         for _ in range(7):
             fd = os.open("config.json", os.O_RDONLY)
             os.read(fd, 4096)
             os.close(fd)
-    """, "config.json")
+    """,
+        "config.json",
+    )
     assert (f.opens, f.reads, f.bytes_read, f.random) == (7, 7, 7 * 2000, 0)
 
 
@@ -110,10 +129,14 @@ def test_rereading_a_file_in_a_loop(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("workspace")
 def test_a_stat_storm(tmp_path: Path) -> None:
     (tmp_path / "marker").write_text("")
-    profile, f = profile_of(tmp_path, """
+    profile, f = profile_of(
+        tmp_path,
+        """
         for _ in range(300):
             os.stat("marker")
-    """, "marker")
+    """,
+        "marker",
+    )
     assert (f.lookups, f.opens, f.reads) == (300, 0, 0)
     assert profile.frame().iloc[0]["path"].endswith("marker")  # the busiest file
 
@@ -121,15 +144,24 @@ def test_a_stat_storm(tmp_path: Path) -> None:
 @needs_strace
 @pytest.mark.usefixtures("workspace")
 def test_small_unaligned_writes_sequential_then_scattered(tmp_path: Path) -> None:
-    _, f = profile_of(tmp_path, """
+    _, f = profile_of(
+        tmp_path,
+        """
         fd = os.open("out.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         for _ in range(30):
             os.write(fd, b"y" * 100)
         for offset in (9001, 3, 5555):
             os.pwrite(fd, b"z" * 10, offset)
         os.close(fd)
-    """, "out.bin")
-    assert (f.writes, f.bytes_written, f.sequential, f.random) == (33, 3030, 32, 1)  # only 3 goes back
+    """,
+        "out.bin",
+    )
+    assert (f.writes, f.bytes_written, f.sequential, f.random) == (
+        33,
+        3030,
+        32,
+        1,
+    )  # only 3 goes back
     assert f.write_sizes == {"<4KiB": 33}
 
 
@@ -140,8 +172,12 @@ def test_a_lab_reader_on_its_dataset(small_dataset: Path) -> None:
     from iolab.core import dataset as ds
     from iolab.core.workspace import repo_root
 
-    cmd = [sys.executable, str(repo_root() / "demos" / "read_files_naive.py"),
-           "--data", str(small_dataset)]
+    cmd = [
+        sys.executable,
+        str(repo_root() / "demos" / "read_files_naive.py"),
+        "--data",
+        str(small_dataset),
+    ]
     profile = profile_command(cmd, method="strace")
     frame = profile.frame()
     csvs = frame[frame.path.str.endswith(".csv")]
@@ -153,11 +189,18 @@ def test_a_lab_reader_on_its_dataset(small_dataset: Path) -> None:
 @pytest.mark.usefixtures("workspace")
 def test_without_strace_the_process_counters_still_answer(tmp_path: Path) -> None:
     (tmp_path / "small.dat").write_bytes(b"x" * 5000)
-    profile = profile_command(program(tmp_path, """
+    profile = profile_command(
+        program(
+            tmp_path,
+            """
         fd = os.open("small.dat", os.O_RDONLY)
         while os.read(fd, 100):
             pass
-    """), cwd=tmp_path, method="proc-io")
+    """,
+        ),
+        cwd=tmp_path,
+        method="proc-io",
+    )
     assert profile.method == "proc-io" and profile.files == {}
     assert profile.process_io["syscr"] >= 51 and profile.process_io["rchar"] >= 5000
 

@@ -23,20 +23,60 @@ DEMOS = Path(__file__).resolve().parent.parent / "demos"
 #: opening the archive, reading, the parse, and the Reading that hands them over (which
 #: stores closures for the tally, run after the timer).
 ALLOWED_FUNCTIONS = {
-    "read", "csv_files", "_entries", "<listcomp>", "<genexpr>", "read_one", "parse_once",
-    "archive_path", "archive_problems", "offset_index", "stream_members", "buffered_shuffle",
-    "file_sizes", "named_sizes", "member_order", "__init__",
+    "read",
+    "csv_files",
+    "_entries",
+    "<listcomp>",
+    "<genexpr>",
+    "read_one",
+    "parse_once",
+    "archive_path",
+    "archive_problems",
+    "offset_index",
+    "stream_members",
+    "buffered_shuffle",
+    "file_sizes",
+    "named_sizes",
+    "member_order",
+    "__init__",
 }
 #: C functions the demos' code may call directly inside a timed region.
 ALLOWED_C_CALLS = {
     # listing and opening
-    "lstat", "S_ISDIR", "S_ISREG", "join", "scandir", "is_dir", "is_file", "sort", "extend",
-    "open", "fspath", "__exit__", "__enter__",
+    "lstat",
+    "S_ISDIR",
+    "S_ISREG",
+    "join",
+    "scandir",
+    "is_dir",
+    "is_file",
+    "sort",
+    "extend",
+    "open",
+    "fspath",
+    "__exit__",
+    "__enter__",
     # reading
-    "read", "seek", "append", "extractfile", "isfile", "iter", "next", "getmembers",
+    "read",
+    "seek",
+    "append",
+    "extractfile",
+    "isfile",
+    "iter",
+    "next",
+    "getmembers",
     # the parse
-    "partition", "decode", "StringIO", "read_csv", "concat", "shuffle", "Random", "list", "islice",
-    "contextmanager", "dirname",
+    "partition",
+    "decode",
+    "StringIO",
+    "read_csv",
+    "concat",
+    "shuffle",
+    "Random",
+    "list",
+    "islice",
+    "contextmanager",
+    "dirname",
 }
 
 

@@ -10,8 +10,13 @@ from conftest import build_dataset, run_script
 
 from iolab.core import dataset as ds
 
-READERS = ["read_files_naive", "read_files", "read_archive", "read_archive_random",
-           "read_random_chunked"]
+READERS = [
+    "read_files_naive",
+    "read_files",
+    "read_archive",
+    "read_archive_random",
+    "read_random_chunked",
+]
 
 
 def run_reader(name: str, data: Path, *extra: str) -> dict:
@@ -41,7 +46,10 @@ def test_all_readers_agree_for_other_sizes_and_seeds(tmp_path: Path, files: int,
     for reader in READERS:
         result = run_reader(reader, data)
         assert (result["rows"], result["mean"], result["members"]) == (
-            manifest["total_rows"], manifest["expected_mean"], files), reader
+            manifest["total_rows"],
+            manifest["expected_mean"],
+            files,
+        ), reader
 
 
 def test_text_output_names_time_rows_and_mean(small_dataset: Path) -> None:
@@ -73,8 +81,9 @@ def test_random_reader_is_a_seeded_permutation(small_dataset: Path, tmp_path: Pa
 @pytest.mark.slow
 def test_chunked_shuffle_loses_no_member(small_dataset: Path, tmp_path: Path, buffer: int) -> None:
     out = tmp_path / "order.txt"
-    result = run_reader("read_random_chunked", small_dataset, "--buffer", str(buffer),
-                        "--order-out", str(out))
+    result = run_reader(
+        "read_random_chunked", small_dataset, "--buffer", str(buffer), "--order-out", str(out)
+    )
     order = names_in_order(out)
     archive_order = sorted(e["path"] for e in ds.load_manifest(small_dataset)["files"])
     assert result["members"] == 37 and sorted(order) == archive_order

@@ -21,9 +21,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def frame() -> pd.DataFrame:
-    return pd.DataFrame({"reader": ["read_files", "read_archive"], "opens": [7300, 1],
-                         "mean": [2.4997488584474885, np.nan], "exact": [True, False]},
-                        index=pd.Index(["a", "b"], name="key"))
+    return pd.DataFrame(
+        {
+            "reader": ["read_files", "read_archive"],
+            "opens": [7300, 1],
+            "mean": [2.4997488584474885, np.nan],
+            "exact": [True, False],
+        },
+        index=pd.Index(["a", "b"], name="key"),
+    )
 
 
 def test_live_results_are_not_saved_unless_recording_is_asked_for(tmp_path, monkeypatch) -> None:
@@ -43,8 +49,11 @@ def test_a_recorded_frame_reads_back_equal_with_exact_floats(tmp_path, monkeypat
     pd.testing.assert_frame_equal(shown, frame())
     assert shown.loc["a", "mean"] == 2.4997488584474885
     line = capsys.readouterr().out.strip()
-    assert re.fullmatch(r"fio is not installed; shown instead: the result recorded on "
-                        r"\d{4}-\d\d-\d\d on .+ CPUs, .+ GiB, .+\.", line)
+    assert re.fullmatch(
+        r"fio is not installed; shown instead: the result recorded on "
+        r"\d{4}-\d\d-\d\d on .+ CPUs, .+ GiB, .+\.",
+        line,
+    )
 
 
 def test_text_and_data_keep_their_order_and_other_keys_survive(tmp_path, monkeypatch) -> None:
@@ -64,14 +73,24 @@ def test_recordings_hold_no_path_of_the_recording_checkout(tmp_path, monkeypatch
     monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
     root = repo_root()
     rec = Recordings("nb", tmp_path)
-    rec.data("run", lambda: {"command": [f"{root}/.venv/bin/python", f"{root}/demos/x.py"],
-                             "dataset_dir": f"{root}/workspace/dataset", "calls": 3,
-                             "user": "root"}, None)
+    rec.data(
+        "run",
+        lambda: {
+            "command": [f"{root}/.venv/bin/python", f"{root}/demos/x.py"],
+            "dataset_dir": f"{root}/workspace/dataset",
+            "calls": 3,
+            "user": "root",
+        },
+        None,
+    )
     saved = rec.path.read_text()
     assert str(root) not in saved
     assert rec.data("run", dict, "strace is missing") == {
-        "command": [".venv/bin/python", "demos/x.py"], "dataset_dir": "workspace/dataset",
-        "calls": 3, "user": "root"}
+        "command": [".venv/bin/python", "demos/x.py"],
+        "dataset_dir": "workspace/dataset",
+        "calls": 3,
+        "user": "root",
+    }
 
 
 def test_fallbacks_are_logged_for_make_lab(tmp_path, monkeypatch) -> None:
@@ -98,10 +117,15 @@ def test_a_damaged_recording_is_one_sentence(tmp_path) -> None:
 
 def keys_notebooks_read(notebook: Path) -> set[str]:
     """The recording keys a notebook's code asks for (rec.frame/text/data and the helpers)."""
-    code = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"]
-                     if c["cell_type"] == "code")
-    pattern = (r'rec\.(?:frame|text|data)\(\s*"([^"]+)"|'
-               r'(?:traced_or_recorded|reader_syscalls_or_recorded|run_or_recorded)\(rec,\s*"([^"]+)"')
+    code = "\n".join(
+        "".join(c["source"])
+        for c in json.loads(notebook.read_text())["cells"]
+        if c["cell_type"] == "code"
+    )
+    pattern = (
+        r'rec\.(?:frame|text|data)\(\s*"([^"]+)"|'
+        r'(?:traced_or_recorded|reader_syscalls_or_recorded|run_or_recorded)\(rec,\s*"([^"]+)"'
+    )
     return {a or b for a, b in re.findall(pattern, code)}
 
 

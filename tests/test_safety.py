@@ -27,8 +27,8 @@ import random
 import shutil
 import signal
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,13 +44,17 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 FILES = 300
 IS_ROOT = os.geteuid() == 0
-not_as_root = pytest.mark.skipif(IS_ROOT, reason="as root chmod a-w does not stop writes; "
-                                 "the path-under-a-file cases cover root")
+not_as_root = pytest.mark.skipif(
+    IS_ROOT, reason="as root chmod a-w does not stop writes; the path-under-a-file cases cover root"
+)
 BUSY = "another run is writing"
 # `clean` also removes marked iolab-<user> folders in /tmp and /dev/shm; a test must not take
 # those from a lab run going on beside it, so the command runs with that one step disabled.
-CLEAN = ["-c", "import iolab.core.cleanup as c; c.location_dirs = lambda: []; "
-               "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()"]
+CLEAN = [
+    "-c",
+    "import iolab.core.cleanup as c; c.location_dirs = lambda: []; "
+    "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()",
+]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -66,13 +70,25 @@ def command(name: str, *args: str | Path) -> list[str]:
 
 
 def run(argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        argv,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def start(argv: list[str], env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def assert_one_error(proc, *, starts: str = "error:") -> None:
@@ -89,13 +105,19 @@ def assert_ok(proc) -> None:
 
 def snapshot(root: Path) -> dict[str, str]:
     """Every file below `root` with a hash of its bytes."""
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def leftovers(root: Path) -> list[str]:
-    return [p.relative_to(root).as_posix() for p in root.rglob("*")
-            if "partial" in p.name or p.name.startswith(".data.replaced")]
+    return [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if "partial" in p.name or p.name.startswith(".data.replaced")
+    ]
 
 
 def place_user_files(*folders: Path) -> dict[Path, str]:
@@ -123,11 +145,13 @@ def verify_dataset(d: Path) -> subprocess.CompletedProcess:
 def template(tmp_path_factory) -> Path:
     """A 300-file dataset with archive and shards, copied by each test that changes one."""
     d = tmp_path_factory.mktemp("safety-template") / "dataset"
-    assert_ok(run(command("data_generators/generate_data.py", "--data", d, "--files", FILES,
-                          "--quiet")))
+    assert_ok(
+        run(command("data_generators/generate_data.py", "--data", d, "--files", FILES, "--quiet"))
+    )
     assert_ok(run(command("data_generators/create_archive.py", "--data", d)))
-    assert_ok(run(command("data_generators/make_shards.py", "--data", d,
-                          "--samples-per-shard", 50)))
+    assert_ok(
+        run(command("data_generators/make_shards.py", "--data", d, "--samples-per-shard", 50))
+    )
     return d
 
 
@@ -144,22 +168,67 @@ def dataset(template: Path, tmp_path: Path) -> Path:
 def writer_argv(name: str, d: Path, variant: int = 0) -> list[str]:
     """The command that writes `name`'s result for the dataset folder `d`; variants differ."""
     if name == "generate":
-        return command("data_generators/generate_data.py", "--data", d, "--files", FILES,
-                       "--quiet", "--seed", 1 + variant)
+        return command(
+            "data_generators/generate_data.py",
+            "--data",
+            d,
+            "--files",
+            FILES,
+            "--quiet",
+            "--seed",
+            1 + variant,
+        )
     if name == "archive":
         return command("data_generators/create_archive.py", "--data", d)
     if name == "shards":
-        return command("data_generators/make_shards.py", "--data", d, "--out", d / "shards",
-                       "--samples-per-shard", 50 + 10 * variant)
+        return command(
+            "data_generators/make_shards.py",
+            "--data",
+            d,
+            "--out",
+            d / "shards",
+            "--samples-per-shard",
+            50 + 10 * variant,
+        )
     if name == "images":
-        return command("data_generators/make_images.py", "--data", d.parent / "images",
-                       "--count", 12, "--sample-kb", 100, "--shard-mb", 0.5, "--seed", 1 + variant)
+        return command(
+            "data_generators/make_images.py",
+            "--data",
+            d.parent / "images",
+            "--count",
+            12,
+            "--sample-kb",
+            100,
+            "--shard-mb",
+            0.5,
+            "--seed",
+            1 + variant,
+        )
     if name == "sweep-csv":
-        return command("iolab", "sweep", "--directory", d.parent / "sweep", "--min", "4K",
-                       "--max", "4K", "--repeats", 1, "--csv", d.parent / "sweep.csv")
+        return command(
+            "iolab",
+            "sweep",
+            "--directory",
+            d.parent / "sweep",
+            "--min",
+            "4K",
+            "--max",
+            "4K",
+            "--repeats",
+            1,
+            "--csv",
+            d.parent / "sweep.csv",
+        )
     if name == "order-out":
-        return command("demos/read_archive_random.py", "--data", d, "--order-out",
-                       d.parent / "order.txt", "--seed", 1 + variant)
+        return command(
+            "demos/read_archive_random.py",
+            "--data",
+            d,
+            "--order-out",
+            d.parent / "order.txt",
+            "--seed",
+            1 + variant,
+        )
     raise ValueError(name)
 
 
@@ -183,11 +252,21 @@ def writer_verifies(name: str, d: Path) -> bool:
     if name == "archive":
         return verify_dataset(d).returncode == 0 and (d / "data.tar").exists()
     if name == "shards":
-        return run(command("data_generators/make_shards.py", "--data", d, "--out", d / "shards",
-                           "--verify")).returncode == 0
+        return (
+            run(
+                command(
+                    "data_generators/make_shards.py", "--data", d, "--out", d / "shards", "--verify"
+                )
+            ).returncode
+            == 0
+        )
     if name == "images":
-        return run(command("data_generators/make_images.py", "--data", d.parent / "images",
-                           "--verify")).returncode == 0
+        return (
+            run(
+                command("data_generators/make_images.py", "--data", d.parent / "images", "--verify")
+            ).returncode
+            == 0
+        )
     if name == "sweep-csv":
         lines = (d.parent / "sweep.csv").read_text().splitlines()
         return len(lines) > 1 and "file_size" in lines[0]
@@ -198,14 +277,25 @@ def writer_verifies(name: str, d: Path) -> bool:
 
 def result_exists(name: str, d: Path) -> bool:
     """Whether anything claims to be `name`'s complete result (its proof file is there)."""
-    proof = {"generate": d / "manifest.json", "archive": d / "archive.json",
-             "shards": d / "shards" / "shards.json", "images": d.parent / "images" / "manifest.json",
-             "sweep-csv": d.parent / "sweep.csv", "order-out": d.parent / "order.txt"}[name]
+    proof = {
+        "generate": d / "manifest.json",
+        "archive": d / "archive.json",
+        "shards": d / "shards" / "shards.json",
+        "images": d.parent / "images" / "manifest.json",
+        "sweep-csv": d.parent / "sweep.csv",
+        "order-out": d.parent / "order.txt",
+    }[name]
     return proof.exists()
 
 
-WRITERS = ["generate", "archive", "shards", "images", "order-out",
-           pytest.param("sweep-csv", marks=pytest.mark.slow)]
+WRITERS = [
+    "generate",
+    "archive",
+    "shards",
+    "images",
+    "order-out",
+    pytest.param("sweep-csv", marks=pytest.mark.slow),
+]
 
 
 # --------------------------------------------------------------------------- (a) the user's files
@@ -237,8 +327,16 @@ def test_generate_refuses_a_data_folder_it_did_not_write(tmp_path: Path) -> None
     assert_user_files_intact(mine)
 
 
-@pytest.mark.parametrize("reader", ["read_files", "read_files_naive", "read_archive",
-                                    "read_archive_random", "read_random_chunked"])
+@pytest.mark.parametrize(
+    "reader",
+    [
+        "read_files",
+        "read_files_naive",
+        "read_archive",
+        "read_archive_random",
+        "read_random_chunked",
+    ],
+)
 @pytest.mark.slow
 def test_reader_changes_nothing(reader: str, dataset: Path) -> None:
     mine = place_user_files(dataset.parent)
@@ -340,10 +438,22 @@ def test_two_generators_with_different_sizes_leave_one_valid_dataset(tmp_path: P
 @pytest.mark.parametrize("reader", ["read_files", "read_archive"])
 @pytest.mark.slow
 def test_a_reader_during_a_regeneration_is_right_or_refuses(reader: str, dataset: Path) -> None:
-    means = {run(writer_argv("generate", dataset.parent / f"ref{seed}", seed - 1)).stdout
-             .rsplit(": ", 1)[1].strip() for seed in (1, 2)}
-    regenerate = command("data_generators/generate_data.py", "--data", dataset, "--files", 3000,
-                         "--quiet", "--seed", 2)
+    means = {
+        run(writer_argv("generate", dataset.parent / f"ref{seed}", seed - 1))
+        .stdout.rsplit(": ", 1)[1]
+        .strip()
+        for seed in (1, 2)
+    }
+    regenerate = command(
+        "data_generators/generate_data.py",
+        "--data",
+        dataset,
+        "--files",
+        3000,
+        "--quiet",
+        "--seed",
+        2,
+    )
     results = both_at_once(regenerate, command(f"demos/{reader}.py", "--data", dataset))
     assert_ok(results[0])
     read = results[1]
@@ -364,18 +474,30 @@ def test_two_cleans_at_once(tmp_path: Path) -> None:
         for i in range(20):
             (made / f"f{i}").write_text("x")
     env = {**os.environ, "IOLAB_WORKDIR": str(home)}
-    procs = [subprocess.Popen(command("clean"), cwd=ROOT, env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            command("clean"),
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and "Traceback" not in err, err
     assert_user_files_intact(mine)
-    assert sorted(p.name for p in home.iterdir()) == [".hidden-thesis.tex", "manifest.json.bak",
-                                                       "notes.txt", "tmp"]
+    assert sorted(p.name for p in home.iterdir()) == [
+        ".hidden-thesis.tex",
+        "manifest.json.bak",
+        "notes.txt",
+        "tmp",
+    ]
 
 
-def test_clean_tolerates_an_entry_deleted_under_it(tmp_path: Path, monkeypatch,
-                                                   capsys) -> None:
+def test_clean_tolerates_an_entry_deleted_under_it(tmp_path: Path, monkeypatch, capsys) -> None:
     """The window two cleans race in, made certain: an entry vanishes right after the check
     that it is the lab's. Clean must go on, and not list it as left alone."""
     from iolab.core import cleanup, owned
@@ -426,8 +548,12 @@ def test_two_commands_started_at_once_share_one_per_user_place(tmp_path: Path, c
     import threading
 
     from iolab.core.owned import write_marker
-    from iolab.core.workspace import (LOCATION_MARKER, LOCATION_MARKER_TEXT, location_dir,
-                                      make_location_dir)
+    from iolab.core.workspace import (
+        LOCATION_MARKER,
+        LOCATION_MARKER_TEXT,
+        location_dir,
+        make_location_dir,
+    )
 
     usual = location_dir(tmp_path)
     usual.mkdir(mode=0o700)  # the other run's mkdir; its marker follows 0.2 s later
@@ -458,8 +584,8 @@ def test_the_users_own_results_folder_is_refused_at_once() -> None:
 @pytest.mark.usefixtures("workspace")
 def test_a_second_make_lab_refuses_while_one_runs() -> None:
     """Two `make lab` would empty each other's notebooks and site: the second says who runs."""
-    from iolab.core.writer_lock import writer_lock
     from iolab.core.workspace import results_dir
+    from iolab.core.writer_lock import writer_lock
 
     out = results_dir()
     (out / "site").mkdir()
@@ -472,7 +598,8 @@ def test_a_second_make_lab_refuses_while_one_runs() -> None:
 
 
 def test_an_interrupt_landing_in_the_release_still_removes_the_lock(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A SIGTERM that arrives while the writer is releasing its lock (CI23: a writer stopped
     just as it finished) must not leave the lock file behind: the interrupt goes on, the
     lock goes. The signal's handler raising at that bytecode is played by the first read of
@@ -514,7 +641,8 @@ run_cli(main)
 
 @pytest.mark.parametrize("step", ["__enter__()", "__enter__(); held.__exit__"])
 def test_an_interrupt_between_the_lock_managers_steps_still_removes_the_lock(
-        step: str, tmp_path: Path) -> None:
+    step: str, tmp_path: Path
+) -> None:
     """CI41: SIGTERM handled inside contextlib's own code (after the generator took the lock,
     before the with-body began; or in __exit__ before the generator resumed) leaves the
     generator suspended, and exit_interrupted ends the process at once: its `finally` never
@@ -522,8 +650,13 @@ def test_an_interrupt_between_the_lock_managers_steps_still_removes_the_lock(
     Interrupted right after __enter__ (the second case also fetches __exit__ and never calls
     it)."""
     script = CUT_OFF_SCRIPT.format(step=step)
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 130 and proc.stderr.strip() == "interrupted.", proc.stderr
     assert not (tmp_path / ".iolab-lock").exists()
 
@@ -575,8 +708,11 @@ def assert_interrupt_reported(proc: subprocess.CompletedProcess, done: str) -> N
     Finished means exit 0, or killed by the signal while the interpreter was shutting down
     after it had printed its whole result (`done` is the result's last line's start).
     """
-    if proc.returncode == 0 or (proc.returncode < 0 and not proc.stderr
-                                and any(line.startswith(done) for line in proc.stdout.splitlines())):
+    if proc.returncode == 0 or (
+        proc.returncode < 0
+        and not proc.stderr
+        and any(line.startswith(done) for line in proc.stdout.splitlines())
+    ):
         return
     err = proc.stderr.strip()
     assert "Traceback" not in err, err
@@ -589,9 +725,20 @@ def delays(seed: str, low: float, high: float) -> list[float]:
     return [rng.uniform(low, high) for _ in range(REPEATS)]
 
 
-WRITER_DONE = {"generate": "Expected mean", "archive": "Python's default", "shards": "Shards ",
-               "images": "Images ", "order-out": "Mean activity_level"}
-INTERRUPTED_WRITERS = [pytest.param("generate", marks=pytest.mark.slow), "archive", "shards", "images", "order-out"]
+WRITER_DONE = {
+    "generate": "Expected mean",
+    "archive": "Python's default",
+    "shards": "Shards ",
+    "images": "Images ",
+    "order-out": "Mean activity_level",
+}
+INTERRUPTED_WRITERS = [
+    pytest.param("generate", marks=pytest.mark.slow),
+    "archive",
+    "shards",
+    "images",
+    "order-out",
+]
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
@@ -615,8 +762,10 @@ def test_writer_interrupted_at_a_random_moment(name: str, sig: int, dataset: Pat
         # interrupted (an exit status, or the signal Python re-raises on an uncaught Ctrl-C
         # after printing the sentence) or finished; either way never success without a result
         assert proc.returncode != 0 or result_exists(name, dataset)
-        assert not (dataset / ".iolab-lock").exists() and not (dataset.parent / "images" /
-                                                                 ".iolab-lock").exists()
+        assert (
+            not (dataset / ".iolab-lock").exists()
+            and not (dataset.parent / "images" / ".iolab-lock").exists()
+        )
         rerun = run(argv)
         assert_ok(rerun)
         assert writer_verifies(name, dataset)
@@ -628,8 +777,9 @@ def test_writer_interrupted_at_a_random_moment(name: str, sig: int, dataset: Pat
 @pytest.mark.slow
 def test_reader_interrupted_prints_no_result(reader: str, sig: int, template: Path) -> None:
     for delay in delays(f"{reader}-{sig}", 0.0, 0.5):
-        proc = signal_and_collect(interrupted(command(f"demos/{reader}.py", "--data", template),
-                                              delay), sig)
+        proc = signal_and_collect(
+            interrupted(command(f"demos/{reader}.py", "--data", template), delay), sig
+        )
         assert_interrupt_reported(proc, "Mean activity_level")
         if proc.returncode > 0:
             assert "Mean activity_level" not in proc.stdout
@@ -702,12 +852,16 @@ FILE_DAMAGE = [delete_file, change_byte, empty_csv, half_csv, no_manifest, bad_m
 TAR_DAMAGE = [truncate_tar, change_tar_byte, no_manifest]
 FILE_READERS = ["read_files", "read_files_naive"]
 TAR_READERS = ["read_archive", "read_archive_random", "read_random_chunked"]
-DAMAGED = ([(r, f, v) for r in FILE_READERS for f in FILE_DAMAGE for v in ("", "--verify")]
-           + [(r, f, v) for r in TAR_READERS for f in TAR_DAMAGE for v in ("", "--verify")])
+DAMAGED = [(r, f, v) for r in FILE_READERS for f in FILE_DAMAGE for v in ("", "--verify")] + [
+    (r, f, v) for r in TAR_READERS for f in TAR_DAMAGE for v in ("", "--verify")
+]
 
 
-@pytest.mark.parametrize("reader,damage,verify", DAMAGED,
-                         ids=[f"{r}-{f.__name__}{v.replace('--', '-')}" for r, f, v in DAMAGED])
+@pytest.mark.parametrize(
+    "reader,damage,verify",
+    DAMAGED,
+    ids=[f"{r}-{f.__name__}{v.replace('--', '-')}" for r, f, v in DAMAGED],
+)
 @pytest.mark.slow
 def test_reader_refuses_damaged_input(reader: str, damage, verify: str, dataset: Path) -> None:
     damage(dataset)
@@ -718,12 +872,19 @@ def test_reader_refuses_damaged_input(reader: str, damage, verify: str, dataset:
     assert not (dataset.parent / "order.txt").exists()  # no result from a refused reading
 
 
-DAMAGED_WRITERS = [("archive", delete_file), ("archive", change_byte), ("archive", bad_manifest),
-                   ("shards", delete_file), ("shards", half_csv), ("shards", no_manifest)]
+DAMAGED_WRITERS = [
+    ("archive", delete_file),
+    ("archive", change_byte),
+    ("archive", bad_manifest),
+    ("shards", delete_file),
+    ("shards", half_csv),
+    ("shards", no_manifest),
+]
 
 
-@pytest.mark.parametrize("name,damage", DAMAGED_WRITERS,
-                         ids=[f"{n}-{f.__name__}" for n, f in DAMAGED_WRITERS])
+@pytest.mark.parametrize(
+    "name,damage", DAMAGED_WRITERS, ids=[f"{n}-{f.__name__}" for n, f in DAMAGED_WRITERS]
+)
 def test_writer_refuses_damaged_input(name: str, damage, dataset: Path) -> None:
     writer_input(name, dataset)
     damage(dataset)
@@ -731,24 +892,36 @@ def test_writer_refuses_damaged_input(name: str, damage, dataset: Path) -> None:
     assert not result_exists(name, dataset) and not leftovers(dataset.parent)
 
 
-@pytest.mark.parametrize("damage", [truncate_tar, change_tar_byte, delete_file],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "damage", [truncate_tar, change_tar_byte, delete_file], ids=lambda f: f.__name__
+)
 def test_verify_reports_damage(damage, dataset: Path) -> None:
     damage(dataset)
     proc = verify_dataset(dataset)
     assert proc.returncode == 1 and "NOT VALID" in proc.stdout and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("argv", [
-    ["demos/read_files.py", "--data", "{file}"],
-    ["demos/read_archive.py", "--data", "{missing}"],
-    ["data_generators/create_archive.py", "--data", "{file}"],
-    ["data_generators/make_shards.py", "--data", "{missing}"],
-    ["iolab", "lustre", "status", "{missing}"],
-    ["iolab", "syscalls", "--data", "{file}", "--", "true"],
-    ["iolab", "sweep", "--directory", "{file}", "--dry-run"],
-], ids=["read_files-file", "read_archive-missing", "archive-file", "shards-missing",
-        "lustre-missing", "syscalls-file", "sweep-file"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demos/read_files.py", "--data", "{file}"],
+        ["demos/read_archive.py", "--data", "{missing}"],
+        ["data_generators/create_archive.py", "--data", "{file}"],
+        ["data_generators/make_shards.py", "--data", "{missing}"],
+        ["iolab", "lustre", "status", "{missing}"],
+        ["iolab", "syscalls", "--data", "{file}", "--", "true"],
+        ["iolab", "sweep", "--directory", "{file}", "--dry-run"],
+    ],
+    ids=[
+        "read_files-file",
+        "read_archive-missing",
+        "archive-file",
+        "shards-missing",
+        "lustre-missing",
+        "syscalls-file",
+        "sweep-file",
+    ],
+)
 @pytest.mark.slow
 def test_wrong_kind_of_path_is_one_sentence(argv: list[str], tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x")
@@ -791,15 +964,29 @@ def test_writer_under_a_file_is_one_sentence(name: str, dataset: Path, tmp_path:
     blocker = tmp_path / "a-file"
     blocker.write_text("mine")
     if name == "shards":
-        argv = command("data_generators/make_shards.py", "--data", dataset, "--out",
-                       blocker / "shards")
+        argv = command(
+            "data_generators/make_shards.py", "--data", dataset, "--out", blocker / "shards"
+        )
     elif name == "order-out":
-        argv = command("demos/read_archive_random.py", "--data", dataset, "--order-out",
-                       blocker / "order.txt")
+        argv = command(
+            "demos/read_archive_random.py", "--data", dataset, "--order-out", blocker / "order.txt"
+        )
     elif name == "sweep-csv":
         (tmp_path / "sweep").mkdir()
-        argv = command("iolab", "sweep", "--directory", tmp_path / "sweep", "--min", "4K",
-                       "--max", "4K", "--repeats", 1, "--csv", blocker / "out.csv")
+        argv = command(
+            "iolab",
+            "sweep",
+            "--directory",
+            tmp_path / "sweep",
+            "--min",
+            "4K",
+            "--max",
+            "4K",
+            "--repeats",
+            1,
+            "--csv",
+            blocker / "out.csv",
+        )
     else:
         argv = writer_argv(name, blocker / "dataset")
     assert_one_error(run(argv))
@@ -839,14 +1026,24 @@ def test_reader_of_a_read_only_dataset(reader: str, dataset: Path, read_only) ->
     read_only(dataset.parent)
     assert_ok(run(command(f"demos/{reader}.py", "--data", dataset, "--verify")))
     if reader == "read_archive_random":
-        assert_one_error(run(command(f"demos/{reader}.py", "--data", dataset, "--order-out",
-                                     dataset.parent / "order.txt")))
+        assert_one_error(
+            run(
+                command(
+                    f"demos/{reader}.py",
+                    "--data",
+                    dataset,
+                    "--order-out",
+                    dataset.parent / "order.txt",
+                )
+            )
+        )
 
 
 @not_as_root
 @pytest.mark.parametrize("name", ["generate", "archive", "shards", "images", "sweep-csv"])
-def test_new_result_in_a_read_only_place_is_one_sentence(name: str, dataset: Path,
-                                                         read_only) -> None:
+def test_new_result_in_a_read_only_place_is_one_sentence(
+    name: str, dataset: Path, read_only
+) -> None:
     writer_input(name, dataset)
     if name == "generate":
         dataset.mkdir()
@@ -862,13 +1059,17 @@ def test_unsearchable_parent_is_one_sentence(name: str, tmp_path: Path, read_onl
     d = tmp_path / "locked" / "dataset"
     d.parent.mkdir()
     read_only(d.parent, 0o000)
-    argv = {"generate": writer_argv("generate", d),
-            "generate-verify": command("data_generators/generate_data.py", "--data", d, "--verify"),
-            "read_files": command("demos/read_files.py", "--data", d),
-            "archive": writer_argv("archive", d)}[name]
+    argv = {
+        "generate": writer_argv("generate", d),
+        "generate-verify": command("data_generators/generate_data.py", "--data", d, "--verify"),
+        "read_files": command("demos/read_files.py", "--data", d),
+        "archive": writer_argv("archive", d),
+    }[name]
     proc = run(argv)
     if name == "generate-verify":
-        assert proc.returncode == 1 and "Traceback" not in proc.stderr and "NOT VALID" in proc.stdout
+        assert (
+            proc.returncode == 1 and "Traceback" not in proc.stderr and "NOT VALID" in proc.stdout
+        )
     else:
         assert_one_error(proc)
 
@@ -914,24 +1115,51 @@ def missing_index(d: Path) -> None:
 
 SHARD_DAMAGE = [truncate_shard, change_shard_byte, missing_shard, missing_index]
 SHARD_READERS = {
-    "read_samples-shards": lambda d: command("demos/read_samples.py", "--source", "shards",
-                                             "--data", d),
-    "read_samples-files": lambda d: command("demos/read_samples.py", "--source", "files",
-                                            "--data", d),
-    "accelerator": lambda d: command("iolab", "accelerator", "--data", d, "--source", "shards",
-                                     "--steps", 3, "--compute-ms", 1, "--cache", "warm"),
-    "accelerator-files": lambda d: command("iolab", "accelerator", "--data", d, "--source",
-                                           "files", "--steps", 3, "--compute-ms", 1,
-                                           "--cache", "warm"),
+    "read_samples-shards": lambda d: command(
+        "demos/read_samples.py", "--source", "shards", "--data", d
+    ),
+    "read_samples-files": lambda d: command(
+        "demos/read_samples.py", "--source", "files", "--data", d
+    ),
+    "accelerator": lambda d: command(
+        "iolab",
+        "accelerator",
+        "--data",
+        d,
+        "--source",
+        "shards",
+        "--steps",
+        3,
+        "--compute-ms",
+        1,
+        "--cache",
+        "warm",
+    ),
+    "accelerator-files": lambda d: command(
+        "iolab",
+        "accelerator",
+        "--data",
+        d,
+        "--source",
+        "files",
+        "--steps",
+        3,
+        "--compute-ms",
+        1,
+        "--cache",
+        "warm",
+    ),
 }
-SAMPLE_DAMAGED = ([(r, f) for r in ("read_samples-shards", "accelerator") for f in SHARD_DAMAGE]
-                  + [("read_samples-files", f) for f in (delete_file, change_byte, empty_csv,
-                                                         half_csv)]
-                  + [("accelerator-files", f) for f in (delete_file, change_byte)])
+SAMPLE_DAMAGED = (
+    [(r, f) for r in ("read_samples-shards", "accelerator") for f in SHARD_DAMAGE]
+    + [("read_samples-files", f) for f in (delete_file, change_byte, empty_csv, half_csv)]
+    + [("accelerator-files", f) for f in (delete_file, change_byte)]
+)
 
 
-@pytest.mark.parametrize("reader,damage", SAMPLE_DAMAGED,
-                         ids=[f"{r}-{f.__name__}" for r, f in SAMPLE_DAMAGED])
+@pytest.mark.parametrize(
+    "reader,damage", SAMPLE_DAMAGED, ids=[f"{r}-{f.__name__}" for r, f in SAMPLE_DAMAGED]
+)
 @pytest.mark.slow
 def test_sample_reader_refuses_damaged_input(reader: str, damage, dataset: Path) -> None:
     damage(dataset)
@@ -959,8 +1187,9 @@ def test_accelerator_refuses_damaged_image_files(damage: str, tmp_path: Path) ->
     assert sample.name in proc.stderr and "pass line" not in proc.stdout
 
 
-@pytest.mark.parametrize("reader", [pytest.param("read_samples-shards", marks=pytest.mark.slow),
-                                    "read_samples-files"])
+@pytest.mark.parametrize(
+    "reader", [pytest.param("read_samples-shards", marks=pytest.mark.slow), "read_samples-files"]
+)
 def test_sample_reader_of_an_intact_dataset(reader: str, template: Path) -> None:
     proc = run(SHARD_READERS[reader](template))
     assert_ok(proc)
@@ -972,15 +1201,32 @@ def test_sample_reader_of_an_intact_dataset(reader: str, template: Path) -> None
 
 
 def checkpoint_argv(target: Path, background: bool = False) -> list[str]:
-    return command("iolab", "checkpoint", "--size-mib", 1, "--steps", 6, "--every", 1,
-                   "--step-s", 0.05, "--keep", 2, "--target", target,
-                   *(["--background"] if background else []))
+    return command(
+        "iolab",
+        "checkpoint",
+        "--size-mib",
+        1,
+        "--steps",
+        6,
+        "--every",
+        1,
+        "--step-s",
+        0.05,
+        "--keep",
+        2,
+        "--target",
+        target,
+        *(["--background"] if background else []),
+    )
 
 
 def lab_files(root: Path) -> list[str]:
     """Files below `root` other than the lab's folder markers: what a run left behind."""
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if not p.is_dir() and p.name != MADE_MARKER)
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if not p.is_dir() and p.name != MADE_MARKER
+    )
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
@@ -1036,9 +1282,13 @@ def cache_tree(root: Path) -> dict[str, str]:
     for rel in ("pip/http/a", "conda/pkgs/numpy-1", "hf/hub/models--x/blob", "torch/hub/w.pt"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(b"x" * 100)
-    return {"PIP_CACHE_DIR": str(root / "pip"), "CONDA_PKGS_DIRS": str(root / "conda" / "pkgs"),
-            "HF_HOME": str(root / "hf"), "TORCH_HOME": str(root / "torch"),
-            "XDG_CACHE_HOME": str(root / "xdg")}
+    return {
+        "PIP_CACHE_DIR": str(root / "pip"),
+        "CONDA_PKGS_DIRS": str(root / "conda" / "pkgs"),
+        "HF_HOME": str(root / "hf"),
+        "TORCH_HOME": str(root / "torch"),
+        "XDG_CACHE_HOME": str(root / "xdg"),
+    }
 
 
 def test_hygiene_caches_deletes_nothing(tmp_path: Path) -> None:
@@ -1046,8 +1296,9 @@ def test_hygiene_caches_deletes_nothing(tmp_path: Path) -> None:
     env = cache_tree(caches)
     mine = place_user_files(caches, caches / "pip", tmp_path)
     before = snapshot(caches)
-    proc = run(command("iolab", "hygiene", "caches"),
-               {**env, "MPLCONFIGDIR": str(tmp_path / "mpl")})  # matplotlib's own font cache
+    proc = run(
+        command("iolab", "hygiene", "caches"), {**env, "MPLCONFIGDIR": str(tmp_path / "mpl")}
+    )  # matplotlib's own font cache
     assert_ok(proc)
     assert "nothing was deleted" in proc.stdout
     after = snapshot(caches)
@@ -1057,8 +1308,10 @@ def test_hygiene_caches_deletes_nothing(tmp_path: Path) -> None:
     assert_user_files_intact(mine)
 
 
-@pytest.mark.parametrize("action,path", [("df", "missing"), ("usage", "file"), ("du", "missing"),
-                                         ("checkpoints", "file")])
+@pytest.mark.parametrize(
+    "action,path",
+    [("df", "missing"), ("usage", "file"), ("du", "missing"), ("checkpoints", "file")],
+)
 @pytest.mark.slow
 def test_hygiene_bad_path_is_one_sentence(action: str, path: str, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("mine")
@@ -1078,8 +1331,9 @@ def test_hygiene_interrupted_is_one_sentence_and_changes_nothing(sig: int, tmp_p
             (folder / f"f{i}.pt").write_bytes(b"x" * i)
     before = snapshot(tmp_path)
     for delay in delays(f"hygiene-{sig}", 0.0, 1.2):
-        proc = signal_and_collect(interrupted(command("iolab", "hygiene", "usage", "--data",
-                                                      tree), delay), sig)
+        proc = signal_and_collect(
+            interrupted(command("iolab", "hygiene", "usage", "--data", tree), delay), sig
+        )
         assert_interrupt_reported(proc, "(arithmetic")
         assert snapshot(tmp_path) == before
 
@@ -1098,8 +1352,9 @@ def test_apply_cleanup_deletes_the_plan_only(tmp_path: Path, monkeypatch) -> Non
 
 
 @not_as_root
-def test_apply_cleanup_of_a_read_only_cache_is_one_sentence(tmp_path: Path, monkeypatch,
-                                                            read_only) -> None:
+def test_apply_cleanup_of_a_read_only_cache_is_one_sentence(
+    tmp_path: Path, monkeypatch, read_only
+) -> None:
     from iolab.storage.hygiene_caches import apply_cleanup, cache_cleanup_plan
 
     caches = tmp_path / "caches"
@@ -1120,8 +1375,9 @@ def test_apply_cleanup_of_a_read_only_cache_is_one_sentence(tmp_path: Path, monk
 def test_iolab_interrupted_while_starting_is_one_sentence(sig: int, tmp_path: Path) -> None:
     """The moment falls in the imports: __main__ handles signals before iolab.cli loads."""
     for delay in delays(f"start-{sig}", 0.0, 0.3):
-        proc = signal_and_collect(interrupted(command("iolab", "hygiene", "df", "--data",
-                                                      tmp_path), delay), sig)
+        proc = signal_and_collect(
+            interrupted(command("iolab", "hygiene", "df", "--data", tmp_path), delay), sig
+        )
         assert_interrupt_reported(proc, "| os.statvfs")
 
 
@@ -1133,8 +1389,18 @@ def result_argv(name: str, out: Path, tmp: Path) -> list[str]:
     (tmp / "run").mkdir(exist_ok=True)
     if name.startswith("fio"):
         option = "--csv" if name == "fio-csv" else "--json-out"
-        return command("iolab", "fio", "--directory", tmp / "run", "--size-scale", 0.02,
-                       "--runtime", 1, option, out)
+        return command(
+            "iolab",
+            "fio",
+            "--directory",
+            tmp / "run",
+            "--size-scale",
+            0.02,
+            "--runtime",
+            1,
+            option,
+            out,
+        )
     return command("iolab", "mpiio", "--ranks", 2, "--blocks-per-rank", 8, "--csv", out)
 
 
@@ -1148,9 +1414,11 @@ def result_complete(name: str, out: Path) -> bool:
     return len(lines) > 1 and lines[0].startswith(("job_index,", "run,")) and text.endswith("\n")
 
 
-RESULT_FILES = [pytest.param("fio-csv", marks=pytest.mark.needs("fio")),
-                pytest.param("fio-json-out", marks=pytest.mark.needs("fio")),
-                pytest.param("mpiio-csv", marks=[pytest.mark.needs("mpi"), pytest.mark.needs("strace")])]
+RESULT_FILES = [
+    pytest.param("fio-csv", marks=pytest.mark.needs("fio")),
+    pytest.param("fio-json-out", marks=pytest.mark.needs("fio")),
+    pytest.param("mpiio-csv", marks=[pytest.mark.needs("mpi"), pytest.mark.needs("strace")]),
+]
 
 
 @pytest.mark.parametrize("name", RESULT_FILES)
@@ -1166,8 +1434,9 @@ def test_result_file_under_a_file_is_refused_before_the_run(name: str, tmp_path:
 
 @not_as_root
 @pytest.mark.parametrize("name", RESULT_FILES)
-def test_result_file_in_a_read_only_folder_is_refused_before_the_run(name: str, tmp_path: Path,
-                                                                     read_only) -> None:
+def test_result_file_in_a_read_only_folder_is_refused_before_the_run(
+    name: str, tmp_path: Path, read_only
+) -> None:
     folder = tmp_path / "results"
     mine = place_user_files(folder)
     read_only(folder)
@@ -1192,6 +1461,7 @@ def test_mpiio_csv_without_trace_is_refused(tmp_path: Path) -> None:
 def test_result_file_interrupted_is_whole_or_absent(name: str, sig: int, tmp_path: Path) -> None:
     """The seeded moments are played at once, each run in a folder of its own: what is
     checked is each run's result file, never a time, so they need not wait for each other."""
+
     def interrupted_run(delay: float, root: Path) -> None:
         folder = root / "results"
         mine = place_user_files(folder)
@@ -1235,13 +1505,17 @@ def _interrupted_right_after_mkdir(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("make", ["fresh_run_dir", "run_directory", "perception"])
 def test_ctrl_c_the_moment_a_run_directory_is_made_leaves_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: str
+) -> None:
     from iolab.core.workspace import fresh_run_dir
     from iolab.storage.perception import run_dir
     from iolab.storage.sweep import run_directory
-    opened = {"fresh_run_dir": lambda: fresh_run_dir(tmp_path, "iolab-test-"),
-              "run_directory": lambda: run_directory(tmp_path, "test"),
-              "perception": lambda: run_dir(tmp_path, "test", 0, 1)}[make]
+
+    opened = {
+        "fresh_run_dir": lambda: fresh_run_dir(tmp_path, "iolab-test-"),
+        "run_directory": lambda: run_directory(tmp_path, "test"),
+        "perception": lambda: run_dir(tmp_path, "test", 0, 1),
+    }[make]
     _interrupted_right_after_mkdir(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         with opened():

@@ -55,12 +55,27 @@ def test_locality_numbers_for_a_seed() -> None:
     """The lesson's claim in numbers: a batch of 8 from a buffer of 4 draws on 2 of 4 shards."""
     summary = sf.locality_summary(sf.shuffle_orders(SIZES, buffer_size=4, seed=1), window_samples=8)
     assert summary.to_dict("records") == [
-        {"method": "shard shuffle", "median_displacement_samples": 10.0, "max_displacement_samples": 20,
-         "window_samples": 8, "mean_shards_per_window": 1.6},
-        {"method": "buffer shuffle (4)", "median_displacement_samples": 3.0, "max_displacement_samples": 11,
-         "window_samples": 8, "mean_shards_per_window": 2.2},
-        {"method": "full permutation", "median_displacement_samples": 11.0, "max_displacement_samples": 34,
-         "window_samples": 8, "mean_shards_per_window": 3.4},
+        {
+            "method": "shard shuffle",
+            "median_displacement_samples": 10.0,
+            "max_displacement_samples": 20,
+            "window_samples": 8,
+            "mean_shards_per_window": 1.6,
+        },
+        {
+            "method": "buffer shuffle (4)",
+            "median_displacement_samples": 3.0,
+            "max_displacement_samples": 11,
+            "window_samples": 8,
+            "mean_shards_per_window": 2.2,
+        },
+        {
+            "method": "full permutation",
+            "median_displacement_samples": 11.0,
+            "max_displacement_samples": 34,
+            "window_samples": 8,
+            "mean_shards_per_window": 3.4,
+        },
     ]
 
 
@@ -97,7 +112,11 @@ def test_epochs_differ_and_foreign_state_is_refused() -> None:
 def test_sampler_drives_the_file_reader(sharded: Path) -> None:
     keys = keys_in_order(sharded)
     sampler = sf.EpochSampler(len(keys), seed=9)
-    read = [key for batch in loader.batches(sharded, "files", sampler=sampler, batch_size=5) for key, _ in batch]
+    read = [
+        key
+        for batch in loader.batches(sharded, "files", sampler=sampler, batch_size=5)
+        for key, _ in batch
+    ]
     assert read == [keys[i] for i in sf.EpochSampler(len(keys), seed=9).permutation()]
     with pytest.raises(LabError, match="random access"):
         loader.batches(sharded, "shards", sampler=sampler)

@@ -21,9 +21,18 @@ pytestmark = pytest.mark.slow  # one strict sphinx-build of the whole site
 
 REPO = Path(__file__).resolve().parent.parent
 LESSONS = [
-    "01-file-access", "02-small-files", "03-random-access", "04-page-cache",
-    "05-fio", "06-file-sizes-metadata", "07-lustre-striping", "08-mpi-io", "09-dataloader",
-    "10-checkpoints", "11-storage-hygiene", "12-profiling",
+    "01-file-access",
+    "02-small-files",
+    "03-random-access",
+    "04-page-cache",
+    "05-fio",
+    "06-file-sizes-metadata",
+    "07-lustre-striping",
+    "08-mpi-io",
+    "09-dataloader",
+    "10-checkpoints",
+    "11-storage-hygiene",
+    "12-profiling",
 ]
 NOTEBOOKS = LESSONS  # each lesson pairs with the notebook of the same stem
 LESSON_ADMONITIONS = ["objectives", "instructor-note", "exercise", "solution", "keypoints"]
@@ -99,8 +108,11 @@ def pages(build: tuple[subprocess.CompletedProcess, Path]) -> dict[Path, PagePar
 
 def test_paired_notebooks_exist() -> None:
     """The index lists the notebooks, so the site cannot build without them."""
-    missing = [f"notebooks/{stem}.ipynb" for stem in NOTEBOOKS
-               if not (REPO / "notebooks" / f"{stem}.ipynb").is_file()]
+    missing = [
+        f"notebooks/{stem}.ipynb"
+        for stem in NOTEBOOKS
+        if not (REPO / "notebooks" / f"{stem}.ipynb").is_file()
+    ]
     assert not missing, f"the site's toctree needs these executed notebooks: {missing}"
 
 
@@ -152,8 +164,9 @@ def test_lesson_has_the_lesson_admonitions(build, pages: dict[Path, PageParser],
     _, html = build
     page = html / "lessons" / f"{stem}.html"
     assert page in pages, f"lessons/{stem}.md was not built into {page}"
-    present = set().union(*(classes for classes in pages[page].div_classes
-                            if "admonition" in classes))
+    present = set().union(
+        *(classes for classes in pages[page].div_classes if "admonition" in classes)
+    )
     missing = [name for name in LESSON_ADMONITIONS if name not in present]
     assert not missing, f"lessons/{stem} lacks the sphinx-lesson blocks {missing}"
 
@@ -178,8 +191,9 @@ def test_reference_pages_define_terms_and_commands(build, pages: dict[Path, Page
     targets = {local_target(index, url) for _, url in pages[index].links} - {None}
     unlinked = [stem for stem, page in built.items() if page.resolve() not in targets]
     assert not unlinked, f"index.html does not link to the reference pages {unlinked}"
-    undefined = [term for term in GLOSSARY_TERM_IDS
-                 if term not in pages[built["glossary"]].term_ids]
+    undefined = [
+        term for term in GLOSSARY_TERM_IDS if term not in pages[built["glossary"]].term_ids
+    ]
     assert not undefined, f"the glossary does not define the terms {undefined}"
     text = " ".join("".join(pages[built["quick-reference"]].text).split())
     absent = [command for command in QUICK_REFERENCE_COMMANDS if command not in text]
@@ -200,8 +214,12 @@ def test_make_lab_stages_every_page_of_the_toctree() -> None:
     from iolab.pages.site import SITE_SOURCES
 
     text = (REPO / "index.md").read_text()
-    entries = [line.strip() for block in re.findall(r"```\{toctree\}\n(.*?)```", text, re.S)
-               for line in block.splitlines() if line.strip() and not line.startswith(":")]
+    entries = [
+        line.strip()
+        for block in re.findall(r"```\{toctree\}\n(.*?)```", text, re.S)
+        for line in block.splitlines()
+        if line.strip() and not line.startswith(":")
+    ]
     assert len(entries) > 20
     staged = {*SITE_SOURCES, "notebooks"}
     assert [e for e in entries if e.split("/")[0] not in staged] == []
@@ -238,18 +256,21 @@ def test_make_labs_site_shows_this_machines_run(tmp_path: Path, capsys) -> None:
     assert "1999-12-31" in (tmp_path / "site" / "index.html").read_text()
     # every code excerpt a lesson quotes from iolab/ is on the learner's page too
     for lesson in sorted((REPO / "lessons").glob("*.md")):
-        objects = re.findall(r"literalinclude\} \.\./iolab/\S+\n(?::[^\n]*\n)*?:pyobject: (\w+)",
-                             lesson.read_text())
+        objects = re.findall(
+            r"literalinclude\} \.\./iolab/\S+\n(?::[^\n]*\n)*?:pyobject: (\w+)", lesson.read_text()
+        )
         page = (tmp_path / "site" / "lessons" / f"{lesson.stem}.html").read_text()
         for name in objects:
             # Pygments marks a function's name "nf", a class's "nc"
             assert re.search(f'<span class="n[fc]">{name}</span>', page), (lesson.name, name)
     assert committed == [f"{stem}.ipynb" for stem in NOTEBOOKS[1:]]
+
     # a lesson whose figures are the recorded run says so at the top, and why
     def note(stem: str) -> str:
         page = (tmp_path / "site" / "lessons" / f"{stem}.html").read_text()
         found = re.search(r"Your run of this lesson.s notebook.*?not your\s+machine.s", page, re.S)
         return found.group(0) if found else ""
+
     assert note(NOTEBOOKS[0]) == ""
     assert "failed in" in note("02-small-files") and "02-small-files.txt" in note("02-small-files")
     assert "was not run by" in note("03-random-access")
@@ -263,8 +284,10 @@ def test_lesson_tables_have_no_empty_cell_and_no_nan(build, stem: str) -> None:
     if result.returncode != 0:
         pytest.skip("the site did not build; see test_site_builds_without_warnings")
     page = (out / "lessons" / f"{stem}.html").read_text(encoding="utf-8")
-    cells = [re.sub(r"<[^>]+>", "", cell).strip()
-             for cell in re.findall(r"<td[^>]*>(.*?)</td>", page, re.S)]
+    cells = [
+        re.sub(r"<[^>]+>", "", cell).strip()
+        for cell in re.findall(r"<td[^>]*>(.*?)</td>", page, re.S)
+    ]
     assert cells, f"{stem} has no table cells"
     assert "" not in cells, f"{stem}: {cells.count('')} empty table cells"
     assert not [c for c in cells if re.search(r"\bnan\b", c, re.I)], f"{stem}: nan in a table"

@@ -84,16 +84,29 @@ NOT_NETWORK = ("data", "blob", "about", "chrome", "chrome-untrusted")
 # Chromium's own traffic (updates, safe browsing, sign-in, metrics) is switched off: a test
 # run must not phone home, and the page's requests are what is checked.
 CHROMIUM_FLAGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-    "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-default-apps", "--disable-domain-reliability", "--no-pings",
-    "--disable-client-side-phishing-detection", "--metrics-recording-only",
-    "--password-store=basic", "--use-mock-keychain", "--mute-audio",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-extensions",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-domain-reliability",
+    "--no-pings",
+    "--disable-client-side-phishing-detection",
+    "--metrics-recording-only",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--mute-audio",
     f"--window-size={DESKTOP['width']},{DESKTOP['height']}",
     # Offline, as on a cluster: no host name but the server's resolves, so a page that asks
     # another host fails here as it would there (and the request is reported below).
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-proxy-server",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+    "--no-proxy-server",
 ]
 
 
@@ -218,7 +231,10 @@ const icons = async () => {
 # Run in the page once it has loaded: make lazy images load, wait for every image to decode
 # (or fail), and report what the page shows. Called by execute_async_script: the last
 # argument is the callback that returns the value.
-SNAPSHOT_JS = CLIPPED_JS + ICONS_JS + """
+SNAPSHOT_JS = (
+    CLIPPED_JS
+    + ICONS_JS
+    + """
 const done = arguments[arguments.length - 1];
 (async () => {
   for (const img of document.images) { if (img.loading === 'lazy') img.loading = 'eager'; }
@@ -239,6 +255,7 @@ const done = arguments[arguments.length - 1];
   };
 })().then(done, error => done({error: String(error && error.stack || error)}));
 """
+)
 
 
 class Browser:
@@ -251,8 +268,9 @@ class Browser:
 
     def drain(self) -> tuple[list[dict], list[dict]]:
         """The DevTools events and the browser log entries since the last drain."""
-        events = [json.loads(entry["message"])["message"]
-                  for entry in self.driver.get_log("performance")]
+        events = [
+            json.loads(entry["message"])["message"] for entry in self.driver.get_log("performance")
+        ]
         self.events += events
         return events, self.driver.get_log("browser")
 
@@ -322,8 +340,11 @@ def collect(visit: Visit, events: list[dict], logs: list[dict]) -> None:
         method, params = event["method"], event["params"]
         if method == "Network.requestWillBeSent":
             urls[params["requestId"]] = params["request"]["url"]
-            if document is None and params.get("type") == "Document" and (
-                    params["request"]["url"] == target):
+            if (
+                document is None
+                and params.get("type") == "Document"
+                and (params["request"]["url"] == target)
+            ):
                 document = params["requestId"]
         url = urls.get(params.get("requestId"), "")
         if urlsplit(url).path == BROWSER_OWN:
@@ -350,6 +371,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 # --- fixtures: the site, its server, the browsers, and the visits of every page ------------
+
 
 def lab_site() -> Path:
     """Where `make lab` writes its site: <workspace>/lab/site, the workspace found as iolab
@@ -420,9 +442,11 @@ def start_browser():
             options.add_experimental_option("mobileEmulation", {"deviceMetrics": PHONE})
         options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
         service = Service(
-            executable_path=driver_path, log_output=str(home / "chromedriver.log"),
+            executable_path=driver_path,
+            log_output=str(home / "chromedriver.log"),
             # no ~/.config/chromium, no crash dumps, no org.chromium.* left in /tmp
-            env={**os.environ, "HOME": str(home), "TMPDIR": str(tmp)})
+            env={**os.environ, "HOME": str(home), "TMPDIR": str(tmp)},
+        )
         try:
             driver = webdriver.Chrome(options=options, service=service)
         except Exception:
@@ -476,7 +500,9 @@ def site_pages(html: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def crawls(site: Path, server: str, desktop: Browser, phone: Browser) -> dict[str, dict[str, Visit]]:
+def crawls(
+    site: Path, server: str, desktop: Browser, phone: Browser
+) -> dict[str, dict[str, Visit]]:
     """Every page of the site loaded once in each window, the two windows at once (each
     browser in a thread of its own): a visit waits for quiet twice, so one after the other
     the two crawls spent most of their time waiting."""
@@ -528,14 +554,14 @@ def is_local(url: str, server: str) -> bool:
 
 # --- the checks ----------------------------------------------------------------------------
 
+
 def test_every_page_loads_with_a_title(crawl: dict[str, Visit]) -> None:
     problems = []
     for page, visit in crawl.items():
         if visit.error or visit.status != 200:
             problems.append(f"{page}: {visit.error or f'HTTP {visit.status}'}")
         elif not visit.title.strip() or not (any(visit.h1) or page in NO_HEADING):
-            problems.append(f"{page}: no document title (<title> {visit.title!r}, "
-                            f"<h1> {visit.h1})")
+            problems.append(f"{page}: no document title (<title> {visit.title!r}, <h1> {visit.h1})")
         if visit.failed:
             problems += [f"{page}: a resource did not load: {what}" for what in visit.failed]
     assert not problems, "pages that do not load in the browser:\n" + "\n".join(problems)
@@ -547,9 +573,13 @@ def test_no_console_errors(crawl: dict[str, Visit]) -> None:
 
 
 def test_every_image_displays(crawl: dict[str, Visit]) -> None:
-    broken = [f"{page}: <img src={image['src']!r} alt={image['alt']!r}> has no natural size "
-              "(not loaded or not an image)"
-              for page, visit in crawl.items() for image in visit.images if image["width"] <= 0]
+    broken = [
+        f"{page}: <img src={image['src']!r} alt={image['alt']!r}> has no natural size "
+        "(not loaded or not an image)"
+        for page, visit in crawl.items()
+        for image in visit.images
+        if image["width"] <= 0
+    ]
     assert not broken, "images that do not display:\n" + "\n".join(broken)
 
 
@@ -591,15 +621,16 @@ def test_no_content_is_clipped(width: int, site: Path, request: pytest.FixtureRe
     assert not problems, f"content cut off at {width} px:\n" + "\n".join(problems)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def font_cmap(path: Path) -> frozenset[int]:
     from fontTools.ttLib import TTFont
 
     return frozenset(TTFont(str(path), lazy=True).getBestCmap())
 
 
-def test_no_admonition_icon_is_a_missing_glyph(crawl: dict[str, Visit], site: Path,
-                                               server: str) -> None:
+def test_no_admonition_icon_is_a_missing_glyph(
+    crawl: dict[str, Visit], site: Path, server: str
+) -> None:
     """The icon before every admonition's title is drawn from a font the page loaded, never
     left to the reader's system fonts (an empty box on a machine without an emoji font).
 
@@ -629,11 +660,13 @@ def test_no_admonition_icon_is_a_missing_glyph(crawl: dict[str, Visit], site: Pa
                 if family not in loaded or family not in ready:
                     continue
                 for face in visit.fonts["faces"].get(family, []):
-                    files = [site / page_of(url, server) for url in face["urls"]
-                             if is_local(url, server)]
+                    files = [
+                        site / page_of(url, server) for url in face["urls"] if is_local(url, server)
+                    ]
                     # fontTools reads TrueType, OpenType and WOFF without extra packages
-                    files = [f for f in files
-                             if f.is_file() and f.suffix in (".ttf", ".otf", ".woff")]
+                    files = [
+                        f for f in files if f.is_file() and f.suffix in (".ttf", ".otf", ".woff")
+                    ]
                     if files:
                         cmaps.append(font_cmap(files[0]))
             for glyph in glyphs:
@@ -641,7 +674,8 @@ def test_no_admonition_icon_is_a_missing_glyph(crawl: dict[str, Visit], site: Pa
                     problems.append(
                         f"{page}: the {icon['pseudo']} of the title {icon['text']!r} "
                         f"(<div class={icon['kind']!r}>) shows U+{ord(glyph):04X}, in none of "
-                        f"the fonts the page loaded for {families} (loaded: {sorted(loaded)})")
+                        f"the fonts the page loaded for {families} (loaded: {sorted(loaded)})"
+                    )
     blocks = [block for block in ICON_BLOCKS if block not in kinds]
     assert not blocks, f"no admonition of the kinds {blocks} was found: were they renamed?"
     assert not problems, "icons drawn as an empty box:\n" + "\n".join(problems)
@@ -651,7 +685,8 @@ def test_no_admonition_icon_is_a_missing_glyph(crawl: dict[str, Visit], site: Pa
 def test_search_finds(term: str, server: str, desktop: Browser) -> None:
     visit = desktop.visit(f"{server}search.html?q={term}", snapshot=False)
     assert not visit.error and visit.status == 200, (
-        f"search.html?q={term} did not load: {visit.error or f'HTTP {visit.status}'}")
+        f"search.html?q={term} did not load: {visit.error or f'HTTP {visit.status}'}"
+    )
     results: dict = {}
     deadline = time.monotonic() + SEARCH_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -665,10 +700,13 @@ def test_search_finds(term: str, server: str, desktop: Browser) -> None:
         time.sleep(0.2)
     _, logs = desktop.drain()
     collect(visit, [], logs)
-    lessons = [link for link in results.get("links", [])
-               if page_of(link, server).startswith("lessons/")]
-    assert lessons, (f"search.html?q={term}: no result links a lesson (results: "
-                     f"{results.get('links')}; status: {results.get('status', '').strip()!r})")
+    lessons = [
+        link for link in results.get("links", []) if page_of(link, server).startswith("lessons/")
+    ]
+    assert lessons, (
+        f"search.html?q={term}: no result links a lesson (results: "
+        f"{results.get('links')}; status: {results.get('status', '').strip()!r})"
+    )
     assert not visit.console, f"search.html?q={term}: errors: {visit.console}"
 
 
@@ -708,39 +746,57 @@ def test_lesson_is_usable_at_phone_width(stem: str, server: str, phone: Browser)
     page = f"lessons/{stem}.html"
     visit = phone.visit(server + page, snapshot=False)
     assert not visit.error and visit.status == 200, (
-        f"{page} at {PHONE['width']} px did not load: {visit.error or f'HTTP {visit.status}'}")
+        f"{page} at {PHONE['width']} px did not load: {visit.error or f'HTTP {visit.status}'}"
+    )
     shown = phone.driver.execute_script(PHONE_JS, TOLERANCE_PX)
     assert shown["width"] == PHONE["width"], (
         f"{page}: the phone's layout is {shown['width']} px wide, not {PHONE['width']} "
-        "(no <meta name=viewport content=width=device-width>?)")
+        "(no <meta name=viewport content=width=device-width>?)"
+    )
     assert shown["scrollWidth"] <= PHONE["width"] + TOLERANCE_PX, (
         f"{page} scrolls sideways on a {PHONE['width']} px phone: the page is "
-        f"{shown['scrollWidth']} px wide; too wide: {shown['overflowing']}")
-    toggles = [element for element in phone.driver.find_elements(
-        By.CSS_SELECTOR, '[data-toggle="wy-nav-top"]') if element.is_displayed()]
+        f"{shown['scrollWidth']} px wide; too wide: {shown['overflowing']}"
+    )
+    toggles = [
+        element
+        for element in phone.driver.find_elements(By.CSS_SELECTOR, '[data-toggle="wy-nav-top"]')
+        if element.is_displayed()
+    ]
     assert toggles, (
-        f"{page}: no visible menu button (data-toggle=wy-nav-top) at {PHONE['width']} px")
+        f"{page}: no visible menu button (data-toggle=wy-nav-top) at {PHONE['width']} px"
+    )
     try:  # a real click where the button shows (WebDriver refuses one on a covered button)
         toggles[0].click()
     except WebDriverException as error:
-        pytest.fail(f"{page}: the menu button at {PHONE['width']} px cannot be tapped: "
-                    f"{first_line(error.msg)}")
+        pytest.fail(
+            f"{page}: the menu button at {PHONE['width']} px cannot be tapped: "
+            f"{first_line(error.msg)}"
+        )
     try:
         WebDriverWait(phone.driver, 5, poll_frequency=0.1).until(
-            lambda driver: driver.execute_script(MENU_OPEN_JS))
+            lambda driver: driver.execute_script(MENU_OPEN_JS)
+        )
     except WebDriverException:
         pytest.fail(
-            f"{page}: tapping the menu button at {PHONE['width']} px does not open the menu")
+            f"{page}: tapping the menu button at {PHONE['width']} px does not open the menu"
+        )
 
 
 @pytest.mark.parametrize("stem", NOTEBOOKS)
 def test_notebook_can_be_downloaded(stem: str, crawl: dict[str, Visit], server: str) -> None:
     """The notebook's page (or its lesson) links to the .ipynb, which downloads as a notebook."""
     pages = [f"notebooks/{stem}.html", f"lessons/{stem}.html"]
-    links = [link for page in pages if page in crawl for link in crawl[page].links
-             if urlsplit(link).path.endswith(f"/{stem}.ipynb")]
-    assert links, (f"neither {pages[0]} nor {pages[1]} has a link to {stem}.ipynb: "
-                   "a learner cannot download the notebook from the site")
+    links = [
+        link
+        for page in pages
+        if page in crawl
+        for link in crawl[page].links
+        if urlsplit(link).path.endswith(f"/{stem}.ipynb")
+    ]
+    assert links, (
+        f"neither {pages[0]} nor {pages[1]} has a link to {stem}.ipynb: "
+        "a learner cannot download the notebook from the site"
+    )
     status, body = fetch(links[0])
     assert status == 200, f"{pages[0]}: the download link {links[0]} answers HTTP {status}"
     try:
@@ -748,12 +804,17 @@ def test_notebook_can_be_downloaded(stem: str, crawl: dict[str, Visit], server: 
     except ValueError:
         notebook = {}
     assert "cells" in notebook and "nbformat" in notebook, (
-        f"{pages[0]}: the download link {links[0]} does not give a notebook")
+        f"{pages[0]}: the download link {links[0]} does not give a notebook"
+    )
 
 
-def test_nothing_is_requested_from_another_host(crawl: dict[str, Visit],
-                                                phone_crawl: dict[str, Visit], server: str,
-                                                desktop: Browser, phone: Browser) -> None:
+def test_nothing_is_requested_from_another_host(
+    crawl: dict[str, Visit],
+    phone_crawl: dict[str, Visit],
+    server: str,
+    desktop: Browser,
+    phone: Browser,
+) -> None:
     """Every request of both browsers so far (every page on the desktop and on the phone, and
     the searches and lesson views that ran before) went to the local server, or never left
     the browser (NOT_NETWORK)."""
@@ -771,7 +832,8 @@ def test_nothing_is_requested_from_another_host(crawl: dict[str, Visit],
             page = page_of(event["params"].get("documentURL", ""), server)
             remote.add(f"{page or event['params'].get('documentURL')}: {url}")
     assert not remote, "the site must work offline, but these requests left 127.0.0.1:\n" + (
-        "\n".join(sorted(remote)))
+        "\n".join(sorted(remote))
+    )
 
 
 def test_glossary_synonyms_share_one_line(server: str, desktop: Browser) -> None:

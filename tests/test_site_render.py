@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -35,12 +35,27 @@ pytestmark = pytest.mark.slow  # every test reads the one build of the whole sit
 LAB_CSS = "_static/lab.css"  # the lab's own style sheet (conf.py: html_css_files)
 # Characters that never need a glyph: variation selectors, joiners.
 IGNORABLE = {0x200C, 0x200D, *range(0xFE00, 0xFE10)}
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-        "source", "track", "wbr"}
+VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "param",
+    "source",
+    "track",
+    "wbr",
+}
 REMOTE = re.compile(r"^\s*(https?:)?//", re.I)
 
 
 # --- the pages, as trees ----------------------------------------------------------------
+
 
 @dataclass(eq=False)
 class Node:
@@ -64,7 +79,7 @@ class Node:
         if self.parent is None:
             return []
         kids = self.parent.children
-        return kids[:kids.index(self)]
+        return kids[: kids.index(self)]
 
     def describe(self) -> str:
         classes = ".".join(sorted(self.classes))
@@ -93,8 +108,18 @@ class TreeBuilder(HTMLParser):
             if "stylesheet" in attr.get("rel", "").lower().split():
                 self.styles.append(("link", attr["href"]))
         for name in ("src", "data", "poster"):
-            if attr.get(name) and tag in ("script", "img", "iframe", "source", "video",
-                                          "audio", "embed", "object", "track", "input"):
+            if attr.get(name) and tag in (
+                "script",
+                "img",
+                "iframe",
+                "source",
+                "video",
+                "audio",
+                "embed",
+                "object",
+                "track",
+                "input",
+            ):
                 self.loads.append((f"<{tag} {name}>", attr[name]))
         if attr.get("style"):
             self.inline_css.append((node.describe(), attr["style"]))
@@ -129,6 +154,7 @@ def walk(node: Node):
 
 
 # --- style sheets -------------------------------------------------------------------------
+
 
 def strip_comments(css: str) -> str:
     out, i, quote = [], 0, ""
@@ -225,15 +251,25 @@ class Sheet:
     imports: list[str]
 
 
-PSEUDO_ELEMENTS = {"before", "after", "first-line", "first-letter", "selection", "marker",
-                   "placeholder", "backdrop"}
+PSEUDO_ELEMENTS = {
+    "before",
+    "after",
+    "first-line",
+    "first-letter",
+    "selection",
+    "marker",
+    "placeholder",
+    "backdrop",
+}
 COMPOUND_PART = re.compile(
     r"""(?P<type>\*|[a-zA-Z][\w-]*)
       | \#(?P<id>[\w-]+)
       | \.(?P<cls>-?[\w-]+)
       | \[(?P<attr>[^\]]+)\]
       | ::?(?P<pseudo>[\w-]+)(?:\((?P<arg>(?:[^()]|\([^()]*\))*)\))?
-    """, re.X)
+    """,
+    re.X,
+)
 
 
 def parse_compound(text: str):
@@ -260,7 +296,7 @@ def parse_compound(text: str):
             spec[1] += 1
         else:
             name, arg = m.group("pseudo").lower(), m.group("arg")
-            double = text[m.start():m.start() + 2] == "::"
+            double = text[m.start() : m.start() + 2] == "::"
             if double or name in PSEUDO_ELEMENTS or name.startswith("-"):
                 pseudo_element = name
                 spec[2] += 1
@@ -278,8 +314,11 @@ def parse_compound(text: str):
 
 def parse_selector(selector: str):
     """(compounds, pseudo_element, specificity) or None for selectors this matcher skips."""
-    tokens = re.findall(r"\s*([>+~])\s*|(\s+)|((?:[^\s>+~(\[]|\((?:[^()]|\([^()]*\))*\)"
-                        r"|\[[^\]]*\])+)", selector.strip())
+    tokens = re.findall(
+        r"\s*([>+~])\s*|(\s+)|((?:[^\s>+~(\[]|\((?:[^()]|\([^()]*\))*\)"
+        r"|\[[^\]]*\])+)",
+        selector.strip(),
+    )
     compounds, combinator, pseudo, spec = [], " ", "", [0, 0, 0]
     for comb, _space, compound in tokens:
         if comb:
@@ -329,8 +368,10 @@ def parse_sheet(css: str) -> Sheet:
             elif at.startswith("@font-face"):
                 declared = parse_declarations(body)
                 family = declared.get("font-family", ("", False))[0].strip("\"' ")
-                srcs = [next(g for g in m.groups() if g is not None)
-                        for m in URL.finditer(declared.get("src", ("", False))[0])]
+                srcs = [
+                    next(g for g in m.groups() if g is not None)
+                    for m in URL.finditer(declared.get("src", ("", False))[0])
+                ]
                 sheet.font_faces.append((family, srcs))
             elif at.startswith("@"):
                 continue  # @keyframes, @page, ...: nothing this module checks
@@ -341,16 +382,20 @@ def parse_sheet(css: str) -> Sheet:
                     if parsed is None:
                         continue
                     counter[0] += 1
-                    sheet.rules.append(Rule(selector, parsed[0], parsed[1], parsed[2],
-                                            declared, counter[0]))
+                    sheet.rules.append(
+                        Rule(selector, parsed[0], parsed[1], parsed[2], declared, counter[0])
+                    )
 
     visit(css)
     return sheet
 
 
 def attr_matches(node: Node, expr: str) -> bool:
-    m = re.fullmatch(r"\s*([\w-]+)\s*(?:([~|^$*]?=)\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\]]*))"
-                     r"\s*(i)?)?\s*", expr)
+    m = re.fullmatch(
+        r"\s*([\w-]+)\s*(?:([~|^$*]?=)\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\]]*))"
+        r"\s*(i)?)?\s*",
+        expr,
+    )
     if not m:
         return False
     name, op = m.group(1).lower(), m.group(2)
@@ -362,9 +407,14 @@ def attr_matches(node: Node, expr: str) -> bool:
     have = node.attrs[name]
     if m.group(6):
         want, have = want.lower(), have.lower()
-    return {"=": have == want, "~=": want in have.split(), "|=": have == want
-            or have.startswith(want + "-"), "^=": have.startswith(want),
-            "$=": have.endswith(want), "*=": want in have}[op]
+    return {
+        "=": have == want,
+        "~=": want in have.split(),
+        "|=": have == want or have.startswith(want + "-"),
+        "^=": have.startswith(want),
+        "$=": have.endswith(want),
+        "*=": want in have,
+    }[op]
 
 
 def nth(arg: str, index: int) -> bool:
@@ -410,8 +460,14 @@ def compound_matches(node: Node, parts) -> bool:
                 return False
             if name == "root" and (node.parent is None or node.parent.tag != "#document"):
                 return False
-            if name not in {"first-child", "last-child", "only-child", "only-of-type",
-                            "nth-child", "root"}:
+            if name not in {
+                "first-child",
+                "last-child",
+                "only-child",
+                "only-of-type",
+                "nth-child",
+                "root",
+            }:
                 return False  # :hover, :focus, :checked, ...: not the page as it loads
     return True
 
@@ -453,6 +509,7 @@ def cascade(rules: list[Rule], node: Node, pseudo: str, properties: set[str]) ->
 
 # --- the built site -----------------------------------------------------------------------
 
+
 @dataclass
 class Page:
     path: Path
@@ -465,8 +522,7 @@ class Page:
 def html(build: tuple[subprocess.CompletedProcess, Path]) -> Path:
     result, out = build
     if result.returncode != 0:
-        pytest.fail(f"the site did not build (exit {result.returncode}):\n"
-                    f"{result.stderr[-6000:]}")
+        pytest.fail(f"the site did not build (exit {result.returncode}):\n{result.stderr[-6000:]}")
     return out
 
 
@@ -478,7 +534,7 @@ def pages(html: Path) -> dict[str, Page]:
 def load_pages(html: Path) -> dict[str, Page]:
     """Every built page, parsed, with the style sheets it links and its <style> blocks."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def sheet_of(path: Path) -> Sheet:
         return parse_sheet(path.read_text(encoding="utf-8"))
 
@@ -499,9 +555,16 @@ def load_pages(html: Path) -> dict[str, Page]:
         rules = []
         for position, (_, sheet) in enumerate(sheets):
             for rule in sheet.rules:  # cascade order: the sheet's place on the page first
-                rules.append(Rule(rule.selector, rule.compounds, rule.pseudo,
-                                  rule.specificity, rule.declarations,
-                                  (position, rule.order)))
+                rules.append(
+                    Rule(
+                        rule.selector,
+                        rule.compounds,
+                        rule.pseudo,
+                        rule.specificity,
+                        rule.declarations,
+                        (position, rule.order),
+                    )
+                )
         parsed[file.relative_to(html).as_posix()] = Page(file, tree, sheets, rules)
     assert parsed, f"the build wrote no HTML pages into {html}"
     return parsed
@@ -546,8 +609,11 @@ def test_lab_css_is_linked_on_every_page_after_the_theme(html: Path, pages) -> N
         if not lab:
             problems.append(f"{name}: does not link {LAB_CSS}")
             continue
-        later = [path.name for path in linked[lab[0] + 1:]
-                 if path.name in ("theme.css", "sphinx_lesson.css")]
+        later = [
+            path.name
+            for path in linked[lab[0] + 1 :]
+            if path.name in ("theme.css", "sphinx_lesson.css")
+        ]
         if later:
             problems.append(f"{name}: {later} come after {LAB_CSS} and would override it")
     assert not problems, "\n".join(problems)
@@ -563,20 +629,32 @@ def test_every_table_scrolls_inside_its_own_box(pages) -> None:
                 continue
             checked += 1
             how = scrolls_sideways(page, node, is_table=True) or next(
-                (why for a in node.ancestors()
-                 if a.tag != "#document" and (why := scrolls_sideways(page, a, False))), None)
+                (
+                    why
+                    for a in node.ancestors()
+                    if a.tag != "#document" and (why := scrolls_sideways(page, a, False))
+                ),
+                None,
+            )
             if how is None:
                 unboxed.append(f"{name}: {node.describe()}")
     assert checked > 50, f"only {checked} tables found: was the site built from its pages?"
-    assert not unboxed, ("tables that neither scroll sideways nor sit in a box that does "
-                         "(they are cut off, or widen the page):\n" + "\n".join(unboxed))
+    assert not unboxed, (
+        "tables that neither scroll sideways nor sit in a box that does "
+        "(they are cut off, or widen the page):\n" + "\n".join(unboxed)
+    )
 
 
 def wrap_tables_as_the_theme_does(root: Node) -> None:
     """What sphinx_rtd_theme's theme.js does on load: each docutils table (not a field list,
     footnote or citation) goes into a <div class="wy-table-responsive">."""
-    for table in [n for n in walk(root) if n.tag == "table" and "docutils" in n.classes
-                  and not n.classes & {"field-list", "footnote", "citation"}]:
+    for table in [
+        n
+        for n in walk(root)
+        if n.tag == "table"
+        and "docutils" in n.classes
+        and not n.classes & {"field-list", "footnote", "citation"}
+    ]:
         parent = table.parent
         wrapper = Node("div", {"class": "wy-table-responsive"}, parent, [table], table.line)
         parent.children[parent.children.index(table)] = wrapper
@@ -593,19 +671,25 @@ def test_text_in_table_cells_wraps_and_code_does_not(pages) -> None:
     cells = [n for n in walk(tree.root) if n.tag == "td"]
     assert cells, "the quick reference has no table cells"
     assert all(any("wy-table-responsive" in a.classes for a in c.ancestors()) for c in cells)
-    nowrap = [c.describe() for c in cells
-              if cascade(page.rules, c, "", {"white-space"}).get("white-space", ("normal",))[0]
-              == "nowrap"]
+    nowrap = [
+        c.describe()
+        for c in cells
+        if cascade(page.rules, c, "", {"white-space"}).get("white-space", ("normal",))[0]
+        == "nowrap"
+    ]
     assert not nowrap, f"cells of the quick reference that do not wrap: {nowrap[:5]}"
     codes = [n for c in cells for n in walk(c) if n.tag == "code"]
     assert codes, "the quick reference's tables have no inline code"
-    wrapping = [n.describe() for n in codes
-                if cascade(page.rules, n, "", {"white-space"}).get("white-space", ("",))[0]
-                != "nowrap"]
+    wrapping = [
+        n.describe()
+        for n in codes
+        if cascade(page.rules, n, "", {"white-space"}).get("white-space", ("",))[0] != "nowrap"
+    ]
     assert not wrapping, f"inline code in table cells must stay on one line: {wrapping[:5]}"
 
 
 # --- (b) fonts, icons and url() -----------------------------------------------------------
+
 
 def test_every_url_in_the_shipped_css_resolves(html: Path, pages) -> None:
     missing = []
@@ -635,9 +719,13 @@ def css_string(value: str) -> str:
     text = []
     for m in re.finditer(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'', value, re.S):
         raw = m.group(1) if m.group(1) is not None else m.group(2)
-        text.append(re.sub(r"\\([0-9a-fA-F]{1,6})\s?|\\(.)",
-                           lambda e: chr(int(e.group(1), 16)) if e.group(1) else e.group(2),
-                           raw))
+        text.append(
+            re.sub(
+                r"\\([0-9a-fA-F]{1,6})\s?|\\(.)",
+                lambda e: chr(int(e.group(1), 16)) if e.group(1) else e.group(2),
+                raw,
+            )
+        )
     return "".join(text)
 
 
@@ -657,7 +745,7 @@ def test_every_admonition_icon_is_a_glyph_of_a_shipped_font(pages) -> None:
     machine without an emoji font show an empty box."""
     ttlib = pytest.importorskip("fontTools.ttLib")
 
-    @lru_cache(maxsize=None)
+    @cache
     def cmap(path: Path) -> frozenset[int]:
         return frozenset(ttlib.TTFont(str(path), lazy=True).getBestCmap())
 
@@ -679,8 +767,9 @@ def test_every_admonition_icon_is_a_glyph_of_a_shipped_font(pages) -> None:
         for node in walk(page.tree.root):
             if "admonition-title" not in node.classes or node.parent is None:
                 continue
-            kind = " ".join(sorted(c for c in node.parent.classes
-                                   if not c.startswith("admonition-")))
+            kind = " ".join(
+                sorted(c for c in node.parent.classes if not c.startswith("admonition-"))
+            )
             won = cascade(page.rules, node, "before", {"content", "font-family", "font"})
             text = css_string(won["content"][0]) if "content" in won else ""
             glyphs = [c for c in text if ord(c) not in IGNORABLE]
@@ -695,32 +784,45 @@ def test_every_admonition_icon_is_a_glyph_of_a_shipped_font(pages) -> None:
                     rule = won["content"][1]
                     unshipped.append(
                         f"{name}: the title of a `{kind}` block shows U+{ord(glyph):04X} "
-                        f"(`{rule.selector}`), in none of the shipped fonts of {families}")
+                        f"(`{rule.selector}`), in none of the shipped fonts of {families}"
+                    )
     for lesson_block in ("questions", "exercise", "solution", "discussion", "prerequisites"):
         assert any(lesson_block in kind.split() for kind in checked), (
-            f"no `{lesson_block}` block was found on the built pages: was it renamed?")
+            f"no `{lesson_block}` block was found on the built pages: was it renamed?"
+        )
     assert not unshipped, "\n".join(unshipped)
 
 
 # --- (c) nothing from another host ---------------------------------------------------------
+
 
 def test_nothing_loads_from_another_host(html: Path, pages) -> None:
     remote = []
     for name, page in pages.items():
         remote += [f"{name}: {what} {url}" for what, url in page.tree.loads if REMOTE.match(url)]
         for where, style in page.tree.inline_css:
-            remote += [f"{name}: {where} {m.group(0)}" for m in URL.finditer(style)
-                       if REMOTE.match(next(g for g in m.groups() if g is not None))]
+            remote += [
+                f"{name}: {where} {m.group(0)}"
+                for m in URL.finditer(style)
+                if REMOTE.match(next(g for g in m.groups() if g is not None))
+            ]
         for path, sheet in page.sheets:
             if path is None:
-                remote += [f"{name}: <style> {url}" for url in sheet.urls + sheet.imports
-                           if REMOTE.match(url)]
+                remote += [
+                    f"{name}: <style> {url}"
+                    for url in sheet.urls + sheet.imports
+                    if REMOTE.match(url)
+                ]
     for css in static_css(html):
         sheet = parse_sheet(css.read_text(encoding="utf-8"))
-        remote += [f"{css.relative_to(html)}: {url}" for url in sheet.urls + sheet.imports
-                   if REMOTE.match(url)]
+        remote += [
+            f"{css.relative_to(html)}: {url}"
+            for url in sheet.urls + sheet.imports
+            if REMOTE.match(url)
+        ]
     assert not remote, "the site must work offline, but these load from another host:\n" + (
-        "\n".join(remote))
+        "\n".join(remote)
+    )
 
 
 def test_make_lab_stages_the_static_files() -> None:
@@ -731,8 +833,11 @@ def test_make_lab_stages_the_static_files() -> None:
 
     namespace: dict = {"__file__": str(REPO / "conf.py")}
     exec(compile((REPO / "conf.py").read_text(), "conf.py", "exec"), namespace)
-    static = [entry for entry in namespace.get("html_static_path", [])
-              if not Path(entry).is_absolute()]
+    static = [
+        entry for entry in namespace.get("html_static_path", []) if not Path(entry).is_absolute()
+    ]
     unstaged = [entry for entry in static if Path(entry).parts[0] not in SITE_SOURCES]
-    assert not unstaged, (f"html_static_path entries {unstaged} are not staged by `make lab` "
-                          "(add them to SITE_SOURCES in iolab/pages/site.py)")
+    assert not unstaged, (
+        f"html_static_path entries {unstaged} are not staged by `make lab` "
+        "(add them to SITE_SOURCES in iolab/pages/site.py)"
+    )

@@ -37,13 +37,17 @@ SMALL_FIO_SIZES = [SMALL_FIO_PROFILE.options(job)["filesize"] for job in SMALL_F
 
 # --- without a cluster ---------------------------------------------------------------------
 
+
 def test_the_three_job_scripts_exist():
-    assert [p.name for p in SCRIPTS] == ["fio-node.sbatch", "metadata-storm.sbatch",
-                                         "mpiio.sbatch", "small-files-local.sbatch"]
+    assert [p.name for p in SCRIPTS] == [
+        "fio-node.sbatch",
+        "metadata-storm.sbatch",
+        "mpiio.sbatch",
+        "small-files-local.sbatch",
+    ]
 
 
-@pytest.mark.parametrize("script", [*SCRIPTS, SLURM_DEMOS / "job-common.sh"],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("script", [*SCRIPTS, SLURM_DEMOS / "job-common.sh"], ids=lambda p: p.name)
 def test_scripts_are_valid_bash(script):
     proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -72,8 +76,9 @@ def test_sbatch_lines_are_set_and_documented(script):
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_outside_slurm_a_script_says_to_use_sbatch(script):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    proc = subprocess.run(["bash", str(script)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=30)
+    proc = subprocess.run(
+        ["bash", str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.startswith("error: this is a Slurm job script: submit it with")
@@ -82,14 +87,21 @@ def test_outside_slurm_a_script_says_to_use_sbatch(script):
 
 def test_submitted_from_elsewhere_a_script_says_where_to_submit_from(tmp_path):
     env = {**os.environ, "SLURM_SUBMIT_DIR": str(tmp_path)}
-    proc = subprocess.run(["bash", str(SLURM_DEMOS / "mpiio.sbatch")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        ["bash", str(SLURM_DEMOS / "mpiio.sbatch")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 2
     assert f"error: {tmp_path} is not the lab's checkout" in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 
 # --- on a real one-node Slurm -------------------------------------------------------------
+
 
 def on_slurm(test):
     """A test on the real one-node Slurm: slow, and run only where one can be started."""
@@ -125,12 +137,23 @@ def test_small_files_job_stages_reads_and_cleans_up(cluster, places):
         for reader in ("read_files", "read_archive"):
             reading = json.loads((results / f"{place}-{reader}.json").read_text())
             assert (reading["reader"], reading["members"], reading["rows"]) == (
-                reader, 7300, 175200)
+                reader,
+                7300,
+                175200,
+            )
             assert reading["mean"] == manifest["expected_mean"]
     assert set(json.loads((results / "stage_in.json").read_text())) == {"copy_s", "unpack_s"}
     readings = pd.read_csv(results / "readings.csv")
-    assert list(readings.columns) == ["location", "reader", "files", "rows",
-                                      "mean_activity_level", "read_s", "stage_in_s", "total_s"]
+    assert list(readings.columns) == [
+        "location",
+        "reader",
+        "files",
+        "rows",
+        "mean_activity_level",
+        "read_s",
+        "stage_in_s",
+        "total_s",
+    ]
     assert list(readings["files"]) == [7300] * 4
     assert "RESULT: all 4 readings match the manifest: 7300 files" in job.output
     assert list(places["local"].iterdir()) == []  # the node-local copy is gone
@@ -153,7 +176,7 @@ def test_fio_job_runs_the_node_profile_on_local_disk_and_scratch(cluster, places
     assert "RESULT: fio node profile ran all 6 jobs" in job.output
     assert list(places["local"].iterdir()) == []
     # scratch holds only the per-user directory the lab made, empty but for its marks
-    user_dir, = places["scratch"].iterdir()
+    (user_dir,) = places["scratch"].iterdir()
     assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS
 
 
@@ -175,14 +198,13 @@ def test_mpiio_job_verifies_all_three_modes(cluster, places):
     facts = json.loads((results / "job.json").read_text())
     assert (facts["nodes"], facts["tasks"], facts["machines"]) == ([cluster.node], 4, 1)
     assert list(places["local"].iterdir()) == []
-    user_dir, = places["scratch"].iterdir()
+    (user_dir,) = places["scratch"].iterdir()
     assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS  # mpiio-<jobid> removed
 
 
 @on_slurm
 def test_a_failing_job_reports_failure_and_still_cleans_up(cluster, places):
-    job = submit(cluster, "mpiio.sbatch", places, SBATCH_OVERCOMMIT="1",
-                 IOLAB_MPI_LAUNCH="false")
+    job = submit(cluster, "mpiio.sbatch", places, SBATCH_OVERCOMMIT="1", IOLAB_MPI_LAUNCH="false")
     assert job.returncode != 0 and job.state == "FAILED", job.output
     assert f"job {job.job_id}: FAILED" in job.output
     results = places["workspace"] / "slurm-results" / job.job_id
@@ -190,7 +212,7 @@ def test_a_failing_job_reports_failure_and_still_cleans_up(cluster, places):
     assert json.loads((results / "job.json").read_text())["script"] == "mpiio"
     assert (places["workspace"] / "slurm-results" / MADE_MARKER).is_file()  # clean removes it
     assert list(places["local"].iterdir()) == []
-    user_dir, = places["scratch"].iterdir()
+    (user_dir,) = places["scratch"].iterdir()
     assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS
 
 
@@ -207,9 +229,15 @@ def test_sigterm_before_the_time_limit_stops_fio_and_cleans_up(cluster, places):
             cluster.client("scancel", "--batch", "--signal=TERM", job_id)
             signalled.append(job_id)
 
-    job = submit(cluster, "fio-node.sbatch", places, timeout=120,
-                 while_running=term_once_fio_runs, IOLAB_FIO_SIZE_SCALE="0.001",
-                 IOLAB_FIO_RUNTIME_S="60")
+    job = submit(
+        cluster,
+        "fio-node.sbatch",
+        places,
+        timeout=120,
+        while_running=term_once_fio_runs,
+        IOLAB_FIO_SIZE_SCALE="0.001",
+        IOLAB_FIO_RUNTIME_S="60",
+    )
     assert signalled, job.output
     assert (job.state, job.exit_code) == ("FAILED", "143:0"), job.output
     assert "SIGTERM (time limit or scancel): stopping" in job.output
@@ -221,8 +249,9 @@ def test_sigterm_before_the_time_limit_stops_fio_and_cleans_up(cluster, places):
 @on_slurm
 def test_cancel_all_ends_running_jobs_and_their_processes(cluster):
     """What the fixture's teardown relies on when a test fails with a job still running."""
-    job_id = cluster.client("sbatch", "--parsable", "--output=/dev/null",
-                            "--wrap=exec sleep 300").stdout.strip()
+    job_id = cluster.client(
+        "sbatch", "--parsable", "--output=/dev/null", "--wrap=exec sleep 300"
+    ).stdout.strip()
     deadline = time.monotonic() + 30
     while cluster.job_state(job_id)[0] != "RUNNING" and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -23,8 +23,15 @@ from iolab.core.workspace import LOCATION_MARKER
 
 @on_nodes
 def test_the_nodes_are_hosts_of_their_own(slurm_nodes, node_places):
-    proc = slurm_nodes.client("srun", f"--nodes={NODES}", "--ntasks-per-node=1", "--label",
-                              "sh", "-c", f"hostname; touch {slurm_nodes.root}/local/here")
+    proc = slurm_nodes.client(
+        "srun",
+        f"--nodes={NODES}",
+        "--ntasks-per-node=1",
+        "--label",
+        "sh",
+        "-c",
+        f"hostname; touch {slurm_nodes.root}/local/here",
+    )
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.split()) == ["0:", "1:", "n1", "n2"]
     for name in slurm_nodes.nodes:  # one file per node-local disk, each on its own node
@@ -50,27 +57,38 @@ def test_mpiio_across_two_nodes_has_one_aggregator_on_each(slurm_nodes, node_pla
     collective = json.loads((results / "mpiio-collective.json").read_text())
     assert collective["aggregators"] == [0, 2]
     assert (collective["hints"]["cb_nodes"], collective["hints"]["cb_config_list"]) == ("2", "*:1")
-    assert "aggregators: rank 0 on n1, rank 2 on n2" in (
-        results / "mpiio-collective.txt").read_text()
+    assert (
+        "aggregators: rank 0 on n1, rank 2 on n2" in (results / "mpiio-collective.txt").read_text()
+    )
     assert "RESULT: 4 ranks on 2 nodes wrote and verified the data in all 3 modes" in job.output
-    user_dir, = node_places["scratch"].iterdir()  # mpiio-<jobid> removed, the lab's dir kept
+    (user_dir,) = node_places["scratch"].iterdir()  # mpiio-<jobid> removed, the lab's dir kept
     assert [p.name for p in user_dir.iterdir()] == [LOCATION_MARKER]
 
 
 @on_nodes
 def test_small_files_stage_in_once_per_node_and_every_task_reads_its_nodes_copy(
-        slurm_nodes, node_places):
-    job = submit(slurm_nodes, "small-files-local.sbatch", node_places, f"--nodes={NODES}",
-                 "--ntasks-per-node=2")
+    slurm_nodes, node_places
+):
+    job = submit(
+        slurm_nodes,
+        "small-files-local.sbatch",
+        node_places,
+        f"--nodes={NODES}",
+        "--ntasks-per-node=2",
+    )
     assert_completed(job)
     results = results_of(node_places, job)
     manifest = json.loads((node_places["workspace"] / "dataset" / "manifest.json").read_text())
     files = manifest["file_count"]
     per_node = pd.read_csv(results / "stage-in-per-node.csv")
     assert per_node[["node", "hostname", "tasks", "stage_ins"]].values.tolist() == [
-        ["n1", "n1", 2, 1], ["n2", "n2", 2, 1]]
-    shared_bytes = sum((node_places["workspace"] / "dataset" / name).stat().st_size
-                       for name in ("data.tar", "manifest.json", "archive.json"))
+        ["n1", "n1", 2, 1],
+        ["n2", "n2", 2, 1],
+    ]
+    shared_bytes = sum(
+        (node_places["workspace"] / "dataset" / name).stat().st_size
+        for name in ("data.tar", "manifest.json", "archive.json")
+    )
     assert list(per_node["shared_files_opened"]) == [3, 3]
     assert list(per_node["shared_bytes_read"]) == [shared_bytes] * 2
     # the archive's members plus the three staged files, created on each node's own disk
@@ -82,8 +100,10 @@ def test_small_files_stage_in_once_per_node_and_every_task_reads_its_nodes_copy(
         reading = json.loads(path.read_text())
         assert (reading["members"], reading["mean"]) == (files, manifest["expected_mean"])
     summary = (results / "summary.md").read_text()
-    assert (f"Files opened on the shared place: 6 by 2 stage-ins (one per node), where 4 "
-            f"tasks reading the shared copy would open {4 * files}") in summary
+    assert (
+        f"Files opened on the shared place: 6 by 2 stage-ins (one per node), where 4 "
+        f"tasks reading the shared copy would open {4 * files}"
+    ) in summary
     assert "staged once on each of 2 nodes, 4 tasks read their node's copy" in job.output
 
 
@@ -94,14 +114,21 @@ def test_sigterm_before_the_time_limit_cleans_every_nodes_local_disk(slurm_nodes
     signalled = []
 
     def term_once_both_nodes_staged(job_id: str) -> None:
-        staged = [list(slurm_nodes.local_dir(node).glob("iolab-small-files-*/dataset/data.tar"))
-                  for node in slurm_nodes.nodes]
+        staged = [
+            list(slurm_nodes.local_dir(node).glob("iolab-small-files-*/dataset/data.tar"))
+            for node in slurm_nodes.nodes
+        ]
         if all(staged) and not signalled:
             slurm_nodes.client("scancel", "--batch", "--signal=TERM", job_id)
             signalled.append(job_id)
 
-    job = submit(slurm_nodes, "small-files-local.sbatch", node_places, f"--nodes={NODES}",
-                 while_running=term_once_both_nodes_staged)
+    job = submit(
+        slurm_nodes,
+        "small-files-local.sbatch",
+        node_places,
+        f"--nodes={NODES}",
+        while_running=term_once_both_nodes_staged,
+    )
     assert signalled, job.output
     assert (job.state, job.exit_code) == ("FAILED", "143:0"), job.output
     assert "SIGTERM (time limit or scancel): stopping" in job.output
@@ -119,8 +146,15 @@ def test_a_test_slurm_has_one_to_four_nodes():
 @on_nodes
 def test_four_nodes_start_each_its_own_host_with_its_own_local_disk():
     with slurm_cluster.running_cluster(nodes=4) as cluster:
-        proc = cluster.client("srun", "--nodes=4", "--ntasks-per-node=1", "--overcommit",
-                              "sh", "-c", f"hostname > {cluster.root}/local/me")
+        proc = cluster.client(
+            "srun",
+            "--nodes=4",
+            "--ntasks-per-node=1",
+            "--overcommit",
+            "sh",
+            "-c",
+            f"hostname > {cluster.root}/local/me",
+        )
         assert proc.returncode == 0, proc.stderr
         for name in cluster.nodes:
             assert (cluster.local_dir(name) / "me").read_text() == f"{name}\n"
@@ -145,8 +179,13 @@ def test_a_node_local_name_another_user_made_first_stops_the_job(slurm_nodes, no
             planted.append(other)
 
     # Planted before the stage-in: the job generates the dataset first, which takes seconds.
-    job = submit(slurm_nodes, "small-files-local.sbatch", node_places, f"--nodes={NODES}",
-                 while_running=plant_on_n2)
+    job = submit(
+        slurm_nodes,
+        "small-files-local.sbatch",
+        node_places,
+        f"--nodes={NODES}",
+        while_running=plant_on_n2,
+    )
     assert planted, job.output
     assert job.state == "FAILED", job.output
     assert "is not this job's" in job.output

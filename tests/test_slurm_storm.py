@@ -25,22 +25,41 @@ HELPER = SLURM_DEMOS / "metadata_storm.py"
 SCRIPT = SLURM_DEMOS / "metadata-storm.sbatch"
 #: All a job leaves in scratch: the per-user directory the lab made, with its mark.
 LAB_MARKS = [LOCATION_MARKER]
-PER_NODE_COLUMNS = ["node", "hostname", "tasks", "files_created", "stats", "removes",
-                    "create_s", "stat_s", "remove_s"]
+PER_NODE_COLUMNS = [
+    "node",
+    "hostname",
+    "tasks",
+    "files_created",
+    "stats",
+    "removes",
+    "create_s",
+    "stat_s",
+    "remove_s",
+]
 
 
 def without_slurm() -> dict[str, str]:
     """This environment minus the variables a Slurm job or step sets."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith("SLURM") and not k.startswith("IOLAB_STORM_")}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SLURM") and not k.startswith("IOLAB_STORM_")
+    }
 
 
 def run_helper(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(HELPER), *args], cwd=ROOT, env=without_slurm(),
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(HELPER), *args],
+        cwd=ROOT,
+        env=without_slurm(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 # --- without Slurm -------------------------------------------------------------------------
+
 
 def test_the_helper_alone_is_one_task_and_leaves_only_its_barrier_file(tmp_path):
     proc = run_helper("--workdir", str(tmp_path), "--files", "50")
@@ -50,7 +69,9 @@ def test_the_helper_alone_is_one_task_and_leaves_only_its_barrier_file(tmp_path)
     assert (result["files_created"], result["stats"], result["removes"]) == (50, 50, 50)
     assert result["dir_removed"] is True
     assert [p.relative_to(tmp_path).as_posix() for p in sorted(tmp_path.rglob("*"))] == [
-        "barrier", "barrier/ready-0"]
+        "barrier",
+        "barrier/ready-0",
+    ]
 
 
 @pytest.mark.parametrize("files", ["0", "-3", "abc", "1e3", "100001", ""])
@@ -67,13 +88,21 @@ def test_the_helper_refuses_a_bad_file_count_in_one_sentence(tmp_path, files):
 def test_the_helper_refuses_a_missing_workdir_in_one_sentence(tmp_path):
     proc = run_helper("--workdir", str(tmp_path / "absent"), "--files", "5")
     assert proc.returncode == 2
-    assert proc.stderr == (f"error: --workdir {tmp_path / 'absent'} is not a directory; "
-                           "create it first (on the shared place to test)\n")
+    assert proc.stderr == (
+        f"error: --workdir {tmp_path / 'absent'} is not a directory; "
+        "create it first (on the shared place to test)\n"
+    )
 
 
 def run_script(**extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env={**without_slurm(), **extra},
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["bash", str(SCRIPT)],
+        cwd=ROOT,
+        env={**without_slurm(), **extra},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 @pytest.mark.parametrize("files", ["0", "-3", "abc", "1e3", "100001", "9999999999999999999999"])
@@ -81,8 +110,9 @@ def test_the_job_script_refuses_a_bad_file_count_in_one_sentence(files):
     proc = run_script(IOLAB_STORM_FILES=files)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr == (f"error: IOLAB_STORM_FILES={files} is not a number of files per "
-                           "task from 1 to 100000\n")
+    assert proc.stderr == (
+        f"error: IOLAB_STORM_FILES={files} is not a number of files per task from 1 to 100000\n"
+    )
 
 
 @pytest.mark.parametrize("files", ["1", "100000"])
@@ -99,20 +129,30 @@ def test_the_job_script_and_the_helper_accept_the_same_range(files):
 def test_the_job_script_refuses_a_storm_larger_than_the_bound_in_one_sentence():
     proc = run_script(IOLAB_STORM_FILES="1000", SLURM_NTASKS="201")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == ("error: 201 tasks x 1000 files = 201000 files at once is more than "
-                           "IOLAB_STORM_MAX_TOTAL=200000: ask your site's support first, then "
-                           "export IOLAB_STORM_MAX_TOTAL to allow it\n")
-    allowed = run_script(IOLAB_STORM_FILES="1000", SLURM_NTASKS="201",
-                         IOLAB_STORM_MAX_TOTAL="201000")
+    assert proc.stderr == (
+        "error: 201 tasks x 1000 files = 201000 files at once is more than "
+        "IOLAB_STORM_MAX_TOTAL=200000: ask your site's support first, then "
+        "export IOLAB_STORM_MAX_TOTAL to allow it\n"
+    )
+    allowed = run_script(
+        IOLAB_STORM_FILES="1000", SLURM_NTASKS="201", IOLAB_STORM_MAX_TOTAL="201000"
+    )
     assert allowed.stderr.startswith("error: this is a Slurm job script"), allowed.stderr
 
 
 # --- on the two-node Slurm -----------------------------------------------------------------
 
+
 @on_nodes
 def test_the_storm_runs_every_task_on_both_nodes_and_leaves_nothing(slurm_nodes, node_places):
-    job = submit(slurm_nodes, "metadata-storm.sbatch", node_places, "--nodes=2",
-                 IOLAB_STORM_FILES="200", SBATCH_OVERCOMMIT="1")
+    job = submit(
+        slurm_nodes,
+        "metadata-storm.sbatch",
+        node_places,
+        "--nodes=2",
+        IOLAB_STORM_FILES="200",
+        SBATCH_OVERCOMMIT="1",
+    )
     assert_completed(job)
     results = results_of(node_places, job)
     per_node = pd.read_csv(results / "metadata-storm-per-node.csv")
@@ -124,16 +164,28 @@ def test_the_storm_runs_every_task_on_both_nodes_and_leaves_nothing(slurm_nodes,
         assert list(per_node[column]) == [400, 400], column
     tasks = [json.loads(p.read_text()) for p in sorted((results / "tasks").glob("task-*.json"))]
     assert [(t["rank"], t["node"], t["barrier_files"]) for t in tasks] == [
-        (0, "n1", 4), (1, "n1", 4), (2, "n2", 4), (3, "n2", 4)]
+        (0, "n1", 4),
+        (1, "n1", 4),
+        (2, "n2", 4),
+        (3, "n2", 4),
+    ]
     table = (results / "metadata-storm.md").read_text()
-    total, = [line for line in table.splitlines() if line.startswith("| total ")]
+    (total,) = [line for line in table.splitlines() if line.startswith("| total ")]
     assert [cell.strip() for cell in total.strip("|").split("|")][:6] == [
-        "total", "", "4", "800", "800", "800"]
+        "total",
+        "",
+        "4",
+        "800",
+        "800",
+        "800",
+    ]
     assert "Times are NOT meaningful here: the nodes n1, n2 run on one machine" in table
-    assert ("RESULT: 2 nodes x 2 tasks created, statted and removed 800 files on the shared "
-            "place (200 per task)") in job.output
+    assert (
+        "RESULT: 2 nodes x 2 tasks created, statted and removed 800 files on the shared "
+        "place (200 per task)"
+    ) in job.output
     # scratch holds only the per-user directory the lab made, empty but for its marks
-    user_dir, = node_places["scratch"].iterdir()
+    (user_dir,) = node_places["scratch"].iterdir()
     assert sorted(p.name for p in user_dir.iterdir()) == LAB_MARKS  # storm-<jobid> removed
     for name in slurm_nodes.nodes:
         assert list(slurm_nodes.local_dir(name).iterdir()) == [], name

@@ -15,19 +15,25 @@ from pathlib import Path
 import pytest
 from test_lesson_figures import GLUE, PAGES, ROOT, sentences, unsourced_figures
 
-NOTEBOOKS = [*sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")),
-             *sorted((ROOT / "workshop").glob("*.ipynb")), *sorted((ROOT / "reference").glob("*.ipynb"))]
+NOTEBOOKS = [
+    *sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")),
+    *sorted((ROOT / "workshop").glob("*.ipynb")),
+    *sorted((ROOT / "reference").glob("*.ipynb")),
+]
 #: Text a reader or user sees besides the pages: the toolkit's strings and docstrings, the
 #: demos, and the fixtures whose `source` fields the advice prints.
 CODE = [*sorted((ROOT / "iolab").rglob("*.py")), *sorted((ROOT / "demos").rglob("*.py"))]
-FIXTURES = [*sorted((ROOT / "tests" / "fixtures" / "advise").glob("*.json")),
-            *sorted((ROOT / "tests" / "fixtures" / "advise" / "published").glob("*"))]
+FIXTURES = [
+    *sorted((ROOT / "tests" / "fixtures" / "advise").glob("*.json")),
+    *sorted((ROOT / "tests" / "fixtures" / "advise" / "published").glob("*")),
+]
 
 #: A GitHub file or folder link whose ref is not a commit (7 to 40 hex digits) nor a tag
 #: that names a version (v1.2, 3.5.0): a branch, whose content changes after it was quoted.
 UNPINNED_GITHUB = re.compile(
     r"https://github\.com/[\w.-]+/[\w.-]+/(?:blob|tree|raw)/(?![0-9a-f]{7,40}/)(?!v?\d+(?:\.\d+)+/)"
-    r"[^/\s)\"'>]+/")
+    r"[^/\s)\"'>]+/"
+)
 #: The lab's private copies, never openable by a reader.
 PRIVATE = re.compile(r"seeds/\d|\.\./shared\b|/work/shared\b|shared/(?:notes|reference)/")
 
@@ -48,48 +54,63 @@ def notebook_texts(notebook: Path) -> list[tuple[str, str]]:
 
 def bad_sources(text: str) -> list[str]:
     """Unpinned GitHub links and private paths in `text`."""
-    return ([m.group(0) for m in UNPINNED_GITHUB.finditer(text)]
-            + [m.group(0) for m in PRIVATE.finditer(text)])
+    return [m.group(0) for m in UNPINNED_GITHUB.finditer(text)] + [
+        m.group(0) for m in PRIVATE.finditer(text)
+    ]
 
 
 def links_outside(page: Path, text: str) -> list[str]:
     """Relative link targets of a page that leave the repository."""
     targets = re.findall(r"\]\((?!https?:|#|mailto:)([^)\s]+)\)", text)
     targets += re.findall(r"\{download\}`[^<`]*<([^>]+)>`", text)
-    return [t for t in targets
-            if not (page.parent / t.split("#")[0]).resolve().is_relative_to(ROOT)]
+    return [
+        t for t in targets if not (page.parent / t.split("#")[0]).resolve().is_relative_to(ROOT)
+    ]
 
 
 def test_the_source_check_finds_each_kind() -> None:
     """Branches, private copies and escaping links are found; commits and tags pass."""
-    text = ("[a](https://github.com/o/r/blob/main/x.c) [b](https://github.com/o/r/tree/master/d/) "
-            "[c](https://github.com/o/r/blob/0123abc/x.c) [d](https://github.com/o/r/blob/v1.2.3/x) "
-            "seeds/004 and ../shared/notes/x.md")
-    assert bad_sources(text) == ["https://github.com/o/r/blob/main/", "https://github.com/o/r/tree/master/",
-                                 "seeds/0", "../shared"]
+    text = (
+        "[a](https://github.com/o/r/blob/main/x.c) [b](https://github.com/o/r/tree/master/d/) "
+        "[c](https://github.com/o/r/blob/0123abc/x.c) [d](https://github.com/o/r/blob/v1.2.3/x) "
+        "seeds/004 and ../shared/notes/x.md"
+    )
+    assert bad_sources(text) == [
+        "https://github.com/o/r/blob/main/",
+        "https://github.com/o/r/tree/master/",
+        "seeds/0",
+        "../shared",
+    ]
     page = ROOT / "lessons" / "01-file-access.md"
-    assert links_outside(page, "[x](../../outside.md) [y](02-small-files.md)") == ["../../outside.md"]
+    assert links_outside(page, "[x](../../outside.md) [y](02-small-files.md)") == [
+        "../../outside.md"
+    ]
 
 
-@pytest.mark.parametrize("path", [*PAGES, *NOTEBOOKS, *CODE, *FIXTURES],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", [*PAGES, *NOTEBOOKS, *CODE, *FIXTURES], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_every_source_a_reader_sees_opens(path: Path) -> None:
     """A page, a notebook (source and outputs), the toolkit's text and the fixtures' sources
     cite public URLs pinned to a commit or a version, never a branch or a private copy."""
     texts = notebook_texts(path) if path.suffix == ".ipynb" else [("", path.read_text())]
     problems = [f"{where}: {bad}" for where, text in texts for bad in bad_sources(text)]
     if path.suffix == ".md":
-        problems += [f"link out of the repository: {t}" for t in links_outside(path, path.read_text())]
+        problems += [
+            f"link out of the repository: {t}" for t in links_outside(path, path.read_text())
+        ]
     assert not problems, (
         f"{path.relative_to(ROOT)} cites what a reader cannot open or what has moved since: "
         f"{problems[:6]}. Link the public page at the commit it was read at "
-        "(https://github.com/OWNER/REPO/blob/<sha>/path); re-execute a notebook whose output shows it")
+        "(https://github.com/OWNER/REPO/blob/<sha>/path); re-execute a notebook whose output shows it"
+    )
 
 
 def own_figures(notebook: Path) -> str:
     """Everything a notebook computes or prints: its code and its outputs."""
-    return "\n".join(text for where, text in notebook_texts(notebook)
-                     if not where.endswith("markdown"))
+    return "\n".join(
+        text for where, text in notebook_texts(notebook) if not where.endswith("markdown")
+    )
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
@@ -146,8 +167,11 @@ def time_column_totals(text: str) -> list[tuple[list[str], str]]:
             continue
         if len(rows) > 2 and rows[-1][0].startswith("**") and "time" in rows[0][-1]:
             # a row without a figure in the time column (the clone) adds nothing to the sum
-            keys = [GLUE.findall(row[-1]) for row in rows[2:]
-                    if GLUE.search(row[-1]) or re.search(r"\d", row[-1])]
+            keys = [
+                GLUE.findall(row[-1])
+                for row in rows[2:]
+                if GLUE.search(row[-1]) or re.search(r"\d", row[-1])
+            ]
             if keys and all(keys[:-1]) and keys[-1]:
                 tables.append(([k[0] for k in keys[:-1]], keys[-1][0]))
         rows = []
@@ -158,9 +182,13 @@ KIT = [ROOT / "workshop" / "instructor-guide.md", ROOT / "workshop" / "learner-s
 
 
 def test_the_total_check_reads_a_table() -> None:
-    table = ("| step | wall time |\n| --- | ---: |\n| a | {glue:text}`nb.ipynb::time_a:s` |\n"
-             "| b | {glue:text}`nb.ipynb::time_b:s` |\n| **all** | **{glue:text}`nb.ipynb::total:s`** |\n")
-    assert time_column_totals(table) == [(["nb.ipynb::time_a:s", "nb.ipynb::time_b:s"], "nb.ipynb::total:s")]
+    table = (
+        "| step | wall time |\n| --- | ---: |\n| a | {glue:text}`nb.ipynb::time_a:s` |\n"
+        "| b | {glue:text}`nb.ipynb::time_b:s` |\n| **all** | **{glue:text}`nb.ipynb::total:s`** |\n"
+    )
+    assert time_column_totals(table) == [
+        (["nb.ipynb::time_a:s", "nb.ipynb::time_b:s"], "nb.ipynb::total:s")
+    ]
     assert seconds("1 min 14 s") == 74 and seconds("27 s") == 27
 
 
@@ -179,21 +207,30 @@ def test_a_kit_total_is_the_sum_of_its_rows(page: Path) -> None:
         shown = seconds(values[key(total)])
         assert abs(row_sum - shown) <= len(rows), (
             f"{page.name}: the bold total {values[key(total)]!r} is not the sum of its rows "
-            f"({row_sum:.0f} s)")
+            f"({row_sum:.0f} s)"
+        )
 
 
 # ---------------------------------------------------------------------------- ratios in words
 
 #: The ratio a word claims: (lowest, highest) of the quotient it may stand for.
-WORD_BOUNDS = {"double": (1.9, 2.1), "twice": (1.9, 2.1), "three times": (2.85, 3.15),
-               "four times": (3.8, 4.2), "half": (0.45, 0.55), "more than double": (2.0, float("inf")),
-               "more than twelve times": (12.0, float("inf"))}
+WORD_BOUNDS = {
+    "double": (1.9, 2.1),
+    "twice": (1.9, 2.1),
+    "three times": (2.85, 3.15),
+    "four times": (3.8, 4.2),
+    "half": (0.45, 0.55),
+    "more than double": (2.0, float("inf")),
+    "more than twelve times": (12.0, float("inf")),
+}
 #: The forms in which a ratio word claims a quotient: qualified ("about half", "only double"),
 #: compared ("three times as long", "twice the"), or next to its factor ("double (a factor").
 RATIO_WORDS = re.compile(
     r"\b(?:only|about|nearly|roughly|almost|more than)\s+(?:double[sd]?|twice|three times"
     r"|four times|half)\b|\b(?:twice|three times|four times|twelve times)\s+(?:as|the)\b"
-    r"|\bdouble[sd]?\s*\(a factor", re.IGNORECASE)
+    r"|\bdouble[sd]?\s*\(a factor",
+    re.IGNORECASE,
+)
 
 
 def glue_number(reference: str) -> float:
@@ -205,8 +242,13 @@ def glue_number(reference: str) -> float:
 #: Each ratio the pages say in words, next to a figure, with the two values it compares: a
 #: number (as printed on the page or in its source) or a glued value ("nb::key").
 RATIO_CLAIMS = [
-    ("lessons/03-random-access.md", "about four times as long", "four times",
-     "../notebooks/03-random-access.ipynb::scan_doubling_x", 1.0),
+    (
+        "lessons/03-random-access.md",
+        "about four times as long",
+        "four times",
+        "../notebooks/03-random-access.ipynb::scan_doubling_x",
+        1.0,
+    ),
     ("lessons/02-small-files.md", "three times the CSV text", "three times", 4_204_928, 1_408_900),
     ("lessons/07-lustre-striping.md", "about half of Mahti's", "half", 57.5, 115.0),
     ("lessons/03-random-access.md", "three times as long", "three times", 3.17, 1.07),
@@ -221,9 +263,11 @@ def ratio_value(value: float | str) -> float:
 
 @pytest.mark.parametrize("claim", RATIO_CLAIMS, ids=lambda c: f"{c[0]}: {c[1]}")
 def test_a_ratio_in_words_holds_at_its_bounds(claim: tuple) -> None:
-    """"double" is 1.9 to 2.1 of what it compares, "half" 0.45 to 0.55, and so on."""
+    """ "double" is 1.9 to 2.1 of what it compares, "half" 0.45 to 0.55, and so on."""
     page, phrase, word, top, bottom = claim
-    assert phrase in " ".join((ROOT / page).read_text().split()), f"{page} no longer says {phrase!r}"
+    assert phrase in " ".join((ROOT / page).read_text().split()), (
+        f"{page} no longer says {phrase!r}"
+    )
     ratio = ratio_value(top) / ratio_value(bottom)
     low, high = WORD_BOUNDS[word]
     assert low <= ratio <= high, f"{page}: {phrase!r} stands for {ratio:.2f}, outside {low}-{high}"
@@ -243,6 +287,10 @@ def test_a_ratio_word_beside_a_figure_is_checked() -> None:
                 for match in RATIO_WORDS.finditer(GLUE.sub("GLUED", sentence)):
                     rel = str(page.relative_to(ROOT))
                     if not any(rel == p and phrase in sentence for p, phrase in claimed):
-                        found.append(f"{rel}: ...{sentence[max(0, match.start() - 40):match.end() + 40]}...")
-    assert not found, ("ratios said in words next to figures, unchecked: add each to RATIO_CLAIMS "
-                       f"with the values it compares, or glue the word: {found}")
+                        found.append(
+                            f"{rel}: ...{sentence[max(0, match.start() - 40) : match.end() + 40]}..."
+                        )
+    assert not found, (
+        "ratios said in words next to figures, unchecked: add each to RATIO_CLAIMS "
+        f"with the values it compares, or glue the word: {found}"
+    )

@@ -45,13 +45,11 @@ def test_each_area_is_in_the_table_once_and_can_be_found() -> None:
 
 def test_discovery_lists_every_area_in_the_tables_order(every_area: dict[str, Path]) -> None:
     found = [(place.name, place.base) for place in discover_locations(probe=False)]
-    assert found == [(name, path.resolve()) for name, path in every_area.items()
-                     if path.is_dir()]
+    assert found == [(name, path.resolve()) for name, path in every_area.items() if path.is_dir()]
 
 
 def test_clean_looks_where_every_area_can_be() -> None:
-    assert cleanup.LOCATION_BASES == tuple(area.variable for area in STORAGE_AREAS
-                                           if area.variable)
+    assert cleanup.LOCATION_BASES == tuple(area.variable for area in STORAGE_AREAS if area.variable)
     assert cleanup.SYSTEM_BASES == tuple(area.default for area in STORAGE_AREAS if area.default)
 
 
@@ -60,23 +58,32 @@ def test_the_advice_calls_exactly_the_temporary_areas_temporary() -> None:
 
 
 def test_workspaces_go_to_the_shared_lasting_areas_in_rank_order() -> None:
-    ranks = {area.name: area.workspace_rank for area in STORAGE_AREAS
-             if area.workspace_rank is not None}
+    ranks = {
+        area.name: area.workspace_rank for area in STORAGE_AREAS if area.workspace_rank is not None
+    }
     assert preflight.WORKSPACE_PREFERENCE == tuple(sorted(ranks, key=ranks.__getitem__))
     assert len(set(ranks.values())) == len(ranks)
     assert set(ranks) == {area.name for area in STORAGE_AREAS if area.shared and not area.temporary}
 
 
 def test_the_preflight_judges_room_in_the_ranked_areas_best_first(
-        every_area: dict[str, Path]) -> None:
+    every_area: dict[str, Path],
+) -> None:
     checks, _ = preflight.check_places(class_load(1), discover_locations(probe=False))
     assert [check.name for check in checks] == [
-        f"room in {name}" for name in preflight.WORKSPACE_PREFERENCE]
+        f"room in {name}" for name in preflight.WORKSPACE_PREFERENCE
+    ]
 
 
 def test_a_class_finds_the_area_its_setup_chose(every_area: dict[str, Path]) -> None:
     for area in STORAGE_AREAS:
-        joined = ClassFolder(root=Path("/class"), name="class", learners=1, slots=1,
-                             workspaces_in=area.name, made_by="teacher")
+        joined = ClassFolder(
+            root=Path("/class"),
+            name="class",
+            learners=1,
+            slots=1,
+            workspaces_in=area.name,
+            made_by="teacher",
+        )
         expected = every_area["home"] if area.workspace_rank is None else every_area[area.name]
         assert joined.workspace_base() == expected, area.name

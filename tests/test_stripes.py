@@ -22,36 +22,72 @@ from iolab.core.errors import LabError  # noqa: E402
 from iolab.core.workspace import MADE_MARKER  # noqa: E402
 from iolab.hpc.stripe_plots import grid_pair, stripes_by_ost  # noqa: E402
 from iolab.hpc.stripe_trial import TrialStep, layout_problems, plan_frame, plan_trial  # noqa: E402
-from iolab.hpc.stripes import (EOF, INTERLEAVED, MDT, SEGMENTED, Component, Layout,  # noqa: E402
-                               bytes_per_ost, grid_summary, is_aligned, locate, object_extents,
-                               osts_touched, pieces, writer_blocks, writer_ost_grid)
-from iolab.hpc.striping_advice import (GB, MiB, advice_table, advise_stripe_count,  # noqa: E402
-                                       factor_of_writers, lustre_wiki_range, nersc_stripe_helper,
-                                       stripe_count_sqrt_rule)
+from iolab.hpc.stripes import (  # noqa: E402
+    EOF,
+    INTERLEAVED,
+    MDT,
+    SEGMENTED,
+    Component,
+    Layout,
+    bytes_per_ost,
+    grid_summary,
+    is_aligned,
+    locate,
+    object_extents,
+    osts_touched,
+    pieces,
+    writer_blocks,
+    writer_ost_grid,
+)
+from iolab.hpc.striping_advice import (  # noqa: E402
+    GB,
+    MiB,
+    advice_table,
+    advise_stripe_count,
+    factor_of_writers,
+    lustre_wiki_range,
+    nersc_stripe_helper,
+    stripe_count_sqrt_rule,
+)
 
 KiB = 1024
 CSC_OSTS = (22, 8, 4, *range(100, 119), 19, 15)
 CSC = Layout.plain(MiB, CSC_OSTS)
 PLAIN4 = Layout.plain(64 * KiB, (3, 0, 2, 1))
-MANUAL_PFL = Layout((
-    Component(0, 4 * MiB, MiB, 1, (0,)),
-    Component(4 * MiB, 64 * MiB, MiB, 4, (1, 2, 3, 4)),
-    Component(64 * MiB, EOF, MiB, 8, (4, 5, 6, 7, 0, 1, 2, 3)),
-), composite=True)
+MANUAL_PFL = Layout(
+    (
+        Component(0, 4 * MiB, MiB, 1, (0,)),
+        Component(4 * MiB, 64 * MiB, MiB, 4, (1, 2, 3, 4)),
+        Component(64 * MiB, EOF, MiB, 8, (4, 5, 6, 7, 0, 1, 2, 3)),
+    ),
+    composite=True,
+)
 # [256 KiB, 1 MiB + 128 KiB) starts off its 384 KiB stripe width; the last component starts
 # at 1152 KiB, which is not a multiple of its own 256 KiB stripe size.
-ODD_PFL = Layout((
-    Component(0, 256 * KiB, 64 * KiB, 1, (7,)),
-    Component(256 * KiB, 1152 * KiB, 128 * KiB, 3, (2, 5, 9)),
-    Component(1152 * KiB, EOF, 256 * KiB, 5, (1, 3, 4, 6, 8)),
-), composite=True)
-DOM = Layout((
-    Component(0, MiB, MiB, 0, (), pattern="mdt"),
-    Component(MiB, EOF, 4 * MiB, 2, (0, 1)),
-), composite=True)
+ODD_PFL = Layout(
+    (
+        Component(0, 256 * KiB, 64 * KiB, 1, (7,)),
+        Component(256 * KiB, 1152 * KiB, 128 * KiB, 3, (2, 5, 9)),
+        Component(1152 * KiB, EOF, 256 * KiB, 5, (1, 3, 4, 6, 8)),
+    ),
+    composite=True,
+)
+DOM = Layout(
+    (
+        Component(0, MiB, MiB, 0, (), pattern="mdt"),
+        Component(MiB, EOF, 4 * MiB, 2, (0, 1)),
+    ),
+    composite=True,
+)
 OVERSTRIPED = Layout.plain(64 * KiB, (1, 0, 1, 0, 1, 0))
-LAYOUTS = {"plain4": PLAIN4, "csc": CSC, "manual_pfl": MANUAL_PFL, "odd_pfl": ODD_PFL,
-           "dom": DOM, "overstriped": OVERSTRIPED}
+LAYOUTS = {
+    "plain4": PLAIN4,
+    "csc": CSC,
+    "manual_pfl": MANUAL_PFL,
+    "odd_pfl": ODD_PFL,
+    "dom": DOM,
+    "overstriped": OVERSTRIPED,
+}
 
 
 def test_csc_offsets_by_hand():
@@ -86,17 +122,34 @@ def test_data_on_mdt_and_what_follows():
     assert bytes_per_ost(DOM, 0, 5 * MiB) == {MDT: MiB, 0: 3 * MiB, 1: MiB}
 
 
-@pytest.mark.parametrize("layout, offset, message", [
-    (Layout((Component(0, MiB, MiB, 1, (0,)),)), MiB, "past the last component"),
-    (Layout((Component(0, MiB, MiB, 1, (0,)), Component(MiB, EOF, MiB, 2, (), instantiated=False))),
-     2 * MiB, "not instantiated"),
-    (Layout.plain(MiB, (22, 8, 4)).__class__((Component(0, EOF, MiB, 24, (22, 8, 4)),)), 3 * MiB,
-     "lists only 3 of 24 OSTs"),
-    (CSC, -1, "negative"),
-    (Layout((Component(0, MiB, MiB, 1, (0,)), Component(2 * MiB, EOF, MiB, 1, (1,)))), 0,
-     "without gaps"),
-    (Layout((Component(0, EOF, 0, 1, (0,)),)), 0, "positive number of bytes"),
-])
+@pytest.mark.parametrize(
+    "layout, offset, message",
+    [
+        (Layout((Component(0, MiB, MiB, 1, (0,)),)), MiB, "past the last component"),
+        (
+            Layout(
+                (
+                    Component(0, MiB, MiB, 1, (0,)),
+                    Component(MiB, EOF, MiB, 2, (), instantiated=False),
+                )
+            ),
+            2 * MiB,
+            "not instantiated",
+        ),
+        (
+            Layout.plain(MiB, (22, 8, 4)).__class__((Component(0, EOF, MiB, 24, (22, 8, 4)),)),
+            3 * MiB,
+            "lists only 3 of 24 OSTs",
+        ),
+        (CSC, -1, "negative"),
+        (
+            Layout((Component(0, MiB, MiB, 1, (0,)), Component(2 * MiB, EOF, MiB, 1, (1,)))),
+            0,
+            "without gaps",
+        ),
+        (Layout((Component(0, EOF, 0, 1, (0,)),)), 0, "positive number of bytes"),
+    ],
+)
 def test_no_place_is_a_clear_error(layout, offset, message):
     with pytest.raises(LabError, match=message):
         locate(layout, offset)
@@ -127,15 +180,16 @@ def test_round_trip_through_the_objects(name):
             buf = objects.setdefault((piece.component_index, piece.stripe_index), bytearray())
             end = piece.object_offset + piece.length
             buf.extend(b"\0" * max(0, end - len(buf)))
-            chunk = data[piece.file_offset - start: piece.file_offset - start + piece.length]
-            buf[piece.object_offset:end] = chunk
+            chunk = data[piece.file_offset - start : piece.file_offset - start + piece.length]
+            buf[piece.object_offset : end] = chunk
             seen += piece.length
         assert seen == length
         probes = rng.sample(range(length), min(length, 3000)) + [0, length - 1]
         for i in probes:
             place = locate(layout, start + i)
-            assert objects[(place.component_index, place.stripe_index)][place.object_offset] \
-                == data[i]
+            assert (
+                objects[(place.component_index, place.stripe_index)][place.object_offset] == data[i]
+            )
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
@@ -144,8 +198,7 @@ def test_each_byte_has_exactly_one_place(name):
     layout = LAYOUTS[name]
     start, length = 3 * KiB + 11, 2 * MiB + 777
     step = 97  # a stride coprime to every stripe size keeps this quick and still covers units
-    places = {tuple(locate(layout, off))
-              for off in range(start, start + length, step)}
+    places = {tuple(locate(layout, off)) for off in range(start, start + length, step)}
     assert len(places) == len(range(start, start + length, step))
     runs = list(pieces(layout, start, length))
     assert runs[0].file_offset == start
@@ -165,7 +218,8 @@ def test_objects_fill_without_holes_after_their_first_byte(name):
     spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for piece in pieces(layout, 0, size):
         spans.setdefault((piece.component_index, piece.stripe_index), []).append(
-            (piece.object_offset, piece.object_offset + piece.length))
+            (piece.object_offset, piece.object_offset + piece.length)
+        )
     for row in extents.itertuples():
         runs = sorted(spans[(row.component_index, row.stripe_index)])
         assert all(a_end == b_start for (_, a_end), (b_start, _) in zip(runs, runs[1:]))
@@ -200,9 +254,21 @@ def test_aligned_blocks_touch_exactly_one_ost():
 
 def test_writer_blocks_patterns():
     assert list(writer_blocks(2, 10, 3, pattern=SEGMENTED)) == [
-        (0, 0, 10), (0, 10, 10), (0, 20, 10), (1, 30, 10), (1, 40, 10), (1, 50, 10)]
+        (0, 0, 10),
+        (0, 10, 10),
+        (0, 20, 10),
+        (1, 30, 10),
+        (1, 40, 10),
+        (1, 50, 10),
+    ]
     assert list(writer_blocks(2, 10, 3, start=5, pattern=INTERLEAVED)) == [
-        (0, 5, 10), (0, 25, 10), (0, 45, 10), (1, 15, 10), (1, 35, 10), (1, 55, 10)]
+        (0, 5, 10),
+        (0, 25, 10),
+        (0, 45, 10),
+        (1, 15, 10),
+        (1, 35, 10),
+        (1, 55, 10),
+    ]
     with pytest.raises(LabError, match="unknown access pattern"):
         list(writer_blocks(2, 10, pattern="random"))
     with pytest.raises(LabError, match="must be positive"):
@@ -212,9 +278,15 @@ def test_writer_blocks_patterns():
 def test_sixteen_writers_aligned_versus_200000_byte_records():
     layout = Layout.plain(MiB, range(8))
     aligned = grid_summary(writer_ost_grid(layout, 16, MiB))
-    assert aligned == {"writers_count": 16, "osts_used_count": 8, "osts_per_writer_max": 1,
-                       "osts_per_writer_mean": 1.0, "writers_per_ost_max": 2,
-                       "writers_per_ost_mean": 2.0, "writers_on_one_ost_count": 16}
+    assert aligned == {
+        "writers_count": 16,
+        "osts_used_count": 8,
+        "osts_per_writer_max": 1,
+        "osts_per_writer_mean": 1.0,
+        "writers_per_ost_max": 2,
+        "writers_per_ost_mean": 2.0,
+        "writers_on_one_ost_count": 16,
+    }
     interleaved = grid_summary(writer_ost_grid(layout, 16, MiB, 4, pattern=INTERLEAVED))
     assert interleaved["osts_per_writer_max"] == 1
     assert interleaved["writers_per_ost_max"] == 2
@@ -222,9 +294,15 @@ def test_sixteen_writers_aligned_versus_200000_byte_records():
     # boundary (1 048 576, 2 097 152, 3 145 728), units 0-2 each serve 6 writers, unit 3 one.
     grid = writer_ost_grid(layout, 16, 200_000)
     unaligned = grid_summary(grid)
-    assert unaligned == {"writers_count": 16, "osts_used_count": 4, "osts_per_writer_max": 2,
-                         "osts_per_writer_mean": 1.188, "writers_per_ost_max": 6,
-                         "writers_per_ost_mean": 4.75, "writers_on_one_ost_count": 13}
+    assert unaligned == {
+        "writers_count": 16,
+        "osts_used_count": 4,
+        "osts_per_writer_max": 2,
+        "osts_per_writer_mean": 1.188,
+        "writers_per_ost_max": 6,
+        "writers_per_ost_mean": 4.75,
+        "writers_on_one_ost_count": 13,
+    }
     writer5 = grid[grid["writer"] == 5].set_index("ost")["data_bytes"].to_dict()
     assert writer5 == {0: 1_048_576 - 1_000_000, 1: 1_200_000 - 1_048_576}
     assert grid["data_bytes"].sum() == 16 * 200_000
@@ -302,14 +380,19 @@ def test_pictures_draw_every_stripe_unit():
     assert len(ax.get_legend().get_texts()) == 8
     assert sum(1 for line in ax.get_lines() if line.get_linestyle() == "--") == 2
     layout = Layout.plain(MiB, range(8))
-    fig = grid_pair(writer_ost_grid(layout, 16, MiB), writer_ost_grid(layout, 16, 200_000),
-                    "aligned", "unaligned")
+    fig = grid_pair(
+        writer_ost_grid(layout, 16, MiB),
+        writer_ost_grid(layout, 16, 200_000),
+        "aligned",
+        "unaligned",
+    )
     assert fig.axes[0].images[0].get_array().shape == (16, 8)
     assert fig.axes[1].images[0].get_array().shape == (16, 4)
 
 
 def test_architecture_script_writes_a_figure(tmp_path: Path, capsys):
     from iolab.hpc.stripe_plots import main
+
     assert main([str(tmp_path / "arch.svg")]) == 0
     assert (tmp_path / "arch.svg").read_text().lstrip().startswith("<?xml")
     assert "wrote" in capsys.readouterr().out
@@ -318,9 +401,14 @@ def test_architecture_script_writes_a_figure(tmp_path: Path, capsys):
 def test_placeholders_parse_but_have_no_place():
     """A self-extending placeholder (stripe size 0) and a default with count -1 are valid
     layouts; only a byte that falls in them has no place yet."""
-    sel = Layout((Component(0, 64 * MiB, 4 * MiB, 2, (0, 1)),
-                  Component(64 * MiB, 128 * MiB, 0, 0, (), instantiated=False),
-                  Component(128 * MiB, EOF, 8 * MiB, 2, (), instantiated=False)), composite=True)
+    sel = Layout(
+        (
+            Component(0, 64 * MiB, 4 * MiB, 2, (0, 1)),
+            Component(64 * MiB, 128 * MiB, 0, 0, (), instantiated=False),
+            Component(128 * MiB, EOF, 8 * MiB, 2, (), instantiated=False),
+        ),
+        composite=True,
+    )
     assert locate(sel, 64 * MiB - 1) == (1, 32 * MiB - 1, 0, 1)
     with pytest.raises(LabError, match="component 1 .* not instantiated"):
         locate(sel, 64 * MiB)
@@ -333,10 +421,12 @@ def test_committed_architecture_figure_is_current(tmp_path: Path):
     """The lesson's SVG is what the code draws; after changing the figure, regenerate it with
     `python -m iolab.hpc.stripe_plots lessons/img/lustre-architecture.svg`."""
     from iolab.hpc.stripe_plots import main
+
     main([str(tmp_path / "arch.svg")])
     drawn = (tmp_path / "arch.svg").read_text(encoding="utf-8")
-    committed = (Path(__file__).resolve().parent.parent
-                 / "lessons/img/lustre-architecture.svg").read_text(encoding="utf-8")
+    committed = (
+        Path(__file__).resolve().parent.parent / "lessons/img/lustre-architecture.svg"
+    ).read_text(encoding="utf-8")
     texts = lambda svg: re.findall(r"<text[^>]*>([^<]*)</text>", svg)  # noqa: E731
     assert texts(drawn) and texts(drawn) == texts(committed)
     if f"Matplotlib v{matplotlib.__version__}," in committed:  # same drawing code: same bytes
@@ -346,6 +436,7 @@ def test_committed_architecture_figure_is_current(tmp_path: Path):
 def test_trial_directory_is_removed_also_on_error(workspace: Path):
     from iolab.hpc.stripe_trial import lustre_location, run_trial, trial_directory
     from iolab.storage.locations import discover_locations
+
     workspace.mkdir()
     location = next(loc for loc in discover_locations(probe=False) if loc.name == "workspace")
     with trial_directory(location, MiB, 2) as base:

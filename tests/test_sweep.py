@@ -21,8 +21,13 @@ SMALL_PLAN = dict(min_bytes=4096, max_bytes=MIB, small_files=32, point_bytes=2 *
 
 
 def iolab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "iolab", *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "iolab", *args],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def test_default_plan_keeps_count_then_bytes_constant_within_the_caps() -> None:
@@ -41,14 +46,17 @@ def test_default_plan_keeps_count_then_bytes_constant_within_the_caps() -> None:
     assert list(plan["file_size"][:2]) == ["4KiB", "8KiB"] and plan["file_size"].iloc[-1] == "64MiB"
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"min_bytes": 3000}, "not a power of two"),
-    ({"min_bytes": 2 * MIB, "max_bytes": MIB}, "swap --min and --max"),
-    ({"max_bytes": 512 * MIB}, "choose a smaller --max"),
-    ({"small_files": 0}, "choose at least 1"),
-    ({"point_bytes": 2 * 1024**3}, "2048 MiB > 1024 MiB"),
-    ({"small_files": 50_000}, "50000 files > 20000 files"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"min_bytes": 3000}, "not a power of two"),
+        ({"min_bytes": 2 * MIB, "max_bytes": MIB}, "swap --min and --max"),
+        ({"max_bytes": 512 * MIB}, "choose a smaller --max"),
+        ({"small_files": 0}, "choose at least 1"),
+        ({"point_bytes": 2 * 1024**3}, "2048 MiB > 1024 MiB"),
+        ({"small_files": 50_000}, "50000 files > 20000 files"),
+    ],
+)
 @pytest.mark.usefixtures("login_node")
 def test_plans_beyond_the_rules_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(LabError, match=message):
@@ -64,8 +72,13 @@ def test_the_login_node_budget_is_lifted_on_a_compute_node() -> None:
 
 
 def test_sizes_read_like_fio_and_label_like_elbencho() -> None:
-    assert [sweep.parse_size(s) for s in ("4K", "4KiB", "64m", "1G", "4096")] == \
-        [4096, 4096, 64 * MIB, 1024**3, 4096]
+    assert [sweep.parse_size(s) for s in ("4K", "4KiB", "64m", "1G", "4096")] == [
+        4096,
+        4096,
+        64 * MIB,
+        1024**3,
+        4096,
+    ]
     assert [sweep.size_label(n) for n in (1024, 256 * MIB, 512)] == ["1KiB", "256MiB", "512B"]
     with pytest.raises(LabError, match="write it like 4K"):
         sweep.parse_size("four")
@@ -122,8 +135,9 @@ def test_summary_and_plot(small_sweep) -> None:
 
 @pytest.mark.slow
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path) -> None:
-    proc = iolab("sweep", "--directory", str(tmp_path), "--dry-run", "--csv",
-                 str(tmp_path / "rows.csv"))
+    proc = iolab(
+        "sweep", "--directory", str(tmp_path), "--dry-run", "--csv", str(tmp_path / "rows.csv")
+    )
     assert proc.returncode == 0, proc.stderr
     assert "64MiB" in proc.stdout and "at most 256 MiB in 2048 files" in proc.stdout
     assert "nothing was written" in proc.stdout
@@ -134,9 +148,21 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path) -> None:
 def test_cli_run_saves_csv_and_plot(tmp_path: Path) -> None:
     target = tmp_path / "target"
     target.mkdir()
-    proc = iolab("sweep", "--directory", str(target), "--min", "4K", "--max", "16K",
-                 "--repeats", "1", "--csv", str(tmp_path / "rows.csv"),
-                 "--plot", str(tmp_path / "sweep.svg"))
+    proc = iolab(
+        "sweep",
+        "--directory",
+        str(target),
+        "--min",
+        "4K",
+        "--max",
+        "16K",
+        "--repeats",
+        "1",
+        "--csv",
+        str(tmp_path / "rows.csv"),
+        "--plot",
+        str(tmp_path / "sweep.svg"),
+    )
     assert proc.returncode == 0, proc.stderr
     rows = pd.read_csv(tmp_path / "rows.csv")
     assert len(rows) == 3 * 2 and (rows["files"] == 2048).all()
@@ -146,8 +172,9 @@ def test_cli_run_saves_csv_and_plot(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
-def test_an_error_in_the_middle_leaves_nothing_behind(tmp_path: Path, monkeypatch,
-                                                      error: type) -> None:
+def test_an_error_in_the_middle_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch, error: type
+) -> None:
     calls = []
 
     def evict_then_fail(path):

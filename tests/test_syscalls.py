@@ -58,8 +58,11 @@ def workspace(workspace):
     """Each test gets its own workspace (conftest); trace files must be gone when it ends."""
     ws = workspace
     yield ws
-    leftovers = [p for p in (ws / "tmp").glob("*") if p.name != MADE_MARKER] \
-        if (ws / "tmp").exists() else []
+    leftovers = (
+        [p for p in (ws / "tmp").glob("*") if p.name != MADE_MARKER]
+        if (ws / "tmp").exists()
+        else []
+    )
     assert leftovers == [], f"scratch files left behind: {leftovers}"
 
 
@@ -139,7 +142,14 @@ def test_tally_attributes_captured_lines():
 
 def test_summary_parser_handles_blank_errors_and_drops_total():
     frame = parse_strace_summary(CAPTURED_SUMMARY)
-    assert list(frame.columns) == ["syscall", "calls", "errors", "time_pct", "time_s", "usecs_per_call"]
+    assert list(frame.columns) == [
+        "syscall",
+        "calls",
+        "errors",
+        "time_pct",
+        "time_s",
+        "usecs_per_call",
+    ]
     assert list(frame["syscall"]) == ["openat", "read", "close", "ioctl"]
     assert frame.set_index("syscall").loc["read", "errors"] == 0
     assert frame.set_index("syscall").loc["openat", "errors"] == 25
@@ -172,8 +182,9 @@ def test_python_reader_opens_each_file_once(data, relative):
 def test_cat_and_children_of_a_shell(data):
     one = trace_attributed(["cat", str(data / "day 3.csv")], data)
     assert one.dataset_opens == 1 and one.dataset_bytes_read == len(FILES["day 3.csv"])
-    shell = trace_attributed(["sh", "-c", "cat 'day 1.csv' >/dev/null; cat 'day 2.csv' >/dev/null"],
-                             data, cwd=data)
+    shell = trace_attributed(
+        ["sh", "-c", "cat 'day 1.csv' >/dev/null; cat 'day 2.csv' >/dev/null"], data, cwd=data
+    )
     assert shell.dataset_opens == 2  # -f follows the two cat processes
     assert shell.dataset_open_counts == {"day 1.csv": 1, "day 2.csv": 1}
 
@@ -258,8 +269,19 @@ print(json.dumps([status.available, status.reason, report.method, report.note, r
 @pytest.mark.slow
 @needs_strace
 def test_ptrace_denied_is_explained_and_auto_falls_back(data):
-    outer = [strace_status().path, "-f", "-qq", "-o", os.devnull, "--",
-             sys.executable, "-c", DENIED_PROBE, READER, str(data)]
+    outer = [
+        strace_status().path,
+        "-f",
+        "-qq",
+        "-o",
+        os.devnull,
+        "--",
+        sys.executable,
+        "-c",
+        DENIED_PROBE,
+        READER,
+        str(data),
+    ]
     run = subprocess.run(outer, cwd=repo_root(), capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     available, reason, method, note, opens = json.loads(run.stdout)
@@ -283,16 +305,31 @@ def test_cli_json_is_one_object(data, capsys):
     captured = capsys.readouterr()
     assert code == 0 and captured.out.count("\n") == 1
     result = json.loads(captured.out)
-    assert {"method", "note", "command", "dataset_dir", "dataset_opens", "dataset_dir_opens",
-            "dataset_calls", "other_calls", "total_calls", "dataset_reads", "dataset_bytes_read",
-            "dataset_seeks", "dataset_stats", "by_syscall", "exit_code"} <= set(result)
+    assert {
+        "method",
+        "note",
+        "command",
+        "dataset_dir",
+        "dataset_opens",
+        "dataset_dir_opens",
+        "dataset_calls",
+        "other_calls",
+        "total_calls",
+        "dataset_reads",
+        "dataset_bytes_read",
+        "dataset_seeks",
+        "dataset_stats",
+        "by_syscall",
+        "exit_code",
+    } <= set(result)
     assert result["dataset_opens"] == 5 and result["command"][0] == sys.executable
     assert "read all" in captured.err  # the command's own output goes to stderr
 
 
 def test_cli_table_is_readable(data, capsys):
-    _, code = cli(["syscalls", "--data", str(data), "--method", "fallback", "--",
-                   *python_reader(data)])
+    _, code = cli(
+        ["syscalls", "--data", str(data), "--method", "fallback", "--", *python_reader(data)]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "file opens" in out and "n/a" in out
 
@@ -303,10 +340,13 @@ def test_format_report_shows_busiest_calls(data):
     assert "busiest traced system calls" in text and "openat" in text
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--"], "no command to measure"),
-    (["--", "no-such-command-xyz"], "was not found"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--"], "no command to measure"),
+        (["--", "no-such-command-xyz"], "was not found"),
+    ],
+)
 def test_cli_errors_say_how_to_fix(data, argv, message):
     with pytest.raises(LabError, match=message):
         cli(["syscalls", "--data", str(data), *argv])
@@ -318,8 +358,9 @@ def test_cli_missing_data_dir(tmp_path):
 
 
 def test_cli_old_data_dir_name_still_works_with_a_notice(data, capsys):
-    args, code = cli(["syscalls", "--data-dir", str(data), "--method", "fallback", "--",
-                      *python_reader(data)])
+    args, code = cli(
+        ["syscalls", "--data-dir", str(data), "--method", "fallback", "--", *python_reader(data)]
+    )
     assert code == 0 and args.dataset_dir == data
     assert "--data-dir is now --data" in capsys.readouterr().err
 

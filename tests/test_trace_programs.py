@@ -92,13 +92,22 @@ def test_dup_close_and_fork_keep_the_file_position() -> None:
     assert (parent.unaligned, parent.max_byte_written) == (3, 8193)
     # the child writes through the inherited 1 at 18, where its parent had left the position
     assert (child.writes, child.seq_writes, child.unaligned, child.max_byte_written) == (
-        1, 1, 1, 23)
+        1,
+        1,
+        1,
+        23,
+    )
 
 
 def test_appends_land_at_the_end_and_syncs_count() -> None:
     log = records_of(COPIES_AND_DESCRIPTORS)[("/run/x/log.txt", "101")]
     assert (log.writes, log.seq_writes, log.random, log.unaligned, log.max_byte_written) == (
-        2, 2, 0, 1, 5)
+        2,
+        2,
+        0,
+        1,
+        5,
+    )
     assert (log.syncs, log.sync_time_s) == (1, pytest.approx(0.00035))
 
 
@@ -112,14 +121,19 @@ def test_threads_share_descriptors_and_every_sync_counts() -> None:
 
 
 def test_the_run_has_every_record_column() -> None:
-    profile = Profile(["prog"], "strace", 0, records_of(COPIES_AND_DESCRIPTORS), None, "",
-                      wall_time_s=0.5)
+    profile = Profile(
+        ["prog"], "strace", 0, records_of(COPIES_AND_DESCRIPTORS), None, "", wall_time_s=0.5
+    )
     run = profile.run()
     assert list(run.records.columns) == list(RECORD_COLUMNS)
     assert (run.source, run.name, run.processes, run.run_time_s) == ("strace", "prog", 2, 0.5)
     out = run.records[run.records.path == "/run/x/out.bin"].set_index("rank")
     assert out.loc[0, ["writes", "seq_writes", "small_writes", "bytes_written"]].tolist() == [
-        6, 5, 6, 23]
+        6,
+        5,
+        6,
+        23,
+    ]
     assert out.loc[1, "writes"] == 1  # the child is the second process to touch a file
     shared = ["fastest_rank", "fastest_rank_s", "slowest_rank", "slowest_rank_bytes"]
     assert run.records[shared].isna().all().all() and (run.records.alignment == 4096).all()
@@ -155,12 +169,14 @@ def small_files(folder: Path, count: int) -> int:
 def test_sqlite_commits_one_transaction_per_row(tmp_path: Path) -> None:
     (tmp_path / "db").mkdir()
     script = tmp_path / "insert.py"
-    script.write_text("import sqlite3\n"
-                      "db = sqlite3.connect('db/rows.db', isolation_level=None)\n"
-                      "db.execute('create table t (x integer)')\n"
-                      "for i in range(1000):\n"
-                      "    db.execute('insert into t values (?)', (i,))\n"
-                      "db.close()\n")
+    script.write_text(
+        "import sqlite3\n"
+        "db = sqlite3.connect('db/rows.db', isolation_level=None)\n"
+        "db.execute('create table t (x integer)')\n"
+        "for i in range(1000):\n"
+        "    db.execute('insert into t values (?)', (i,))\n"
+        "db.close()\n"
+    )
     profile = traced([sys.executable, "-S", str(script)], tmp_path)
     files = profile.files
     db, journal = files[str(tmp_path / "db/rows.db")], files[str(tmp_path / "db/rows.db-journal")]
@@ -197,14 +213,19 @@ def test_cp_copies_every_byte_once(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("workspace")
 def test_dd_writes_through_its_duplicated_descriptor(tmp_path: Path) -> None:
     (tmp_path / "in.bin").write_bytes(os.urandom(100 * 4096))
-    profile = traced(["dd", "if=in.bin", "of=out.bin", "bs=4k", "count=16", "status=none"],
-                     tmp_path)
+    profile = traced(
+        ["dd", "if=in.bin", "of=out.bin", "bs=4k", "count=16", "status=none"], tmp_path
+    )
     out, source = profile.files[str(tmp_path / "out.bin")], profile.files[str(tmp_path / "in.bin")]
     # dd opens out.bin and moves it onto descriptor 1: the offsets are known through the alias
     assert (out.writes, out.bytes_written, out.seq_writes, out.random) == (16, 65536, 16, 0)
     assert (out.unaligned, out.max_byte_written) == (0, 65536)
     assert (source.reads, source.bytes_read, source.seq_reads, source.max_byte_read) == (
-        16, 65536, 16, 65536)
+        16,
+        65536,
+        16,
+        65536,
+    )
 
 
 @needs_strace
@@ -240,8 +261,15 @@ def test_git_status_looks_up_the_work_tree_and_the_repository(tmp_path: Path) ->
     past = 1_600_000_000  # files older than the index are clean without rereading them
     for path in repo.iterdir():
         os.utime(path, (past, past))
-    git = ["git", "-c", "user.name=lab", "-c", "user.email=lab@example.org", "-c",
-           "core.fsmonitor=false"]
+    git = [
+        "git",
+        "-c",
+        "user.name=lab",
+        "-c",
+        "user.email=lab@example.org",
+        "-c",
+        "core.fsmonitor=false",
+    ]
     for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "files"]):
         subprocess.run(git + args, cwd=repo, check=True, capture_output=True)
     (repo / "f000.txt").write_text("changed, and longer than before\n")

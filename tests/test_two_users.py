@@ -38,14 +38,12 @@ def stage() -> Path:
         try:
             pwd.getpwnam(name)
         except KeyError:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name],
-                           check=True)
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
     top = Path(tempfile.mkdtemp(prefix="iolab-two-users-", dir="/tmp"))
     top.chmod(0o755)
     code = top / "code"
     code.mkdir()
-    shutil.copytree(ROOT / "iolab", code / "iolab",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "iolab", code / "iolab", ignore=shutil.ignore_patterns("__pycache__"))
     (code / "data_generators").mkdir()  # how iolab finds its checkout
     for path in [code, *code.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -63,23 +61,46 @@ def stage() -> Path:
 
 def as_user(stage: Path, name: str, code: str, **env: str) -> subprocess.CompletedProcess:
     """Run Python `code` as user `name`, with the shared folder as its TMPDIR."""
-    base_env = {"HOME": str(stage / name), "USER": name, "LOGNAME": name,
-                "PATH": "/usr/bin:/bin", "TMPDIR": str(stage / "shared"),
-                "PYTHONPATH": str(stage / "code"), "PYTHONDONTWRITEBYTECODE": "1",
-                "IOLAB_WORKDIR": str(stage / name / "ws")}
+    base_env = {
+        "HOME": str(stage / name),
+        "USER": name,
+        "LOGNAME": name,
+        "PATH": "/usr/bin:/bin",
+        "TMPDIR": str(stage / "shared"),
+        "PYTHONPATH": str(stage / "code"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "IOLAB_WORKDIR": str(stage / name / "ws"),
+    }
     python = shutil.which("python3", path="/usr/bin:/bin")
-    return subprocess.run(["runuser", "-u", name, "--", "env", "-i",
-                           *(f"{k}={v}" for k, v in {**base_env, **env}.items()),
-                           python, "-c", code],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            "runuser",
+            "-u",
+            name,
+            "--",
+            "env",
+            "-i",
+            *(f"{k}={v}" for k, v in {**base_env, **env}.items()),
+            python,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def clean_as(stage: Path, name: str, **env: str) -> subprocess.CompletedProcess:
     """`python -m iolab clean` as `name`, /tmp and /dev/shm left out (the shared folder
     stands in for them, so the machine's real ones are never touched)."""
-    return as_user(stage, name, "import iolab.core.cleanup as c; c.SYSTEM_BASES = (); "
-                   "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()",
-                   **env)
+    return as_user(
+        stage,
+        name,
+        "import iolab.core.cleanup as c; c.SYSTEM_BASES = (); "
+        "import sys; sys.argv[1:] = ['clean']; from iolab.cli import run; run()",
+        **env,
+    )
 
 
 def snapshot(root: Path) -> dict[str, bytes | str]:
@@ -121,23 +142,31 @@ def fresh(stage: Path):
 def test_another_users_folder_by_my_name_is_never_entered(fresh: Path) -> None:
     """The other user takes iolab-<runner> first and marks it the way the lab would."""
     taken = place(fresh, RUNNER)
-    made = as_user(fresh, OTHER, f"""
+    made = as_user(
+        fresh,
+        OTHER,
+        f"""
 from iolab.core.owned import make_private_dir
 from pathlib import Path
 p = Path({str(taken)!r})
 make_private_dir(p, {LOCATION_MARKER!r}, "a marker of the other user")
 (p / "their-results.txt").write_text("theirs")
 p.chmod(0o777)
-""")
+""",
+    )
     assert made.returncode == 0, made.stderr
     before = snapshot(taken)
     assert_fine(clean_as(fresh, RUNNER))
     assert snapshot(taken) == before
-    probe = as_user(fresh, RUNNER, f"""
+    probe = as_user(
+        fresh,
+        RUNNER,
+        f"""
 from iolab.core.workspace import make_location_dir
 from pathlib import Path
 print(make_location_dir(Path({str(taken)!r})))
-""")
+""",
+    )
     assert_fine(probe)
     mine = Path(probe.stdout.strip())
     assert mine != taken and mine.parent == taken.parent
@@ -153,22 +182,28 @@ def test_what_another_user_plants_by_my_name_leads_nowhere(fresh: Path, planted:
     """A link from the runner's predictable name to a place of the runner's own that the lab
     made and marked for the runner elsewhere (so a remover that followed the link would find
     it provably the lab's and delete it), a file, or a FIFO in its place."""
-    made = as_user(fresh, RUNNER, f"""
+    made = as_user(
+        fresh,
+        RUNNER,
+        f"""
 from pathlib import Path
 from iolab.core.workspace import make_location_dir
 keep = Path({str(fresh / RUNNER / "keep")!r})
 keep.mkdir()
 place = make_location_dir(keep / "iolab-{RUNNER}")
 (place / "thesis.tex").write_text("years of work")
-""")
+""",
+    )
     assert made.returncode == 0, made.stderr
     home = fresh / RUNNER
     before = snapshot(home)
     name = place(fresh, RUNNER)
     target = home / "keep" / f"iolab-{RUNNER}"
-    plant = {"link-to-home": f"os.symlink({str(target)!r}, {str(name)!r})",
-             "file": f"open({str(name)!r}, 'w').write('x')",
-             "fifo": f"os.mkfifo({str(name)!r})"}[planted]
+    plant = {
+        "link-to-home": f"os.symlink({str(target)!r}, {str(name)!r})",
+        "file": f"open({str(name)!r}, 'w').write('x')",
+        "fifo": f"os.mkfifo({str(name)!r})",
+    }[planted]
     assert as_user(fresh, OTHER, f"import os; {plant}").returncode == 0
     assert_fine(clean_as(fresh, RUNNER, IOLAB_WORKDIR=str(fresh / "elsewhere")))
     assert snapshot(home) == before and os.path.lexists(name)
@@ -181,7 +216,10 @@ def test_a_swap_between_check_and_delete_deletes_nothing_else(fresh: Path) -> No
     hooks = fresh / RUNNER / "hooks"
     hooks.mkdir()
     os.chown(hooks, *user_ids(RUNNER))
-    made = as_user(fresh, RUNNER, f"""
+    made = as_user(
+        fresh,
+        RUNNER,
+        f"""
 from iolab.core.workspace import make_location_dir
 from pathlib import Path
 p = make_location_dir(Path({str(place(fresh, RUNNER))!r}))
@@ -189,20 +227,39 @@ p = make_location_dir(Path({str(place(fresh, RUNNER))!r}))
 keep = Path({str(fresh / RUNNER / "keep")!r})
 keep.mkdir()
 (keep / "thesis.tex").write_text("years of work")
-""")
+""",
+    )
     assert made.returncode == 0, made.stderr
     name = place(fresh, RUNNER)
     (hooks / f"pause-{name.name}").touch()
     keep_before = snapshot(fresh / RUNNER / "keep")
-    env = {"HOME": str(fresh / RUNNER), "USER": RUNNER, "PATH": "/usr/bin:/bin",
-           "TMPDIR": str(fresh / "shared"), "PYTHONPATH": str(fresh / "code"),
-           "IOLAB_WORKDIR": str(fresh / "elsewhere"), "IOLAB_TEST_PAUSE_DIR": str(hooks)}
+    env = {
+        "HOME": str(fresh / RUNNER),
+        "USER": RUNNER,
+        "PATH": "/usr/bin:/bin",
+        "TMPDIR": str(fresh / "shared"),
+        "PYTHONPATH": str(fresh / "code"),
+        "IOLAB_WORKDIR": str(fresh / "elsewhere"),
+        "IOLAB_TEST_PAUSE_DIR": str(hooks),
+    }
     proc = subprocess.Popen(
-        ["runuser", "-u", RUNNER, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
-         shutil.which("python3", path="/usr/bin:/bin"), "-c",
-         "import iolab.core.cleanup as c; c.SYSTEM_BASES = (); import sys; "
-         "sys.argv[1:] = ['clean']; from iolab.cli import run; run()"],
-        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [
+            "runuser",
+            "-u",
+            RUNNER,
+            "--",
+            "env",
+            "-i",
+            *(f"{k}={v}" for k, v in env.items()),
+            shutil.which("python3", path="/usr/bin:/bin"),
+            "-c",
+            "import iolab.core.cleanup as c; c.SYSTEM_BASES = (); import sys; "
+            "sys.argv[1:] = ['clean']; from iolab.cli import run; run()",
+        ],
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not (hooks / f"paused-{name.name}").exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -220,7 +277,10 @@ keep.mkdir()
 def test_the_runners_files_are_private_whatever_the_umask(fresh: Path) -> None:
     """Folders the lab makes in a shared place are 0700 and its files 0600, even under
     umask 022; the other user can list none of them."""
-    made = as_user(fresh, RUNNER, f"""
+    made = as_user(
+        fresh,
+        RUNNER,
+        f"""
 import os, sys
 os.umask(0o022)
 from pathlib import Path
@@ -231,7 +291,8 @@ def main():
     (p / "result.json").write_text("{{}}")
     print(p)
 run_cli(main)
-""")
+""",
+    )
     assert made.returncode == 0, made.stderr
     folder = Path(made.stdout.strip())
     assert folder.stat().st_mode & 0o777 == 0o700
@@ -244,7 +305,10 @@ def test_another_users_file_inside_a_lab_folder_is_named_not_deleted(fresh: Path
     """The runner opened a lab folder to everyone (chmod 777) and the other user dropped a
     file in it: `clean` deletes everything else, keeps that file and the folder's marker (so
     a later `clean` finishes the job), and says so in one sentence."""
-    made = as_user(fresh, RUNNER, """
+    made = as_user(
+        fresh,
+        RUNNER,
+        """
 from iolab.core.workspace import ensure_writable_dir, workdir
 shared = ensure_writable_dir(workdir() / "dataset")
 (shared / "mine.csv").write_text("1")
@@ -252,7 +316,8 @@ for opened in (workdir().parent, workdir()):
     opened.chmod(0o711)
 shared.chmod(0o777)
 (ensure_writable_dir(workdir() / "lab") / "result.csv").write_text("2")
-""")
+""",
+    )
     assert made.returncode == 0, made.stderr
     dataset = fresh / RUNNER / "ws" / "dataset"
     dropped = as_user(fresh, OTHER, f"open({str(dataset / 'theirs.txt')!r}, 'w').write('x')")

@@ -25,7 +25,9 @@ NOTE_MINUTES = re.compile(
 SCHEDULE_ROW = re.compile(
     r"^\| \[(\d\d) [^\]]*\]\(\.\./lessons/[^)]+\) \| (\d+) \| (\d+) \| (\d+) \|", re.M
 )
-TOTALS_ROW = re.compile(r"^\| \*\*all \w+\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \|", re.M)
+TOTALS_ROW = re.compile(
+    r"^\| \*\*all \w+\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \| \*\*(\d+)\*\* \|", re.M
+)
 TRACK_ROW = re.compile(r"^\| (\d{1,2}:\d\d) \| (.*) \| \**(\d+)\** \|$")
 LESSON_LINK = re.compile(r"\]\((\.\./lessons/[^)#\s]+)")
 
@@ -35,7 +37,9 @@ def lesson_minutes() -> dict[str, tuple[int, int]]:
     minutes = {}
     for path in sorted(LESSONS.glob("[0-9][0-9]-*.md")):
         match = NOTE_MINUTES.search(path.read_text())
-        assert match, f"{path.name}: no 'About N minutes of teaching and M minutes of exercises' note"
+        assert match, (
+            f"{path.name}: no 'About N minutes of teaching and M minutes of exercises' note"
+        )
         minutes[path.name[:2]] = (int(match[1]), int(match[2]))
     return minutes
 
@@ -75,7 +79,9 @@ def schedule_problems(guide: str, notes: dict[str, tuple[int, int]]) -> list[str
     problems = []
     rows = schedule_rows(guide)
     if sorted(r[0] for r in rows) != sorted(notes):
-        problems.append(f"schedule lists lessons {[r[0] for r in rows]}, lessons/ has {sorted(notes)}")
+        problems.append(
+            f"schedule lists lessons {[r[0] for r in rows]}, lessons/ has {sorted(notes)}"
+        )
     for lesson, teaching, exercises, total in rows:
         if lesson in notes and (teaching, exercises) != notes[lesson]:
             problems.append(
@@ -100,7 +106,9 @@ def totals_problems(guide: str) -> list[str]:
     hours, mins = divmod(sums[2], 60)
     for said in re.findall(r"lessons take (\d+) minutes", guide):
         if int(said) != sums[2]:
-            problems.append(f"text says the lessons take {said} minutes, the schedule sums to {sums[2]}")
+            problems.append(
+                f"text says the lessons take {said} minutes, the schedule sums to {sums[2]}"
+            )
     for match in re.finditer(r"\*\*(\d+) hours (\d+) minutes\*\*|\((\d+) h (\d+) min\)", guide):
         said = [int(n) for n in match.groups() if n is not None]
         if said != [hours, mins]:
@@ -123,7 +131,9 @@ def track_problems(guide: str) -> list[str]:
         *parts, (end_start, end_what, stated) = rows
         total = sum(mins for _, _, mins in parts)
         if end_what != "end" or stated != total:
-            problems.append(f"track '{heading}': the end row says {stated} min, the rows sum to {total}")
+            problems.append(
+                f"track '{heading}': the end row says {stated} min, the rows sum to {total}"
+            )
         hours = re.match(r"A (\d+)-hour", heading)
         if hours and total > int(hours[1]) * 60:
             problems.append(f"track '{heading}': {total} min is longer than {hours[1]} hours")
@@ -160,7 +170,9 @@ def lesson_row_problems(guide: str, notes: dict[str, tuple[int, int]]) -> list[s
                 problems.append(f"{where}: a part of {mins} min is longer than the lesson")
             pieces = [int(n) for n in re.findall(r"\((\d+)\)", what)]
             if in_part and pieces and sum(pieces) != mins:
-                problems.append(f"{where}: its parts {pieces} sum to {sum(pieces)}, the row says {mins}")
+                problems.append(
+                    f"{where}: its parts {pieces} sum to {sum(pieces)}, the row says {mins}"
+                )
     return problems
 
 
@@ -212,7 +224,11 @@ def test_links_to_lessons_exist(page):
         # a track longer than its advertised length
         ("### A 3-hour introduction", "### A 2-hour introduction", "tracks"),
         # a lesson given whole with an old length
-        ("| 13:30 | 10 Writing checkpoints | 55 |", "| 13:30 | 10 Writing checkpoints | 50 |", "rows"),
+        (
+            "| 13:30 | 10 Writing checkpoints | 55 |",
+            "| 13:30 | 10 Writing checkpoints | 50 |",
+            "rows",
+        ),
     ],
 )
 def test_checks_catch_drift(old, new, check):

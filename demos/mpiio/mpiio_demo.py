@@ -49,41 +49,74 @@ PATTERN_XOR = 0x9E3779B97F4A7C15
 WORD = 8
 MIB = 1024**2
 #: Bytes per block, one request of the interleaved pattern; also a multiple of WORD.
-BLOCK_BYTES = Bounds(WORD, 64 * MIB, "bytes", "blocks far above ROMIO's 16 MiB collective "
-                     "buffer are no longer the small interleaved requests this demo is about")
+BLOCK_BYTES = Bounds(
+    WORD,
+    64 * MIB,
+    "bytes",
+    "blocks far above ROMIO's 16 MiB collective "
+    "buffer are no longer the small interleaved requests this demo is about",
+)
 #: Blocks each rank writes.
-BLOCKS_PER_RANK = Bounds(1, 2**20, "blocks", "a rank builds all its blocks in memory for its one "
-                         "write call: 2^20 blocks of 4 KiB are 4 GiB per rank")
+BLOCKS_PER_RANK = Bounds(
+    1,
+    2**20,
+    "blocks",
+    "a rank builds all its blocks in memory for its one "
+    "write call: 2^20 blocks of 4 KiB are 4 GiB per rank",
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Write interleaved blocks from every MPI rank (independent, collective "
-                    "or file per process), read them back and verify every byte.",
+        "or file per process), read them back and verify every byte.",
         epilog="Example: mpiexec -n 4 python demos/mpiio/mpiio_demo.py --directory /tmp/mpiio "
-               "--mode collective --hint cb_buffer_size=16777216. Hints can also come from a "
-               "file named by ROMIO_HINTS (see demos/mpiio/romio-hints.txt); "
-               "ROMIO_PRINT_HINTS=1 makes MPICH print the hints in effect at open.",
+        "--mode collective --hint cb_buffer_size=16777216. Hints can also come from a "
+        "file named by ROMIO_HINTS (see demos/mpiio/romio-hints.txt); "
+        "ROMIO_PRINT_HINTS=1 makes MPICH print the hints in effect at open.",
     )
     where = parser.add_mutually_exclusive_group(required=True)
     directory = path_option("--directory")
-    where.add_argument("--directory", type=directory, metavar="DIR",
-                       help="directory for shared.dat or rank-NNNN.dat (must exist or be "
-                            "creatable)")
+    where.add_argument(
+        "--directory",
+        type=directory,
+        metavar="DIR",
+        help="directory for shared.dat or rank-NNNN.dat (must exist or be creatable)",
+    )
     add_renamed(where, "--directory", ["--out"], dest="directory", type=directory, metavar="DIR")
-    parser.add_argument("--mode", choices=MODES, default="collective",
-                        help="how ranks write (default: collective)")
-    parser.add_argument("--block-size", type=block_bytes, default=4096, metavar="BYTES",
-                        help="bytes per block, a multiple of 8 (default: 4096)")
-    parser.add_argument("--blocks-per-rank", type=int_option("--blocks-per-rank", BLOCKS_PER_RANK),
-                        default=4096, metavar="N",
-                        help="blocks each rank writes (default: 4096: 16 MiB per rank)")
-    parser.add_argument("--hint", type=hint_pair, action="append", default=[], metavar="KEY=VALUE",
-                        help="an MPI-IO hint set through MPI.Info at open; repeatable")
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (rank 0) instead of a sentence")
-    parser.add_argument("--remove", action="store_true",
-                        help="delete the data file(s) after verification (default: keep them)")
+    parser.add_argument(
+        "--mode", choices=MODES, default="collective", help="how ranks write (default: collective)"
+    )
+    parser.add_argument(
+        "--block-size",
+        type=block_bytes,
+        default=4096,
+        metavar="BYTES",
+        help="bytes per block, a multiple of 8 (default: 4096)",
+    )
+    parser.add_argument(
+        "--blocks-per-rank",
+        type=int_option("--blocks-per-rank", BLOCKS_PER_RANK),
+        default=4096,
+        metavar="N",
+        help="blocks each rank writes (default: 4096: 16 MiB per rank)",
+    )
+    parser.add_argument(
+        "--hint",
+        type=hint_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an MPI-IO hint set through MPI.Info at open; repeatable",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (rank 0) instead of a sentence"
+    )
+    parser.add_argument(
+        "--remove",
+        action="store_true",
+        help="delete the data file(s) after verification (default: keep them)",
+    )
     return parser.parse_args(argv)
 
 
@@ -91,8 +124,10 @@ def block_bytes(text: str) -> int:
     """--block-size: within BLOCK_BYTES and whole words, since the pattern is 8-byte words."""
     value = int_option("--block-size", BLOCK_BYTES)(text)
     if value % WORD:
-        raise LabError(f"--block-size {text} is not a multiple of {WORD}; the pattern is "
-                       f"{WORD}-byte words, so choose e.g. 4096")
+        raise LabError(
+            f"--block-size {text} is not a multiple of {WORD}; the pattern is "
+            f"{WORD}-byte words, so choose e.g. 4096"
+        )
     return value
 
 
@@ -216,8 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from mpi4py import MPI
     except ImportError:
-        raise SystemExit("error: mpi4py is not installed; install it with `pip install mpich mpi4py` "
-                         "(no root needed) or `module load mpich` and build mpi4py against it")
+        raise SystemExit(
+            "error: mpi4py is not installed; install it with `pip install mpich mpi4py` "
+            "(no root needed) or `module load mpich` and build mpi4py against it"
+        )
     if MPI.COMM_WORLD.Get_rank() == 0:
         args.directory.mkdir(parents=True, exist_ok=True)
     MPI.COMM_WORLD.Barrier()
@@ -226,13 +263,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(result), flush=True)
         elif ok:
-            print(f"{result['mode']}: {result['ranks']} ranks wrote {result['bytes_written']} bytes "
-                  f"to {args.directory}, read them back and verified every byte "
-                  f"(write {result['write_MiBps']:.0f} MiB/s, read {result['read_MiBps']:.0f} MiB/s; "
-                  "timings on a shared machine are noise)", flush=True)
+            print(
+                f"{result['mode']}: {result['ranks']} ranks wrote {result['bytes_written']} bytes "
+                f"to {args.directory}, read them back and verified every byte "
+                f"(write {result['write_MiBps']:.0f} MiB/s, read {result['read_MiBps']:.0f} MiB/s; "
+                "timings on a shared machine are noise)",
+                flush=True,
+            )
         if not ok:
-            print(f"error: verification failed: {result['wrong_bytes']} bytes read back differ "
-                  "from what was written; check the file system and the hints", file=sys.stderr, flush=True)
+            print(
+                f"error: verification failed: {result['wrong_bytes']} bytes read back differ "
+                "from what was written; check the file system and the hints",
+                file=sys.stderr,
+                flush=True,
+            )
     return 0 if ok else 1
 
 

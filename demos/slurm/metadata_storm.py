@@ -30,8 +30,13 @@ from iolab.core.errors import LabError, run_cli
 from iolab.core.options import Bounds, int_option, path_option
 
 #: Files each task creates; the job script checks IOLAB_STORM_FILES against the same range.
-FILES = Bounds(1, 100_000, "files", "each task keeps them all in one directory at once, and "
-               "100,000 per task is already a storm that other users of the file system notice")
+FILES = Bounds(
+    1,
+    100_000,
+    "files",
+    "each task keeps them all in one directory at once, and "
+    "100,000 per task is already a storm that other users of the file system notice",
+)
 #: How long a task waits for the others at the barrier.
 BARRIER_S = Bounds(1, 3600, "s", "a task that has not started within an hour is not coming")
 #: Seconds between two looks at the barrier directory (each look is a metadata request too).
@@ -41,22 +46,41 @@ POLL_S = 0.1
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Create, stat and remove many empty files in a directory of this task's "
-                    "own, after waiting for every task of the Slurm job step; print counts "
-                    "and times as one JSON line.",
+        "own, after waiting for every task of the Slurm job step; print counts "
+        "and times as one JSON line.",
         epilog="Example (one task): python demos/slurm/metadata_storm.py --workdir "
-               "$SCRATCH/storm --files 1000. In a job: srun python ... (see "
-               "demos/slurm/metadata-storm.sbatch).")
-    parser.add_argument("--workdir", type=path_option("--workdir"), required=True,
-                        metavar="DIR", help="an existing directory on the place to test, "
-                        "shared by all tasks (task-<rank>/ and barrier/ are made in it)")
-    parser.add_argument("--files", type=int_option("--files", FILES), default=1000,
-                        metavar="N", help=f"files per task, {FILES.text()} (default: 1000)")
-    parser.add_argument("--results", type=path_option("--results"), metavar="DIR",
-                        help="also write the JSON line to DIR/task-<rank>.json")
-    parser.add_argument("--barrier-timeout", type=int_option("--barrier-timeout", BARRIER_S),
-                        default=120, metavar="S",
-                        help="seconds to wait for the other tasks (default: 120: on NFS a "
-                             "directory listing may be cached for up to a minute)")
+        "$SCRATCH/storm --files 1000. In a job: srun python ... (see "
+        "demos/slurm/metadata-storm.sbatch).",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=path_option("--workdir"),
+        required=True,
+        metavar="DIR",
+        help="an existing directory on the place to test, "
+        "shared by all tasks (task-<rank>/ and barrier/ are made in it)",
+    )
+    parser.add_argument(
+        "--files",
+        type=int_option("--files", FILES),
+        default=1000,
+        metavar="N",
+        help=f"files per task, {FILES.text()} (default: 1000)",
+    )
+    parser.add_argument(
+        "--results",
+        type=path_option("--results"),
+        metavar="DIR",
+        help="also write the JSON line to DIR/task-<rank>.json",
+    )
+    parser.add_argument(
+        "--barrier-timeout",
+        type=int_option("--barrier-timeout", BARRIER_S),
+        default=120,
+        metavar="S",
+        help="seconds to wait for the other tasks (default: 120: on NFS a "
+        "directory listing may be cached for up to a minute)",
+    )
     return parser.parse_args(argv)
 
 
@@ -84,9 +108,11 @@ def wait_for_all(barrier: Path, rank: int, ntasks: int, timeout_s: float) -> int
         if ready >= ntasks:
             return ready
         if time.monotonic() > deadline:
-            raise LabError(f"only {ready} of {ntasks} tasks reached the barrier in {barrier} "
-                           f"within {timeout_s:g} s: a task did not start, or the directory "
-                           "is not shared by the nodes")
+            raise LabError(
+                f"only {ready} of {ntasks} tasks reached the barrier in {barrier} "
+                f"within {timeout_s:g} s: a task did not start, or the directory "
+                "is not shared by the nodes"
+            )
         time.sleep(POLL_S)
 
 
@@ -109,25 +135,40 @@ def storm(directory: Path, files: int) -> dict[str, object]:
         counts["removes"] += 1
     directory.rmdir()
     removed = time.perf_counter()
-    return {**counts, "create_s": round(created - start, 6), "stat_s": round(statted - created, 6),
-            "remove_s": round(removed - statted, 6), "dir_removed": not directory.exists()}
+    return {
+        **counts,
+        "create_s": round(created - start, 6),
+        "stat_s": round(statted - created, 6),
+        "remove_s": round(removed - statted, 6),
+        "dir_removed": not directory.exists(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not args.workdir.is_dir():
-        raise LabError(f"--workdir {args.workdir} is not a directory; create it first (on the "
-                       "shared place to test)")
+        raise LabError(
+            f"--workdir {args.workdir} is not a directory; create it first (on the "
+            "shared place to test)"
+        )
     if args.results is not None and not args.results.is_dir():
         raise LabError(f"--results {args.results} is not a directory; create it first")
     task = task_identity()
     try:
-        seen = wait_for_all(args.workdir / "barrier", task["rank"], task["ntasks"],
-                            args.barrier_timeout)
+        seen = wait_for_all(
+            args.workdir / "barrier", task["rank"], task["ntasks"], args.barrier_timeout
+        )
         released = time.time()
         result = storm(args.workdir / f"task-{task['rank']}", args.files)
-        line = json.dumps({**task, "files": args.files, "barrier_files": seen,
-                           "released_at": round(released, 6), **result})
+        line = json.dumps(
+            {
+                **task,
+                "files": args.files,
+                "barrier_files": seen,
+                "released_at": round(released, 6),
+                **result,
+            }
+        )
         if args.results is not None:
             target = args.results / f"task-{task['rank']}.json"
             partial = target.with_suffix(".part")

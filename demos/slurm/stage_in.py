@@ -30,12 +30,24 @@ STAGED = ("data.tar", "manifest.json", "archive.json")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--archive-dir", type=Path, required=True,
-                        help="the dataset directory holding data.tar (shared storage)")
-    parser.add_argument("--into", type=Path, required=True,
-                        help="an empty or missing directory on this node's local disk")
-    parser.add_argument("--report-dir", type=Path, required=True,
-                        help="where this node's JSON report goes (shared storage)")
+    parser.add_argument(
+        "--archive-dir",
+        type=Path,
+        required=True,
+        help="the dataset directory holding data.tar (shared storage)",
+    )
+    parser.add_argument(
+        "--into",
+        type=Path,
+        required=True,
+        help="an empty or missing directory on this node's local disk",
+    )
+    parser.add_argument(
+        "--report-dir",
+        type=Path,
+        required=True,
+        help="where this node's JSON report goes (shared storage)",
+    )
     return parser.parse_args(argv)
 
 
@@ -48,8 +60,10 @@ def stage_in(archive_dir: Path, into: Path) -> dict:
     """Copy the archive to `into`, unpack it there, and count what was read and created."""
     missing = [name for name in STAGED if not (archive_dir / name).is_file()]
     if missing:
-        raise SystemExit(f"error: {archive_dir} lacks {', '.join(missing)}: build the dataset "
-                         "and its archive first (data_generators/create_archive.py)")
+        raise SystemExit(
+            f"error: {archive_dir} lacks {', '.join(missing)}: build the dataset "
+            "and its archive first (data_generators/create_archive.py)"
+        )
     into.mkdir(parents=True, exist_ok=True)
     if any(into.iterdir()):
         raise SystemExit(f"error: {into} is not empty: stage into a fresh directory")

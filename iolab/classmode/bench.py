@@ -88,12 +88,15 @@ for what, attempt in tries.items():
 
 
 def _require_root() -> None:
-    missing = [tool for tool in ("useradd", "userdel", "groupadd", "runuser")
-               if shutil.which(tool) is None]
+    missing = [
+        tool for tool in ("useradd", "userdel", "groupadd", "runuser") if shutil.which(tool) is None
+    ]
     if os.geteuid() != 0 or missing:
-        raise LabError("the class benchmark creates real users, which needs root and "
-                       "useradd/runuser: run it in a VM or a container of your own, not on a "
-                       "shared cluster")
+        raise LabError(
+            "the class benchmark creates real users, which needs root and "
+            "useradd/runuser: run it in a VM or a container of your own, not on a "
+            "shared cluster"
+        )
     if not os.access(PYTHON, os.X_OK):
         raise LabError(f"no {PYTHON} that the benchmark's users can run; install python3")
 
@@ -109,8 +112,9 @@ def make_learners(names: list[str], group: str, stage: Path) -> list[str]:
         try:
             pwd.getpwnam(name)
         except KeyError:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "-G", group,
-                            name], check=True)
+            subprocess.run(
+                ["useradd", "--no-create-home", "--shell", "/bin/sh", "-G", group, name], check=True
+            )
             made.append(name)
         home = stage / name
         home.mkdir()
@@ -123,7 +127,7 @@ def remove_learners(made: list[str]) -> None:
     """Delete what make_learners created, accounts before their group."""
     for name in reversed(made):
         if name.startswith("group:"):
-            subprocess.run(["groupdel", name[len("group:"):]], capture_output=True)
+            subprocess.run(["groupdel", name[len("group:") :]], capture_output=True)
         else:
             subprocess.run(["userdel", name], capture_output=True)
 
@@ -131,12 +135,29 @@ def remove_learners(made: list[str]) -> None:
 def as_learner(name: str, stage: Path, root: Path, *argv: str) -> subprocess.Popen:
     """Start `argv` as learner `name` in a clean environment, joined to the class in `root`
     as `source root/activate` joins, in their home."""
-    env = {"HOME": str(stage / name), "USER": name, "LOGNAME": name,
-           "PATH": f"{root}/env/bin:/usr/bin:/bin", CLASS_ENV: str(root)}
-    return subprocess.Popen(["runuser", "-u", name, "--", "env", "-i",
-                             *(f"{key}={value}" for key, value in env.items()), *argv],
-                            cwd=stage / name, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    env = {
+        "HOME": str(stage / name),
+        "USER": name,
+        "LOGNAME": name,
+        "PATH": f"{root}/env/bin:/usr/bin:/bin",
+        CLASS_ENV: str(root),
+    }
+    return subprocess.Popen(
+        [
+            "runuser",
+            "-u",
+            name,
+            "--",
+            "env",
+            "-i",
+            *(f"{key}={value}" for key, value in env.items()),
+            *argv,
+        ],
+        cwd=stage / name,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _learn(names: list[str], stage: Path, root: Path) -> list[dict]:
@@ -153,15 +174,26 @@ def _learn(names: list[str], stage: Path, root: Path) -> list[dict]:
             raise LabError(f"learner {name} failed: {err.strip().splitlines()[-1]}")
         stamps = json.loads(out)
         counts = {key: stamps.pop(key) for key in ("first_cpu", "held_files", "held_bytes")}
-        results.append({"learner": name, **{key: stamps[key] - started[name] for key in stamps},
-                        **counts, "asked_at": stamps["arrived"], "got_at": stamps["got"]})
+        results.append(
+            {
+                "learner": name,
+                **{key: stamps[key] - started[name] for key in stamps},
+                **counts,
+                "asked_at": stamps["arrived"],
+                "got_at": stamps["got"],
+            }
+        )
     return results
 
 
 def _overtaken(results: list[dict]) -> int:
     """Pairs where the later arrival in the queue got its turn clearly before the earlier."""
-    return sum(1 for a in results for b in results
-               if a["asked_at"] < b["asked_at"] and b["got_at"] + 0.5 < a["got_at"])
+    return sum(
+        1
+        for a in results
+        for b in results
+        if a["asked_at"] < b["asked_at"] and b["got_at"] + 0.5 < a["got_at"]
+    )
 
 
 def cpu_floor(results: list[dict], cores: int, lone_s: float) -> dict:
@@ -169,11 +201,13 @@ def cpu_floor(results: list[dict], cores: int, lone_s: float) -> dict:
     before all their CPU seconds are spent, spread over every core; and for N at once to end
     within twice the lone learner's time, the cores must do all that work in that time."""
     total = sum(result["first_cpu"] for result in results)
-    return {"first_cpu_total_s": round(total, 1),
-            "first_cpu_median_s": round(statistics.median(r["first_cpu"] for r in results), 2),
-            "first_result_floor_s": round(total / cores, 1),
-            "first_result_floor_ratio": round(total / cores / lone_s, 1),
-            "cores_for_twice_alone": math.ceil(total / (2 * lone_s))}
+    return {
+        "first_cpu_total_s": round(total, 1),
+        "first_cpu_median_s": round(statistics.median(r["first_cpu"] for r in results), 2),
+        "first_result_floor_s": round(total / cores, 1),
+        "first_result_floor_ratio": round(total / cores / lone_s, 1),
+        "cores_for_twice_alone": math.ceil(total / (2 * lone_s)),
+    }
 
 
 def _shared(root: Path) -> tuple[int, int]:
@@ -192,16 +226,32 @@ def run_class_bench(learners: int) -> dict:
         made = make_learners(names, GROUP, stage)
         root = stage / "class"
         started = time.monotonic()
-        report = setup_class(root, learners, slots=SLOTS, group=GROUP, python=PYTHON,
-                             say=lambda text: None)
+        report = setup_class(
+            root, learners, slots=SLOTS, group=GROUP, python=PYTHON, say=lambda text: None
+        )
         setup_s = time.monotonic() - started
         shared_before = _shared(root)
         lone = _learn(names[:1], stage, root)[0]
         together = _learn(names, stage, root)
         shared_after = _shared(root)
-        wall = [{key: record.get(key) for key in WALL_KEYS} for record in read_wall(read_class(root))]
-        probe = as_learner(names[1], stage, root, "python", "-c", PROBE, str(stage / names[0]),
-                    str(root), names[0]) if learners > 1 else None
+        wall = [
+            {key: record.get(key) for key in WALL_KEYS} for record in read_wall(read_class(root))
+        ]
+        probe = (
+            as_learner(
+                names[1],
+                stage,
+                root,
+                "python",
+                "-c",
+                PROBE,
+                str(stage / names[0]),
+                str(root),
+                names[0],
+            )
+            if learners > 1
+            else None
+        )
         allowed = probe.communicate(timeout=120)[0].split("\n") if probe else []
         for name in names:
             as_learner(name, stage, root, "python", "-m", "iolab", "clean").communicate(timeout=600)
@@ -212,9 +262,14 @@ def run_class_bench(learners: int) -> dict:
         heavy = [result["done"] - result["got"] for result in together]
         return {
             "machine": machine_label(machine_context(stage, tools=())),
-            "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "learners": learners,
-            "slots": SLOTS, "setup_s": round(setup_s, 1), "class_files": report.files,
-            "class_bytes": report.bytes, "lone_first_result_s": round(lone["first"], 2),
+            "cores": os.cpu_count(),
+            "date": time.strftime("%Y-%m-%d"),
+            "learners": learners,
+            "slots": SLOTS,
+            "setup_s": round(setup_s, 1),
+            "class_files": report.files,
+            "class_bytes": report.bytes,
+            "lone_first_result_s": round(lone["first"], 2),
             "first_result_median_s": round(statistics.median(firsts), 2),
             "first_result_max_s": round(max(firsts), 2),
             "first_result_ratio": round(statistics.median(firsts) / lone["first"], 1),
@@ -234,7 +289,8 @@ def run_class_bench(learners: int) -> dict:
             "shared_files_added": shared_after[0] - shared_before[0],
             "shared_bytes_added": shared_after[1] - shared_before[1],
             "allowed_across_learners": [line for line in allowed if line],
-            "left_in_homes": left_in_homes, "class_files_freed": freed.files,
+            "left_in_homes": left_in_homes,
+            "class_files_freed": freed.files,
             "class_folder_removed": freed.folder_removed,
             "wall": wall,  # the learners' first results, as the class wall read them
         }

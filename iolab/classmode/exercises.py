@@ -33,8 +33,10 @@ def tar_bytes(members: int, member_bytes: int, pax: bool = False) -> int:
 
 def straddling_records(records: int, record_bytes: int, stripe_bytes: int) -> int:
     """Records written one after another that cross a stripe boundary (lesson 07)."""
-    return sum((w * record_bytes) // stripe_bytes != ((w + 1) * record_bytes - 1) // stripe_bytes
-               for w in range(records))
+    return sum(
+        (w * record_bytes) // stripe_bytes != ((w + 1) * record_bytes - 1) // stripe_bytes
+        for w in range(records)
+    )
 
 
 def shown(value: float) -> str:
@@ -55,6 +57,7 @@ def _measured_opens(reader: str) -> Callable[[], float | None]:
     def opens() -> float | None:
         table = _readers()
         return None if table is None else float(table.loc[reader, "dataset_file_opens"])
+
     return opens
 
 
@@ -88,47 +91,102 @@ class Exercise:
 
 #: Every checkable exercise, by lesson; the titles are the lessons' exercise titles.
 EXERCISES: tuple[Exercise, ...] = (
-    Exercise("01", "ls-l", "Predict `ls -l` on February 2004",
-             "statx calls `ls -l` makes on the files of activity_2004_2", "calls",
-             lambda: float(calendar.monthrange(2004, 2)[1]),
-             hint="count the files first: how many days had February 2004?"),
-    Exercise("01", "du", "Why does `du` need `stat` when `ls` does not?",
-             "entries `du -s workspace/dataset/data` stats (files, month folders, data/)",
-             "stats", lambda: float(DEFAULT_FILES + _months(DEFAULT_FILES) + 1),
-             hint="du stats every file and every folder, data/ included"),
-    Exercise("02", "tar-size", "The size of a tar archive",
-             f"bytes of the ustar archive of the dataset (N = {DEFAULT_FILES}, S = 193)",
-             "bytes", lambda: float(tar_bytes(DEFAULT_FILES, 193)), measured=_archive_size,
-             hint="each member takes a header block and whole data blocks, the archive "
-                  "ends with two zero blocks and is padded to a record of 10,240 bytes"),
-    Exercise("02", "naive-opens", "The naive reader's opens",
-             "dataset files read_files_naive.py opens", "opens", lambda: float(DEFAULT_FILES),
-             measured=_measured_opens("read_files_naive"),
-             hint="how many times does it call pandas.read_csv, and on what?"),
-    Exercise("02", "npy-bytes", "Bytes per layout",
-             "bytes of the whole-table .npy file with 8-byte integers", "bytes",
-             lambda: float(128 + 175_200 * 3 * 8),
-             hint="header plus rows times columns times bytes per value"),
-    Exercise("03", "random-reads", "Estimate random reads",
-             "seconds for 7300 random reads at 5 ms each", "s",
-             lambda: DEFAULT_FILES * 5e-3, relative_tolerance=0.01,
-             hint="one read per member, each paying the full latency"),
-    Exercise("04", "cold-epoch", "A cold first epoch over many small files",
-             "seconds the 7300 opens alone take at 0.5 ms each", "s",
-             lambda: DEFAULT_FILES * 0.5e-3, relative_tolerance=0.01,
-             hint="one round trip per open"),
-    Exercise("05", "iops", "IOPS from bandwidth",
-             "requests per second of the NVMe scan (2400.1 MiB/s in 4 KiB requests)", "IOPS",
-             lambda: 2400.1 * MIB / 4096, relative_tolerance=0.001,
-             hint="bytes per second divided by bytes per request"),
-    Exercise("07", "straddle", "Find the misalignment",
-             "records of 200,000 bytes among the first 64 that straddle a 1 MiB stripe",
-             "records", lambda: float(straddling_records(64, 200_000, MIB)),
-             hint="a record straddles when a multiple of 1,048,576 falls inside it"),
-    Exercise("08", "pwrite-collective", "Predict the pwrite calls",
-             "pwrite64 calls of the collective write (one aggregator, 4 MiB buffer)", "calls",
-             lambda: float(64 * MIB // (4 * MIB)),
-             hint="the one aggregator writes all 64 MiB, one buffer at a time"),
+    Exercise(
+        "01",
+        "ls-l",
+        "Predict `ls -l` on February 2004",
+        "statx calls `ls -l` makes on the files of activity_2004_2",
+        "calls",
+        lambda: float(calendar.monthrange(2004, 2)[1]),
+        hint="count the files first: how many days had February 2004?",
+    ),
+    Exercise(
+        "01",
+        "du",
+        "Why does `du` need `stat` when `ls` does not?",
+        "entries `du -s workspace/dataset/data` stats (files, month folders, data/)",
+        "stats",
+        lambda: float(DEFAULT_FILES + _months(DEFAULT_FILES) + 1),
+        hint="du stats every file and every folder, data/ included",
+    ),
+    Exercise(
+        "02",
+        "tar-size",
+        "The size of a tar archive",
+        f"bytes of the ustar archive of the dataset (N = {DEFAULT_FILES}, S = 193)",
+        "bytes",
+        lambda: float(tar_bytes(DEFAULT_FILES, 193)),
+        measured=_archive_size,
+        hint="each member takes a header block and whole data blocks, the archive "
+        "ends with two zero blocks and is padded to a record of 10,240 bytes",
+    ),
+    Exercise(
+        "02",
+        "naive-opens",
+        "The naive reader's opens",
+        "dataset files read_files_naive.py opens",
+        "opens",
+        lambda: float(DEFAULT_FILES),
+        measured=_measured_opens("read_files_naive"),
+        hint="how many times does it call pandas.read_csv, and on what?",
+    ),
+    Exercise(
+        "02",
+        "npy-bytes",
+        "Bytes per layout",
+        "bytes of the whole-table .npy file with 8-byte integers",
+        "bytes",
+        lambda: float(128 + 175_200 * 3 * 8),
+        hint="header plus rows times columns times bytes per value",
+    ),
+    Exercise(
+        "03",
+        "random-reads",
+        "Estimate random reads",
+        "seconds for 7300 random reads at 5 ms each",
+        "s",
+        lambda: DEFAULT_FILES * 5e-3,
+        relative_tolerance=0.01,
+        hint="one read per member, each paying the full latency",
+    ),
+    Exercise(
+        "04",
+        "cold-epoch",
+        "A cold first epoch over many small files",
+        "seconds the 7300 opens alone take at 0.5 ms each",
+        "s",
+        lambda: DEFAULT_FILES * 0.5e-3,
+        relative_tolerance=0.01,
+        hint="one round trip per open",
+    ),
+    Exercise(
+        "05",
+        "iops",
+        "IOPS from bandwidth",
+        "requests per second of the NVMe scan (2400.1 MiB/s in 4 KiB requests)",
+        "IOPS",
+        lambda: 2400.1 * MIB / 4096,
+        relative_tolerance=0.001,
+        hint="bytes per second divided by bytes per request",
+    ),
+    Exercise(
+        "07",
+        "straddle",
+        "Find the misalignment",
+        "records of 200,000 bytes among the first 64 that straddle a 1 MiB stripe",
+        "records",
+        lambda: float(straddling_records(64, 200_000, MIB)),
+        hint="a record straddles when a multiple of 1,048,576 falls inside it",
+    ),
+    Exercise(
+        "08",
+        "pwrite-collective",
+        "Predict the pwrite calls",
+        "pwrite64 calls of the collective write (one aggregator, 4 MiB buffer)",
+        "calls",
+        lambda: float(64 * MIB // (4 * MIB)),
+        hint="the one aggregator writes all 64 MiB, one buffer at a time",
+    ),
 )
 
 

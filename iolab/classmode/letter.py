@@ -4,8 +4,13 @@ preflight found on the login node. Written from `preflight()`'s report, nothing 
 
 from __future__ import annotations
 
-from iolab.classmode.load import (JOB_NODES, STORM_FILES_PER_TASK, STORM_MAX_TOTAL,
-                                  STORM_TASKS_PER_NODE, Load)
+from iolab.classmode.load import (
+    JOB_NODES,
+    STORM_FILES_PER_TASK,
+    STORM_MAX_TOTAL,
+    STORM_TASKS_PER_NODE,
+    Load,
+)
 from iolab.core.budget import LIMITS
 
 STATE_MARK = {"ok": "ok", "warn": "to know", "fail": "to fix"}
@@ -24,10 +29,14 @@ def letter(report: dict, load: Load, user: str, host: str, date: str) -> str:
     """Markdown, one page: the request first, the evidence after."""
     n = load.learners
     where = report["workspaces_in"]
-    rows = "\n".join(f"| {c['name']} | {STATE_MARK[c['state']]} | {c['found']} | {c['todo']} |"
-                     for c in report["checks"])
+    rows = "\n".join(
+        f"| {c['name']} | {STATE_MARK[c['state']]} | {c['found']} | {c['todo']} |"
+        for c in report["checks"]
+    )
     reserved = ", ".join(r["ReservationName"] for r in report["reservations"]) or "none"
-    fallbacks = "\n".join(f"- {line}" for line in report["fallbacks"]) or "- none: every part runs live"
+    fallbacks = (
+        "\n".join(f"- {line}" for line in report["fallbacks"]) or "- none: every part runs live"
+    )
     return f"""# A storage I/O workshop for {n} learners on {host}
 
 From: {user}, the instructor. Checked on {host} on {date} with `python -m iolab class check`.

@@ -17,7 +17,6 @@ from iolab.core.errors import LabError
 from iolab.core.workspace import repo_root
 from iolab.measure.lab_budget import RECORDED
 
-
 #: Lesson 08's job scripts at their defaults, as the lesson submits them (demos/slurm/; a
 #: test reads each value from its script): the nodes per learner, and the metadata storm.
 JOB_NODES = 2  # `sbatch --nodes=2 ...`
@@ -80,8 +79,10 @@ def class_load(learners: int, budget: dict | None = None) -> Load:
     if budget is None:
         budget = json.loads((repo_root() / RECORDED).read_text())
     phases = {phase["name"]: phase for phase in budget["phases"]}
-    peak = {key: max(phase["peak"]["workspace"][key] for phase in budget["phases"])
-            for key in ("files", "bytes")}
+    peak = {
+        key: max(phase["peak"]["workspace"][key] for phase in budget["phases"])
+        for key in ("files", "bytes")
+    }
     return Load(
         learners=learners,
         environment_files=budget["environment"]["files"],

@@ -37,8 +37,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from iolab.classmode.layout import (CLASS_MARKER, CLASS_MARKER_TEXT, DEFAULT_SLOTS,
-                                    FOLDER_MADE, LEARNER_WRITABLE, MAX_SLOTS)
+from iolab.classmode.layout import (
+    CLASS_MARKER,
+    CLASS_MARKER_TEXT,
+    DEFAULT_SLOTS,
+    FOLDER_MADE,
+    LEARNER_WRITABLE,
+    MAX_SLOTS,
+)
 from iolab.classmode.load import class_load
 from iolab.classmode.preflight import RENAME_FIX, check_places, rename_risk
 from iolab.classmode.teardown import marker_text, remove_made
@@ -52,8 +58,18 @@ from iolab.storage.locations import discover_locations
 SHARED_DIR_MODE = 0o2750
 LEARNER_DIR_MODE = 0o3770
 #: Not copied from a checkout that is not a git clone: builds, caches and the workspace.
-NOT_COPIED = {".git", ".venv", ".venv-drishti", "workspace", "_build", "jupyter_execute",
-              "__pycache__", ".pytest_cache", "iolab.egg-info", CLASS_MARKER}
+NOT_COPIED = {
+    ".git",
+    ".venv",
+    ".venv-drishti",
+    "workspace",
+    "_build",
+    "jupyter_execute",
+    "__pycache__",
+    ".pytest_cache",
+    "iolab.egg-info",
+    CLASS_MARKER,
+}
 #: The markers the setup writes; the sharing leaves them as they are (a chmod would change
 #: the ctime their seal may rest on, iolab.core.owned).
 MARKERS = (CLASS_MARKER, MADE_MARKER)
@@ -78,27 +94,34 @@ def _run(argv: list[str], what: str, env: dict | None = None) -> None:
     try:
         done = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=env)
     except OSError as err:  # no such interpreter (--python), or not one to run
-        raise LabError(f"{what} failed ({err.strerror}: {argv[0]}); fix that and run "
-                       "`python -m iolab class setup` again") from None
+        raise LabError(
+            f"{what} failed ({err.strerror}: {argv[0]}); fix that and run "
+            "`python -m iolab class setup` again"
+        ) from None
     if done.returncode:
         last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
-        raise LabError(f"{what} failed ({public_text(last)}); fix that and run "
-                       "`python -m iolab class setup` again")
+        raise LabError(
+            f"{what} failed ({public_text(last)}); fix that and run "
+            "`python -m iolab class setup` again"
+        )
 
 
 def _checkout_files(source: Path) -> list[Path]:
     """The checkout's files: what git tracks in a clone, else everything but builds."""
     if (source / ".git").exists() and shutil.which("git"):
-        listed = subprocess.run(["git", "-C", str(source), "ls-files", "-z"],
-                                capture_output=True)
+        listed = subprocess.run(["git", "-C", str(source), "ls-files", "-z"], capture_output=True)
         if listed.returncode == 0:  # git refuses a checkout another user owns: walk it then
             return [Path(name) for name in listed.stdout.decode().split("\0") if name]
-    return [path.relative_to(source) for path in sorted(source.rglob("*"))
-            if path.is_file() and not NOT_COPIED & set(path.relative_to(source).parts)]
+    return [
+        path.relative_to(source)
+        for path in sorted(source.rglob("*"))
+        if path.is_file() and not NOT_COPIED & set(path.relative_to(source).parts)
+    ]
 
 
-def make_marked_dir(fd: int, name: str, marker: str = CLASS_MARKER,
-                    text: str = CLASS_MARKER_TEXT) -> None:
+def make_marked_dir(
+    fd: int, name: str, marker: str = CLASS_MARKER, text: str = CLASS_MARKER_TEXT
+) -> None:
     """Make the folder `name` in the open folder `fd`, 0700, and mark it in the same breath,
     so `class clean` can prove it the setup's whatever happens to the setup next (raises
     FileExistsError if the name is taken)."""
@@ -133,7 +156,7 @@ def write_new(fd: int, name: str, data: bytes) -> int:
     out = os.open(name, NEW_FILE, 0o600, dir_fd=fd)
     view = memoryview(data)
     while view:
-        view = view[os.write(out, view):]
+        view = view[os.write(out, view) :]
     return out
 
 
@@ -166,10 +189,18 @@ def build_environment(root: Path, python: str) -> None:
     """`env/`: the lab's requirements at the locked versions, iolab editable from `lab/`."""
     lab, env = root / "lab", root / "env"
     _run([python, "-m", "venv", str(env)], f"making a virtual environment with {python}")
-    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "--quiet",
-           "--disable-pip-version-check"]
-    _run([*pip, "-c", str(lab / "requirements-lock.txt"), "-r", str(lab / "requirements.txt")],
-         "installing the lab's requirements (pip)")
+    pip = [
+        str(env / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]
+    _run(
+        [*pip, "-c", str(lab / "requirements-lock.txt"), "-r", str(lab / "requirements.txt")],
+        "installing the lab's requirements (pip)",
+    )
     _run([*pip, "--no-deps", "-e", str(lab)], "installing iolab from the class's copy")
 
 
@@ -178,46 +209,70 @@ def build_data(root: Path) -> None:
     python, generators = str(root / "env" / "bin" / "python"), root / "lab" / "data_generators"
     env = {key: value for key, value in os.environ.items() if key != CLASS_ENV}
     dataset, images = root / "dataset", root / "images"
-    for script, args in (("generate_data.py", ["--data", str(dataset), "--quiet"]),
-                         ("create_archive.py", ["--data", str(dataset)]),
-                         ("make_shards.py", ["--data", str(dataset)]),
-                         ("make_images.py", ["--data", str(images)])):
+    for script, args in (
+        ("generate_data.py", ["--data", str(dataset), "--quiet"]),
+        ("create_archive.py", ["--data", str(dataset)]),
+        ("make_shards.py", ["--data", str(dataset)]),
+        ("make_images.py", ["--data", str(images)]),
+    ):
         _run([python, str(generators / script), *args], f"{script}", env)
-    for script, data in (("generate_data.py", dataset), ("make_shards.py", dataset),
-                         ("make_images.py", images)):
-        _run([python, str(generators / script), "--data", str(data), "--verify"],
-             f"verifying with {script}", env)
+    for script, data in (
+        ("generate_data.py", dataset),
+        ("make_shards.py", dataset),
+        ("make_images.py", images),
+    ):
+        _run(
+            [python, str(generators / script), "--data", str(data), "--verify"],
+            f"verifying with {script}",
+            env,
+        )
 
 
-def write_join_files(fd: int, root: Path, reservation: str | None,
-                     account: str | None) -> None:
+def write_join_files(fd: int, root: Path, reservation: str | None, account: str | None) -> None:
     """The kernel spec (JupyterHub, Open OnDemand) and `activate` (a terminal), written into
     the open class folder `fd`, whose path learners use is `root`."""
-    kernel = json.dumps({
-        "argv": [str(root / "env" / "bin" / "python"), "-m", "ipykernel_launcher", "-f",
-                 "{connection_file}"],
-        "display_name": f"Storage I/O lab (class {root.name})",
-        "language": "python",
-        "env": {CLASS_ENV: str(root)},
-    }, indent=1) + "\n"
+    kernel = (
+        json.dumps(
+            {
+                "argv": [
+                    str(root / "env" / "bin" / "python"),
+                    "-m",
+                    "ipykernel_launcher",
+                    "-f",
+                    "{connection_file}",
+                ],
+                "display_name": f"Storage I/O lab (class {root.name})",
+                "language": "python",
+                "env": {CLASS_ENV: str(root)},
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     make_marked_dir(fd, "share")
     opened = {PurePath(): open_dir("share", dir_fd=fd)}
     try:
-        _close_new(_folder_in(opened, PurePath("jupyter", "kernels", KERNEL_NAME)),
-                   "kernel.json", kernel)
+        _close_new(
+            _folder_in(opened, PurePath("jupyter", "kernels", KERNEL_NAME)), "kernel.json", kernel
+        )
     finally:
         for handle in opened.values():
             os.close(handle)
-    slurm = "".join(f'export {variable}="${{{variable}:-{value}}}"\n'
-                    for variable, value in (("SBATCH_RESERVATION", reservation),
-                                            ("SBATCH_ACCOUNT", account)) if value)
-    _close_new(fd, "activate",
-               f"# Join the storage I/O lab's class {root.name}: `source {root}/activate`\n"
-               f'export {CLASS_ENV}="{root}"\n'
-               f'export PATH="{root}/env/bin:$PATH"\n'
-               f'export JUPYTER_PATH="{root}/share/jupyter${{JUPYTER_PATH:+:$JUPYTER_PATH}}"\n'
-               f"{slurm}"
-               "python -m iolab class joined\n")
+    slurm = "".join(
+        f'export {variable}="${{{variable}:-{value}}}"\n'
+        for variable, value in (("SBATCH_RESERVATION", reservation), ("SBATCH_ACCOUNT", account))
+        if value
+    )
+    _close_new(
+        fd,
+        "activate",
+        f"# Join the storage I/O lab's class {root.name}: `source {root}/activate`\n"
+        f'export {CLASS_ENV}="{root}"\n'
+        f'export PATH="{root}/env/bin:$PATH"\n'
+        f'export JUPYTER_PATH="{root}/share/jupyter${{JUPYTER_PATH:+:$JUPYTER_PATH}}"\n'
+        f"{slurm}"
+        "python -m iolab class joined\n",
+    )
 
 
 def _close_new(fd: int, name: str, text: str) -> None:
@@ -225,8 +280,9 @@ def _close_new(fd: int, name: str, text: str) -> None:
     os.close(write_new(fd, name, text.encode()))
 
 
-def share_with_group(fd: int, gid: int, mode: int = SHARED_DIR_MODE,
-                     learners: tuple[str, ...] = ()) -> None:
+def share_with_group(
+    fd: int, gid: int, mode: int = SHARED_DIR_MODE, learners: tuple[str, ...] = ()
+) -> None:
     """Give the open folder `fd` and everything below it to the group: folders `mode`, its
     sub-folders `learners` LEARNER_DIR_MODE, files readable and writable by the instructor
     only. Through handles: every entry is changed as what it was when opened, a link itself
@@ -242,13 +298,15 @@ def share_with_group(fd: int, gid: int, mode: int = SHARED_DIR_MODE,
         elif stat.S_ISDIR(info.st_mode):
             child = open_dir(name, dir_fd=fd)
             try:
-                share_with_group(child, gid, LEARNER_DIR_MODE if name in learners
-                                 else SHARED_DIR_MODE)
+                share_with_group(
+                    child, gid, LEARNER_DIR_MODE if name in learners else SHARED_DIR_MODE
+                )
             finally:
                 os.close(child)
         elif stat.S_ISREG(info.st_mode):
-            opened = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                             dir_fd=fd)
+            opened = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd
+            )
             try:
                 os.fchown(opened, -1, gid)
                 os.fchmod(opened, 0o750 if os.fstat(opened).st_mode & stat.S_IXUSR else 0o640)
@@ -260,8 +318,11 @@ def learner_blockers(python: Path) -> list[str]:
     """Folders on the way to the environment's base interpreter that learners cannot enter
     (a Python under the instructor's home): the class's `env` would not start for them."""
     real = python.resolve()
-    return [str(folder) for folder in [*reversed(real.parents)]
-            if not folder.stat().st_mode & (stat.S_IXOTH | stat.S_IXGRP)]
+    return [
+        str(folder)
+        for folder in [*reversed(real.parents)]
+        if not folder.stat().st_mode & (stat.S_IXOTH | stat.S_IXGRP)
+    ]
 
 
 def _group(name: str | None) -> int:
@@ -271,12 +332,15 @@ def _group(name: str | None) -> int:
     try:
         gid = grp.getgrnam(name).gr_gid
     except KeyError:
-        raise LabError(f"there is no group {name!r}; give the class's Unix group "
-                       "(`id -Gn` lists yours)") from None
+        raise LabError(
+            f"there is no group {name!r}; give the class's Unix group (`id -Gn` lists yours)"
+        ) from None
     if gid not in (os.getgid(), *os.getgroups()) and os.getuid() != 0:
-        raise LabError(f"you are not a member of the group {name!r}, so the class folder "
-                       "cannot be given to it; ask the centre to add you, or pick one of "
-                       "`id -Gn`")
+        raise LabError(
+            f"you are not a member of the group {name!r}, so the class folder "
+            "cannot be given to it; ask the centre to add you, or pick one of "
+            "`id -Gn`"
+        )
     return gid
 
 
@@ -288,11 +352,11 @@ def _open_parent(root: Path) -> int:
     try:
         return open_dir(root.parent.resolve())
     except FileNotFoundError:
-        raise LabError(f"{root.parent} does not exist; create it or name another place") \
-            from None
+        raise LabError(f"{root.parent} does not exist; create it or name another place") from None
     except OSError as err:
-        raise LabError(f"{root.parent} is not a folder you can use ({err.strerror}); name "
-                       "another place") from None
+        raise LabError(
+            f"{root.parent} is not a folder you can use ({err.strerror}); name another place"
+        ) from None
 
 
 def _prepare(parent: int, root: Path) -> int:
@@ -305,21 +369,26 @@ def _prepare(parent: int, root: Path) -> int:
         fd = open_dir(root.name, dir_fd=parent)
     except OSError as err:
         why = "a link or a file" if err.errno in (errno.ELOOP, errno.ENOTDIR) else err.strerror
-        raise LabError(f"{root} is not a folder ({why}); name a new or empty folder for the "
-                       "class") from None
+        raise LabError(
+            f"{root} is not a folder ({why}); name a new or empty folder for the class"
+        ) from None
     made = False
     try:
         if os.fstat(fd).st_uid != os.getuid():
             raise LabError(f"{root} belongs to another user; use a folder of your own")
         if fd_has_marker(fd, CLASS_MARKER):
             if CLASS_FILE in os.listdir(fd):
-                raise LabError(f"{root} already holds a class; remove it first with "
-                               f"`python -m iolab class clean {root}`, then set up again")
+                raise LabError(
+                    f"{root} already holds a class; remove it first with "
+                    f"`python -m iolab class clean {root}`, then set up again"
+                )
             made = FOLDER_MADE in marker_text(fd)
             _, left = remove_made(fd)  # a setup cut short: start again from nothing
             if left:
-                raise LabError(f"cannot start again in {root}: {left[0]} could not be "
-                               "removed; fix that, or name another folder")
+                raise LabError(
+                    f"cannot start again in {root}: {left[0]} could not be "
+                    "removed; fix that, or name another folder"
+                )
         elif os.listdir(fd):
             raise LabError(f"{root} is not empty; name a new or empty folder for the class")
         os.fchmod(fd, 0o700)  # private until the class is complete
@@ -339,9 +408,11 @@ def _still_there(parent: int, root: Path, fd: int) -> None:
         now = None
     then = os.fstat(fd)
     if now is None or (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino):
-        raise LabError(f"{root} was moved or replaced while the setup ran, so it stopped "
-                       "before sharing anything; find out who could rename it, then remove "
-                       "the moved folder with `python -m iolab class clean` and set up again")
+        raise LabError(
+            f"{root} was moved or replaced while the setup ran, so it stopped "
+            "before sharing anything; find out who could rename it, then remove "
+            "the moved folder with `python -m iolab class clean` and set up again"
+        )
 
 
 def _write_description(fd: int, description: dict, gid: int) -> None:
@@ -359,19 +430,35 @@ def _write_description(fd: int, description: dict, gid: int) -> None:
 
 
 def _commit(source: Path) -> str:
-    done = subprocess.run(["git", "-C", str(source), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True) if shutil.which("git") else None
+    done = (
+        subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        )
+        if shutil.which("git")
+        else None
+    )
     return done.stdout.strip() if done is not None and done.returncode == 0 else "unknown"
 
 
-def setup_class(root: Path, learners: int, *, slots: int = DEFAULT_SLOTS,
-                group: str | None = None, python: str = sys.executable,
-                reservation: str | None = None, account: str | None = None,
-                say: Callable[[str], None] = print) -> SetupReport:
+def setup_class(
+    root: Path,
+    learners: int,
+    *,
+    slots: int = DEFAULT_SLOTS,
+    group: str | None = None,
+    python: str = sys.executable,
+    reservation: str | None = None,
+    account: str | None = None,
+    say: Callable[[str], None] = print,
+) -> SetupReport:
     """Build the class in `root` for `learners` learners; see the module docstring."""
     if not 1 <= slots <= MAX_SLOTS:
-        raise LabError(f"--slots {slots} is outside 1..{MAX_SLOTS}: the login-node budget of "
-                       "one run is shared by the heavy steps that run at once")
+        raise LabError(
+            f"--slots {slots} is outside 1..{MAX_SLOTS}: the login-node budget of "
+            "one run is shared by the heavy steps that run at once"
+        )
     gid = _group(group)
     load = class_load(learners)
     _, chosen = check_places(load, discover_locations(probe=False))
@@ -381,17 +468,28 @@ def setup_class(root: Path, learners: int, *, slots: int = DEFAULT_SLOTS,
     try:
         fd = _prepare(parent, root)
         try:
-            return _build(parent, root, fd, learners, slots, gid, place, python, reservation,
-                          account, say)
+            return _build(
+                parent, root, fd, learners, slots, gid, place, python, reservation, account, say
+            )
         finally:
             os.close(fd)
     finally:
         os.close(parent)
 
 
-def _build(parent: int, root: Path, fd: int, learners: int, slots: int, gid: int, place: str,
-           python: str, reservation: str | None, account: str | None,
-           say: Callable[[str], None]) -> SetupReport:
+def _build(
+    parent: int,
+    root: Path,
+    fd: int,
+    learners: int,
+    slots: int,
+    gid: int,
+    place: str,
+    python: str,
+    reservation: str | None,
+    account: str | None,
+    say: Callable[[str], None],
+) -> SetupReport:
     """The setup's steps in the prepared class folder `fd` (`root` in `parent`)."""
     seconds: dict[str, float] = {}
     source = repo_root()
@@ -405,10 +503,12 @@ def _build(parent: int, root: Path, fd: int, learners: int, slots: int, gid: int
             make_marked_dir(fd, name, MADE_MARKER, MADE_MARKER_TEXT)
         build_data(root)
 
-    steps = (("copy of the lab", lambda: copy_checkout(source, fd, "lab")),
-             ("environment", environment),
-             ("datasets", datasets),
-             ("join files", lambda: write_join_files(fd, root, reservation, account)))
+    steps = (
+        ("copy of the lab", lambda: copy_checkout(source, fd, "lab")),
+        ("environment", environment),
+        ("datasets", datasets),
+        ("join files", lambda: write_join_files(fd, root, reservation, account)),
+    )
     for number, (what, action) in enumerate(steps, 1):
         say(f"[{number}/{len(steps) + 1}] {what} ...")
         started = time.monotonic()
@@ -417,20 +517,37 @@ def _build(parent: int, root: Path, fd: int, learners: int, slots: int, gid: int
         seconds[what] = round(time.monotonic() - started, 1)
     for name in LEARNER_WRITABLE:
         make_marked_dir(fd, name)
-    say(f"[{len(steps) + 1}/{len(steps) + 1}] sharing with group "
-        f"{grp.getgrgid(gid).gr_name} (read-only) ...")
+    say(
+        f"[{len(steps) + 1}/{len(steps) + 1}] sharing with group "
+        f"{grp.getgrgid(gid).gr_name} (read-only) ..."
+    )
     share_with_group(fd, gid, learners=LEARNER_WRITABLE)
     blockers = learner_blockers(root / "env" / "bin" / "python")
     size = footprint(Path(f"/proc/self/fd/{fd}"))  # through the handle, as the rest
     description = {
-        "schema": CLASS_SCHEMA, "name": root.name, "learners": learners, "slots": slots,
-        "workspaces_in": place, "made_by": user_name(),
-        "made_on": time.strftime("%Y-%m-%d %H:%M"), "lab_commit": _commit(source),
-        "python": subprocess.run([str(root / "env" / "bin" / "python"), "-c",
-                                  "import platform; print(platform.python_version())"],
-                                 capture_output=True, text=True).stdout.strip(),
-        "group": grp.getgrgid(gid).gr_name, "reservation": reservation, "account": account,
-        "files": size.files, "bytes": size.bytes, "seconds": seconds,
+        "schema": CLASS_SCHEMA,
+        "name": root.name,
+        "learners": learners,
+        "slots": slots,
+        "workspaces_in": place,
+        "made_by": user_name(),
+        "made_on": time.strftime("%Y-%m-%d %H:%M"),
+        "lab_commit": _commit(source),
+        "python": subprocess.run(
+            [
+                str(root / "env" / "bin" / "python"),
+                "-c",
+                "import platform; print(platform.python_version())",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.strip(),
+        "group": grp.getgrgid(gid).gr_name,
+        "reservation": reservation,
+        "account": account,
+        "files": size.files,
+        "bytes": size.bytes,
+        "seconds": seconds,
         "learners_cannot_enter": blockers,
     }
     _still_there(parent, root, fd)

@@ -29,8 +29,7 @@ from pathlib import Path
 from iolab.classmode.layout import CLASS_MARKER, FOLDER_MADE, LEARNER_WRITABLE, MADE
 from iolab.core import owned
 from iolab.core.errors import LabError, interrupts_held
-from iolab.core.owned import (fd_has_marker, open_dir, remove_file, remove_marked,
-                              same_mount)
+from iolab.core.owned import fd_has_marker, open_dir, remove_file, remove_marked, same_mount
 from iolab.core.workspace import MADE_MARKER
 from iolab.measure.footprint import Footprint, footprint
 
@@ -41,8 +40,13 @@ FOLDER_MARKERS = (CLASS_MARKER, MADE_MARKER)
 #: How deep clean follows a learner's nested folders (each level holds a handle open).
 MAX_DEPTH = 64
 #: What an entry a learner left is called in the report, by its type.
-KINDS = ((stat.S_ISDIR, "folder"), (stat.S_ISLNK, "link"), (stat.S_ISFIFO, "FIFO"),
-         (stat.S_ISSOCK, "socket"), (stat.S_ISREG, "file"))
+KINDS = (
+    (stat.S_ISDIR, "folder"),
+    (stat.S_ISLNK, "link"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISREG, "file"),
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,7 @@ def opened_class(root: Path) -> Iterator[tuple[int, int]]:
     """Handles on the folder holding `root` (resolved once: it may be a link of the
     instructor's own) and on `root` itself (never a link), checked to be a class this user
     set up; both stay open for the block, so nothing below is looked up by name again."""
-    missing = (f"{root} does not exist; name the class folder given to "
-               "`iolab class setup`")
+    missing = f"{root} does not exist; name the class folder given to `iolab class setup`"
     try:
         parent = open_dir(root.parent.resolve())
     except OSError:
@@ -74,13 +77,14 @@ def opened_class(root: Path) -> Iterator[tuple[int, int]]:
         except FileNotFoundError:
             raise LabError(missing) from None
         except OSError as err:
-            why = ("a link or a file" if err.errno in (errno.ELOOP, errno.ENOTDIR)
-                   else err.strerror)
+            why = "a link or a file" if err.errno in (errno.ELOOP, errno.ENOTDIR) else err.strerror
             raise LabError(f"{root} is not a folder ({why})") from None
         try:
             if os.fstat(fd).st_uid != os.getuid() or not fd_has_marker(fd, CLASS_MARKER):
-                raise LabError(f"{root} is not a class you set up (no class marker of yours); "
-                               "nothing was removed")
+                raise LabError(
+                    f"{root} is not a class you set up (no class marker of yours); "
+                    "nothing was removed"
+                )
             yield parent, fd
         finally:
             os.close(fd)
@@ -91,8 +95,9 @@ def opened_class(root: Path) -> Iterator[tuple[int, int]]:
 def marker_text(fd: int) -> str:
     """The text of the class marker of the open class folder `fd` (proved by opened_class):
     whether the setup made the folder itself."""
-    marker = os.open(CLASS_MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=fd)
+    marker = os.open(
+        CLASS_MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd
+    )
     try:
         return os.read(marker, 4096).decode("utf-8", "replace")
     finally:
@@ -124,8 +129,12 @@ def _remove_any(fd: int, name: str, where: str, left: list[str], depth: int = 0)
                 if not same_mount(fd, child):
                     left.append(f"{where} (a file system is mounted there)")
                     return False
-                emptied = all([_remove_any(child, inner, f"{where}/{inner}", left, depth + 1)
-                               for inner in os.listdir(child)])
+                emptied = all(
+                    [
+                        _remove_any(child, inner, f"{where}/{inner}", left, depth + 1)
+                        for inner in os.listdir(child)
+                    ]
+                )
             finally:
                 os.close(child)
             if not emptied:
@@ -188,8 +197,7 @@ def remove_made(fd: int) -> tuple[list[str], list[str]]:
                 continue  # named already; the folder itself cannot go before its contents
         try:
             if not remove_marked(fd, name, FOLDER_MARKERS, Path(name)):
-                left.append(f"{name} (not provably the setup's: it has no class marker of "
-                            "yours)")
+                left.append(f"{name} (not provably the setup's: it has no class marker of yours)")
         except LabError as err:
             left.append(f"{name} ({err})")
     return leftovers, left
@@ -217,8 +225,13 @@ def clean_class(root: Path) -> Freed:
                 if made_folder:
                     removed = _remove_emptied(parent, root, fd, left)
         after = _size(fd)
-    return Freed(before.files - after.files, before.bytes - after.bytes, removed,
-                 tuple(leftovers), tuple(left))
+    return Freed(
+        before.files - after.files,
+        before.bytes - after.bytes,
+        removed,
+        tuple(leftovers),
+        tuple(left),
+    )
 
 
 def _remove_emptied(parent: int, root: Path, fd: int, left: list[str]) -> bool:
@@ -230,8 +243,10 @@ def _remove_emptied(parent: int, root: Path, fd: int, left: list[str]) -> bool:
         now = None
     then = os.fstat(fd)
     if now is None or (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino):
-        left.append(f"{root} itself (its name was moved or swapped during the clean; the "
-                    "emptied class folder is wherever it was moved to)")
+        left.append(
+            f"{root} itself (its name was moved or swapped during the clean; the "
+            "emptied class folder is wherever it was moved to)"
+        )
         return False
     try:
         os.rmdir(root.name, dir_fd=parent)

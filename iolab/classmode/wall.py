@@ -32,16 +32,15 @@ import secrets
 import socket
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import pandas as pd
 
 from iolab.core.class_folder import ClassFolder
 from iolab.core.errors import LabError
-from iolab.core.safe_input import (Check, NotRegularFile, field_check, open_regular,
-                                   record_problem)
+from iolab.core.safe_input import Check, NotRegularFile, field_check, open_regular, record_problem
 from iolab.core.workspace import results_dir, workdir
 from iolab.measure.context import mount_for
 
@@ -51,14 +50,20 @@ WALL_FILE_MODE = 0o640
 #: How far from the class median a number must be to be called out on the wall.
 OUTLIER_FACTOR = 3.0
 #: The readers' columns the wall shows, with their labels (units in the labels).
-READER_FIGURES = {"wall_median_s": "warm (s)", "cold_wall_median_s": "cold (s)",
-                  "dataset_file_opens": "dataset-file opens", "total_calls": "system calls"}
+READER_FIGURES = {
+    "wall_median_s": "warm (s)",
+    "cold_wall_median_s": "cold (s)",
+    "dataset_file_opens": "dataset-file opens",
+    "total_calls": "system calls",
+}
 #: The figures the wall plots as times.
 TIME_FIGURES = ["warm (s)", "cold (s)"]
 #: What notebook 05 glues from the learner's own fio run on the local disk, with its label.
-FIO_FIGURES = {"local_qd1_iops": "4 KiB random reads, depth 1 (IOPS)",
-               "local_qd16_iops": "4 KiB random reads, depth 16 (IOPS)",
-               "local_seq_read_direct_mibps": "1 MiB sequential reads (MiB/s)"}
+FIO_FIGURES = {
+    "local_qd1_iops": "4 KiB random reads, depth 1 (IOPS)",
+    "local_qd16_iops": "4 KiB random reads, depth 16 (IOPS)",
+    "local_seq_read_direct_mibps": "1 MiB sequential reads (MiB/s)",
+}
 FIO_NOTEBOOK = "05-fio"
 #: Readers and checks a file may list: the lab has five readers and ten checked exercises.
 MAX_READERS = 64
@@ -77,10 +82,17 @@ def own_results() -> dict:
     if path.is_file():
         table = pd.read_csv(path)
         for row in table.to_dict("records"):
-            readers[row["reader"]] = {key: (None if pd.isna(row.get(key)) else float(row[key]))
-                                      for key in READER_FIGURES if key in row}
-    return {"node": socket.gethostname(), "workspace_fs": mount_for(workdir()).fs_type,
-            "readers": readers, "fio": own_fio_figures()}
+            readers[row["reader"]] = {
+                key: (None if pd.isna(row.get(key)) else float(row[key]))
+                for key in READER_FIGURES
+                if key in row
+            }
+    return {
+        "node": socket.gethostname(),
+        "workspace_fs": mount_for(workdir()).fs_type,
+        "readers": readers,
+        "fio": own_fio_figures(),
+    }
 
 
 def own_fio_figures() -> dict[str, float]:
@@ -89,9 +101,13 @@ def own_fio_figures() -> dict[str, float]:
     results = results_dir()
     executed = results / "notebooks" / f"{FIO_NOTEBOOK}.ipynb"
     fallbacks = results / "not-run-here.txt"
-    if not executed.is_file() or (fallbacks.is_file() and any(
+    if not executed.is_file() or (
+        fallbacks.is_file()
+        and any(
             line.startswith(f"{FIO_NOTEBOOK}: local:")
-            for line in fallbacks.read_text().splitlines())):
+            for line in fallbacks.read_text().splitlines()
+        )
+    ):
         return {}
     figures = {}
     with contextlib.suppress(OSError, ValueError):
@@ -99,8 +115,7 @@ def own_fio_figures() -> dict[str, float]:
             for output in cell.get("outputs", []):
                 name = output.get("metadata", {}).get("scrapbook", {}).get("name")
                 if name in FIO_FIGURES:
-                    figures[name] = float(
-                        output["data"]["application/papermill.record/text/plain"])
+                    figures[name] = float(output["data"]["application/papermill.record/text/plain"])
     return figures
 
 
@@ -116,8 +131,10 @@ def learner_name(uid: int) -> str:
 def _named_after(name: str, user: str) -> bool:
     """Whether a file called `name` may be `user`'s: USER.json, or USER~HEX.json, the name
     publish falls back to when a classmate took USER.json first."""
-    return name == f"{user}.json" or re.fullmatch(rf"{re.escape(user)}~[0-9a-f]{{16}}\.json",
-                                                  name) is not None
+    return (
+        name == f"{user}.json"
+        or re.fullmatch(rf"{re.escape(user)}~[0-9a-f]{{16}}\.json", name) is not None
+    )
 
 
 def _figures(allowed: Iterable[str], none_too: bool) -> Check:
@@ -130,15 +147,21 @@ def _figures(allowed: Iterable[str], none_too: bool) -> Check:
         for key, figure in value.items():
             if key not in keys:
                 return f"{name} has an unknown figure"
-            if not (figure is None and none_too or type(figure) in (int, float)
-                    and math.isfinite(figure)):
+            if not (
+                figure is None
+                and none_too
+                or type(figure) in (int, float)
+                and math.isfinite(figure)
+            ):
                 return f"{name}.{key} is not a finite number"
         return None
+
     return check
 
 
 def _mapping(most: int, key_pattern: re.Pattern, each: Check) -> Check:
     """A Check for a JSON object of at most `most` entries, keys like `key_pattern`."""
+
     def check(value: object, name: str) -> str | None:
         if not isinstance(value, dict):
             return f"{name} is not a JSON object"
@@ -151,6 +174,7 @@ def _mapping(most: int, key_pattern: re.Pattern, each: Check) -> Check:
             if problem:
                 return problem
         return None
+
     return check
 
 
@@ -162,13 +186,15 @@ def _check_state(value: object, name: str) -> str | None:
     return record_problem(value, {"right": _TRUTH}, name)
 
 
-_PLAIN = field_check(lambda value: isinstance(value, str) and _NAME.fullmatch(value) is not None,
-                     "a plain name")
+_PLAIN = field_check(
+    lambda value: isinstance(value, str) and _NAME.fullmatch(value) is not None, "a plain name"
+)
 #: What a wall file must hold, every field checked before any is used: names are plain
 #: (they reach labels, the page and terminals), numbers finite, and nothing nests deeper than
 #: the lab writes it.
 WALL_SCHEMA: dict[str, Check] = {
-    "node": _PLAIN, "workspace_fs": _PLAIN,
+    "node": _PLAIN,
+    "workspace_fs": _PLAIN,
     "readers": _mapping(MAX_READERS, _NAME, _figures(READER_FIGURES, none_too=True)),
     "fio": _figures(FIO_FIGURES, none_too=False),
     "checks": _mapping(MAX_CHECKS, _CHECK_KEY, _check_state),
@@ -224,8 +250,7 @@ def _load(wall_fd: int, name: str) -> _Found | str:
         return "not a wall record"
     kept = {key: record[key] for key in WALL_SCHEMA}
     kept["checks"] = {key: {"right": state["right"]} for key, state in kept["checks"].items()}
-    return _Found(name, info.st_uid, info.st_mtime_ns,
-                  {"user": learner_name(info.st_uid), **kept})
+    return _Found(name, info.st_uid, info.st_mtime_ns, {"user": learner_name(info.st_uid), **kept})
 
 
 def _scan(wall_fd: int) -> tuple[dict[int, list[_Found]], Counter]:
@@ -298,8 +323,12 @@ def publish(joined: ClassFolder, checks: dict | None = None) -> Path:
                     fallbacks = [found.name for found in mine if found.name != target]
                     target = fallbacks[0] if fallbacks else f"{me}~{secrets.token_hex(8)}.json"
             earlier = mine[0].record["checks"] if mine else {}
-            record = {**own_results(), "user": me, "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
-                      "checks": {**earlier, **(checks or {})}}
+            record = {
+                **own_results(),
+                "user": me,
+                "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "checks": {**earlier, **(checks or {})},
+            }
             try:
                 _write_new(fd, partial, json.dumps(record))
                 os.replace(partial, target, src_dir_fd=fd, dst_dir_fd=fd)
@@ -307,16 +336,19 @@ def publish(joined: ClassFolder, checks: dict | None = None) -> Path:
                 with contextlib.suppress(OSError):
                     os.unlink(partial, dir_fd=fd)
     except OSError as err:
-        raise LabError(f"cannot write your results to the class wall {joined.wall} "
-                       f"({err.strerror}); tell your instructor") from None
+        raise LabError(
+            f"cannot write your results to the class wall {joined.wall} "
+            f"({err.strerror}); tell your instructor"
+        ) from None
     return joined.wall / target
 
 
 def _write_new(folder_fd: int, name: str, text: str) -> None:
     """A new file `name` in the held folder, holding `text`, readable by the class whatever
     the umask (the lab's keeps files private)."""
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, WALL_FILE_MODE,
-                 dir_fd=folder_fd)
+    fd = os.open(
+        name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, WALL_FILE_MODE, dir_fd=folder_fd
+    )
     with os.fdopen(fd, "w") as handle:
         os.fchmod(handle.fileno(), WALL_FILE_MODE)
         handle.write(text)
@@ -324,22 +356,35 @@ def _write_new(folder_fd: int, name: str, text: str) -> None:
 
 def figures_frame(records: list[dict]) -> pd.DataFrame:
     """One row per learner, reader and figure: user, node, workspace_fs, reader, figure, value."""
-    rows = [{"user": record["user"], "node": str(record.get("node", "?")),
-             "workspace_fs": str(record.get("workspace_fs", "?")), "reader": reader,
-             "figure": READER_FIGURES[key], "value": value}
-            for record in records
-            for reader, figures in (record.get("readers") or {}).items()
-            if isinstance(figures, dict)
-            for key, value in figures.items()
-            if key in READER_FIGURES and isinstance(value, (int, float)) and math.isfinite(value)]
-    rows += [{"user": record["user"], "node": str(record.get("node", "?")),
-              "workspace_fs": str(record.get("workspace_fs", "?")), "reader": "fio",
-              "figure": FIO_FIGURES[key], "value": value}
-             for record in records
-             for key, value in (record.get("fio") or {}).items()
-             if key in FIO_FIGURES and isinstance(value, (int, float)) and math.isfinite(value)]
-    return pd.DataFrame(rows, columns=["user", "node", "workspace_fs", "reader", "figure",
-                                       "value"])
+    rows = [
+        {
+            "user": record["user"],
+            "node": str(record.get("node", "?")),
+            "workspace_fs": str(record.get("workspace_fs", "?")),
+            "reader": reader,
+            "figure": READER_FIGURES[key],
+            "value": value,
+        }
+        for record in records
+        for reader, figures in (record.get("readers") or {}).items()
+        if isinstance(figures, dict)
+        for key, value in figures.items()
+        if key in READER_FIGURES and isinstance(value, (int, float)) and math.isfinite(value)
+    ]
+    rows += [
+        {
+            "user": record["user"],
+            "node": str(record.get("node", "?")),
+            "workspace_fs": str(record.get("workspace_fs", "?")),
+            "reader": "fio",
+            "figure": FIO_FIGURES[key],
+            "value": value,
+        }
+        for record in records
+        for key, value in (record.get("fio") or {}).items()
+        if key in FIO_FIGURES and isinstance(value, (int, float)) and math.isfinite(value)
+    ]
+    return pd.DataFrame(rows, columns=["user", "node", "workspace_fs", "reader", "figure", "value"])
 
 
 def outliers(frame: pd.DataFrame) -> pd.DataFrame:
@@ -348,13 +393,15 @@ def outliers(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame.assign(median=[], times_median=[])
     grouped = frame.groupby(["reader", "figure"])["value"]
-    with_median = frame.assign(median=grouped.transform("median"),
-                               learners=grouped.transform("size"))
+    with_median = frame.assign(
+        median=grouped.transform("median"), learners=grouped.transform("size")
+    )
     with_median = with_median[(with_median["learners"] >= 3) & (with_median["median"] > 0)]
     ratio = with_median["value"] / with_median["median"]
     flagged = with_median[(ratio >= OUTLIER_FACTOR) | (ratio <= 1 / OUTLIER_FACTOR)]
     return flagged.assign(times_median=(flagged["value"] / flagged["median"]).round(2)).drop(
-        columns="learners")
+        columns="learners"
+    )
 
 
 def progress_frame(records: list[dict], exercises: list[str]) -> pd.DataFrame:
@@ -365,8 +412,9 @@ def progress_frame(records: list[dict], exercises: list[str]) -> pd.DataFrame:
         row = {"user": record["user"]}
         for key in exercises:
             state = checks.get(key)
-            row[key] = "" if not isinstance(state, dict) else (
-                "right" if state.get("right") else "tried")
+            row[key] = (
+                "" if not isinstance(state, dict) else ("right" if state.get("right") else "tried")
+            )
         rows.append(row)
     return pd.DataFrame(rows, columns=["user", *exercises])
 
@@ -381,8 +429,10 @@ def where_i_sit(frame: pd.DataFrame, user: str) -> list[str]:
             continue
         value = float(mine["value"].iloc[0])
         rank = int((group["value"] < value).sum()) + 1
-        lines.append(f"{reader} {figure}: {value:.3f}, {rank} of {len(group)} "
-                     f"(class median {group['value'].median():.3f})")
+        lines.append(
+            f"{reader} {figure}: {value:.3f}, {rank} of {len(group)} "
+            f"(class median {group['value'].median():.3f})"
+        )
     return lines
 
 
@@ -401,25 +451,36 @@ def _png(frame: pd.DataFrame, labels: list[str]) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def wall_page(joined: ClassFolder, records: list[dict], exercises: list[str],
-              ignored: str = "") -> str:
+def wall_page(
+    joined: ClassFolder, records: list[dict], exercises: list[str], ignored: str = ""
+) -> str:
     """The projector page: spread, progress and outliers, self-contained HTML; `ignored`
     says which files were left out (Wall.ignored_text)."""
     frame = figures_frame(records)
     image = _png(frame, TIME_FIGURES)
     fio_image = _png(frame, list(FIO_FIGURES.values()))
     flagged = outliers(frame)
-    fio_picture = (f'<img alt="the class\'s fio figures" src="data:image/png;base64,{fio_image}">'
-                   if fio_image else "<p>No fio figures yet: they arrive when a learner's "
-                                     "<code>make lab</code> has run notebook 05 with fio.</p>")
+    fio_picture = (
+        f'<img alt="the class\'s fio figures" src="data:image/png;base64,{fio_image}">'
+        if fio_image
+        else "<p>No fio figures yet: they arrive when a learner's "
+        "<code>make lab</code> has run notebook 05 with fio.</p>"
+    )
     progress = progress_frame(records, exercises)
-    picture = (f'<img alt="the class\'s reader times" src="data:image/png;base64,{image}">'
-               if image else "<p>No reader results yet: they arrive when a learner's "
-                             "<code>make lab</code> has timed the readers.</p>")
-    flagged_html = (flagged[["user", "node", "workspace_fs", "reader", "figure", "value",
-                             "median", "times_median"]].to_html(index=False)
-                    if not flagged.empty else "<p>None: every number is within a factor of "
-                                              f"{OUTLIER_FACTOR:g} of the class median.</p>")
+    picture = (
+        f'<img alt="the class\'s reader times" src="data:image/png;base64,{image}">'
+        if image
+        else "<p>No reader results yet: they arrive when a learner's "
+        "<code>make lab</code> has timed the readers.</p>"
+    )
+    flagged_html = (
+        flagged[
+            ["user", "node", "workspace_fs", "reader", "figure", "value", "median", "times_median"]
+        ].to_html(index=False)
+        if not flagged.empty
+        else "<p>None: every number is within a factor of "
+        f"{OUTLIER_FACTOR:g} of the class median.</p>"
+    )
     done = int((progress[exercises] == "right").to_numpy().sum()) if exercises else 0
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

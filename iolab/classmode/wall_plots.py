@@ -18,23 +18,31 @@ def strip_plot(frame: pd.DataFrame, labels: list[str]) -> Figure | None:
         return None
     panels = [label for label in labels if label in set(shown["figure"])]
     readers = sorted(shown["reader"].unique())
-    figure, axes = plt.subplots(1, len(panels), squeeze=False, sharey=True,
-                                figsize=(6 * len(panels), 0.6 * len(readers) + 1.5))
+    figure, axes = plt.subplots(
+        1,
+        len(panels),
+        squeeze=False,
+        sharey=True,
+        figsize=(6 * len(panels), 0.6 * len(readers) + 1.5),
+    )
     nodes = sorted(shown["node"].unique())
     colours = {node: plt.cm.tab10(index % 10) for index, node in enumerate(nodes)}
     for ax, panel in zip(axes[0], panels):
         for row in shown[shown["figure"] == panel].itertuples():
             spread = zlib.crc32(row.user.encode()) % 100 / 100 - 0.5  # the same every build
-            ax.scatter(row.value, readers.index(row.reader) + spread * 0.4,
-                       color=colours[row.node], s=25)
+            ax.scatter(
+                row.value, readers.index(row.reader) + spread * 0.4, color=colours[row.node], s=25
+            )
         ax.set_xscale("log")
         for set_formatter in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
             set_formatter(FormatStrFormatter("%g"))
         ax.set_xlabel(f"{panel}, one dot per learner")
         ax.set_yticks(range(len(readers)), readers)
         ax.grid(axis="x", alpha=0.3)
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[node], label=node)
-               for node in nodes]
+    handles = [
+        plt.Line2D([], [], marker="o", linestyle="", color=colours[node], label=node)
+        for node in nodes
+    ]
     axes[0][-1].legend(handles=handles, title="node", loc="best", fontsize="small")
     figure.tight_layout()
     return figure

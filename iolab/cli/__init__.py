@@ -27,9 +27,33 @@ from iolab.core.errors import run_cli
 #: Command modules under iolab.cli, in the order `--help` lists them. `clean` comes first
 #: and alone needs no third-party package.
 COMMAND_MODULES = (
-    "clean", "check_tools", "locations", "syscalls", "profile", "darshan", "diagnose", "time",
-    "over_sshfs", "perception", "fio", "sweep", "mdrates", "lustre", "pfs", "hygiene", "checkpoint", "mpiio",
-    "node_runs", "accelerator", "advise", "lab", "jupyter", "bench", "bench_diagnosis", "check", "classroom",
+    "clean",
+    "check_tools",
+    "locations",
+    "syscalls",
+    "profile",
+    "darshan",
+    "diagnose",
+    "time",
+    "over_sshfs",
+    "perception",
+    "fio",
+    "sweep",
+    "mdrates",
+    "lustre",
+    "pfs",
+    "hygiene",
+    "checkpoint",
+    "mpiio",
+    "node_runs",
+    "accelerator",
+    "advise",
+    "lab",
+    "jupyter",
+    "bench",
+    "bench_diagnosis",
+    "check",
+    "classroom",
 )
 
 #: Commands whose module has another name (`class` is a Python keyword).
@@ -77,11 +101,17 @@ def lesson_guide(helps: dict[str, str]) -> str:
 def build_parser(full: bool = True, only: str | None = None) -> argparse.ArgumentParser:
     """All subcommands; with full=False only those that need no third-party package; with
     `only`, that one command's module (a command starts without importing every other)."""
-    parser = CommandLine(prog="python -m iolab",
-                         description=textwrap.fill(DESCRIPTION, HELP_WIDTH),
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                     help="one of the commands below, listed by lesson")
+    parser = CommandLine(
+        prog="python -m iolab",
+        description=textwrap.fill(DESCRIPTION, HELP_WIDTH),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        help="one of the commands below, listed by lesson",
+    )
     names = COMMAND_MODULES if full else COMMAND_MODULES[:1]
     for name in [only] if only in names else names:
         importlib.import_module(f"iolab.cli.{name}").setup_parser(commands)

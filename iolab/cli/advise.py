@@ -11,19 +11,38 @@ import json
 from iolab.cli.options import add_budget_option, add_json_option
 from iolab.core.budget import LIMITS
 from iolab.core.options import Bounds, int_option
-from iolab.storage.advise import (DEFAULT_BUDGET_S, DEFAULT_FILES, DEFAULT_MIB, MIN_FILES, MIN_MIB,
-                                  budget_seconds, eprint, measure_places, text_report)
+from iolab.storage.advise import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_FILES,
+    DEFAULT_MIB,
+    MIN_FILES,
+    MIN_MIB,
+    budget_seconds,
+    eprint,
+    measure_places,
+    text_report,
+)
 
 # --budget-s is checked by budget_seconds (above 0, at most MAX_BUDGET_S), first in main.
 #: MiB one place holds at a time.
-MIB_PER_PLACE = Bounds(MIN_MIB, 16 * 1024, "MiB", "fewer measure nothing reliable, and every "
-                       "place is measured, $HOME and quota-limited ones too, where 16 GiB is "
-                       "a quota's worth; on a login node the budget allows "
-                       f"{LIMITS['data_mib'].most} MiB")
+MIB_PER_PLACE = Bounds(
+    MIN_MIB,
+    16 * 1024,
+    "MiB",
+    "fewer measure nothing reliable, and every "
+    "place is measured, $HOME and quota-limited ones too, where 16 GiB is "
+    "a quota's worth; on a login node the budget allows "
+    f"{LIMITS['data_mib'].most} MiB",
+)
 #: Files one place holds at a time.
-FILES_PER_PLACE = Bounds(MIN_FILES, 1_000_000, "files", "fewer give no rate, and every place "
-                         "is measured, $HOME too, where a million files is an inode quota's "
-                         f"worth; on a login node the budget allows {LIMITS['files'].most}")
+FILES_PER_PLACE = Bounds(
+    MIN_FILES,
+    1_000_000,
+    "files",
+    "fewer give no rate, and every place "
+    "is measured, $HOME too, where a million files is an inode quota's "
+    f"worth; on a login node the budget allows {LIMITS['files'].most}",
+)
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -40,16 +59,31 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "the bytes and files per place are printed first; everything written is removed."
         ),
     )
-    parser.add_argument("--budget-s", default=str(DEFAULT_BUDGET_S), metavar="S",
-                        help=f"time for the whole run in seconds (default: {DEFAULT_BUDGET_S:.0f})")
-    parser.add_argument("--places", nargs="+", metavar="NAME",
-                        help="measure only these places (names as `python -m iolab locations` "
-                             "shows them, and sshfs)")
-    parser.add_argument("--mib", type=int_option("--mib", MIB_PER_PLACE), default=DEFAULT_MIB,
-                        help=f"most MiB one place holds at a time (default: {DEFAULT_MIB})")
-    parser.add_argument("--files", type=int_option("--files", FILES_PER_PLACE),
-                        default=DEFAULT_FILES,
-                        help=f"most files one place holds at a time (default: {DEFAULT_FILES})")
+    parser.add_argument(
+        "--budget-s",
+        default=str(DEFAULT_BUDGET_S),
+        metavar="S",
+        help=f"time for the whole run in seconds (default: {DEFAULT_BUDGET_S:.0f})",
+    )
+    parser.add_argument(
+        "--places",
+        nargs="+",
+        metavar="NAME",
+        help="measure only these places (names as `python -m iolab locations` "
+        "shows them, and sshfs)",
+    )
+    parser.add_argument(
+        "--mib",
+        type=int_option("--mib", MIB_PER_PLACE),
+        default=DEFAULT_MIB,
+        help=f"most MiB one place holds at a time (default: {DEFAULT_MIB})",
+    )
+    parser.add_argument(
+        "--files",
+        type=int_option("--files", FILES_PER_PLACE),
+        default=DEFAULT_FILES,
+        help=f"most files one place holds at a time (default: {DEFAULT_FILES})",
+    )
     add_json_option(parser, "print one JSON object (measurements and advice) instead")
     add_budget_option(parser)
     parser.set_defaults(func=main)
@@ -58,8 +92,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """Print the bound, measure (one progress line per place on stderr), print the report."""
     budget_s = budget_seconds(args.budget_s)
-    places = [name for part in args.places for name in part.split(",") if name] \
-        if args.places else None
+    places = (
+        [name for part in args.places for name in part.split(",") if name] if args.places else None
+    )
 
     def announce(text: str) -> None:
         if args.json:
@@ -67,8 +102,15 @@ def main(args: argparse.Namespace) -> int:
         else:
             print(text, flush=True)
 
-    result = measure_places(places, budget_s, args.mib, args.files,
-                            compute_node=args.compute_node, announce=announce, progress=eprint)
+    result = measure_places(
+        places,
+        budget_s,
+        args.mib,
+        args.files,
+        compute_node=args.compute_node,
+        announce=announce,
+        progress=eprint,
+    )
     if args.json:
         print(json.dumps(result))
     else:

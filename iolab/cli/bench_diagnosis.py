@@ -29,11 +29,17 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "environment (.venv-drishti) first."
         ),
     )
-    parser.add_argument("--drishti", type=path_option("--drishti"),
-                        help="the drishti executable (e.g. .venv-drishti/bin/drishti)")
-    parser.add_argument("--logs", type=path_option("--logs"),
-                        default=repo_root() / "tests" / "fixtures" / "darshan",
-                        help="a folder of logs with their ground_truth.json")
+    parser.add_argument(
+        "--drishti",
+        type=path_option("--drishti"),
+        help="the drishti executable (e.g. .venv-drishti/bin/drishti)",
+    )
+    parser.add_argument(
+        "--logs",
+        type=path_option("--logs"),
+        default=repo_root() / "tests" / "fixtures" / "darshan",
+        help="a folder of logs with their ground_truth.json",
+    )
     parser.set_defaults(func=main)
 
 
@@ -47,11 +53,15 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         raise LabError(problem)
     if not (args.logs / "ground_truth.json").is_file():
-        raise LabError(f"{args.logs} has no ground_truth.json; pass --logs with the folder "
-                       "of tests/fixtures/darshan")
+        raise LabError(
+            f"{args.logs} has no ground_truth.json; pass --logs with the folder "
+            "of tests/fixtures/darshan"
+        )
     if args.drishti and not args.drishti.is_file():
-        raise LabError(f"{args.drishti} is not a file; build it with `make bench-diagnosis` "
-                       "or pass the path of an installed drishti")
+        raise LabError(
+            f"{args.drishti} is not a file; build it with `make bench-diagnosis` "
+            "or pass the path of an installed drishti"
+        )
     import pandas as pd
 
     rows = compare(args.logs, args.drishti)
@@ -61,11 +71,13 @@ def main(args: argparse.Namespace) -> int:
     print(to_markdown(shown))
     for tool in ("lab", "drishti"):
         if f"{tool}_hits" in frame:
-            print(f"{tool}: {frame[f'{tool}_hits'].sum()} of {frame.must.sum()} findings, "
-                  f"{frame[f'{tool}_misses'].map(len).sum()} missed, "
-                  f"{frame[f'{tool}_false_alarms'].map(len).sum()} false alarms; slowest log "
-                  f"{frame[f'{tool}_seconds'].max():.2f} s (median of {frame.repeats.max()} runs), largest peak "
-                  f"{frame[f'{tool}_peak_MiB'].max():.0f} MiB")
+            print(
+                f"{tool}: {frame[f'{tool}_hits'].sum()} of {frame.must.sum()} findings, "
+                f"{frame[f'{tool}_misses'].map(len).sum()} missed, "
+                f"{frame[f'{tool}_false_alarms'].map(len).sum()} false alarms; slowest log "
+                f"{frame[f'{tool}_seconds'].max():.2f} s (median of {frame.repeats.max()} runs), largest peak "
+                f"{frame[f'{tool}_peak_MiB'].max():.0f} MiB"
+            )
     from iolab.diagnosis.benchmark import scaling
 
     grows = scaling()
@@ -73,10 +85,19 @@ def main(args: argparse.Namespace) -> int:
     print(to_markdown(pd.DataFrame(grows)))
     target = results_dir() / RESULT
     with atomic_output(target) as partial:
-        partial.write_text(json.dumps({"machine": machine_label(context), "context": context,
-                                       "date": datetime.date.today().isoformat(),
-                                       "drishti": str(args.drishti or ""), "rows": rows,
-                                       "scaling": grows},
-                                      indent=1, default=str))
+        partial.write_text(
+            json.dumps(
+                {
+                    "machine": machine_label(context),
+                    "context": context,
+                    "date": datetime.date.today().isoformat(),
+                    "drishti": str(args.drishti or ""),
+                    "rows": rows,
+                    "scaling": grows,
+                },
+                indent=1,
+                default=str,
+            )
+        )
     print(f"saved {target}")
     return 0

@@ -16,16 +16,21 @@ from iolab.core.errors import LabError
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "check", help="check your answer to a lesson's exercise (and, in a class, show it "
-                      "on the wall)",
+        "check",
+        help="check your answer to a lesson's exercise (and, in a class, show it on the wall)",
         description="Check an answer to one of a lesson's exercises that has one right "
-                    "answer (a count, a size in bytes, a time from given figures). Without "
-                    "KEY, list the lesson's checkable exercises and judge your own run's "
-                    "measurements.")
+        "answer (a count, a size in bytes, a time from given figures). Without "
+        "KEY, list the lesson's checkable exercises and judge your own run's "
+        "measurements.",
+    )
     parser.add_argument("lesson", metavar="NN", help="the lesson's number, e.g. 02")
     parser.add_argument("key", metavar="KEY", nargs="?", help="the exercise (listed without it)")
-    parser.add_argument("value", metavar="VALUE", nargs="?",
-                        help="your answer, a number in the unit listed (7485440 or 7,485,440)")
+    parser.add_argument(
+        "value",
+        metavar="VALUE",
+        nargs="?",
+        help="your answer, a number in the unit listed (7485440 or 7,485,440)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -33,8 +38,9 @@ def _number(text: str) -> float:
     try:
         return float(text.replace(",", "").replace("_", ""))
     except ValueError:
-        raise LabError(f"{text!r} is not a number; give your answer as digits, e.g. 7485440 "
-                       "or 36.5") from None
+        raise LabError(
+            f"{text!r} is not a number; give your answer as digits, e.g. 7485440 or 36.5"
+        ) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -45,36 +51,47 @@ def main(args: argparse.Namespace) -> int:
     exercises = lesson_exercises(args.lesson)
     if not exercises:
         lessons = ", ".join(sorted({exercise.lesson for exercise in EXERCISES}))
-        raise LabError(f"lesson {args.lesson} has no exercise with one right answer; these "
-                       f"lessons have some: {lessons}")
+        raise LabError(
+            f"lesson {args.lesson} has no exercise with one right answer; these "
+            f"lessons have some: {lessons}"
+        )
     checks = {}
     if args.key is None:
         for exercise in exercises:
-            print(f"{exercise.key}: {exercise.title} -- give the {exercise.asks} "
-                  f"({exercise.unit})")
+            print(f"{exercise.key}: {exercise.title} -- give the {exercise.asks} ({exercise.unit})")
             if exercise.measured is not None:
                 measured = exercise.measured()
                 if measured is None:
                     print("  your run: not measured yet (`make lab` measures it)")
                     continue
                 right, _ = exercise.judge(measured)
-                print(f"  your run measured {shown(measured)} {exercise.unit}: "
-                      f"{'as it must be' if right else 'not what it must be: rerun make lab'}")
+                print(
+                    f"  your run measured {shown(measured)} {exercise.unit}: "
+                    f"{'as it must be' if right else 'not what it must be: rerun make lab'}"
+                )
                 checks[f"{exercise.lesson}-{exercise.key}-measured"] = {
-                    "right": right, "at": time.strftime("%H:%M:%S")}
+                    "right": right,
+                    "at": time.strftime("%H:%M:%S"),
+                }
         code = 0
     else:
         chosen = {exercise.key: exercise for exercise in exercises}
         if args.key not in chosen:
-            raise LabError(f"lesson {args.lesson.zfill(2)} has no checkable exercise "
-                           f"{args.key!r}; choose one of: {', '.join(chosen)}")
+            raise LabError(
+                f"lesson {args.lesson.zfill(2)} has no checkable exercise "
+                f"{args.key!r}; choose one of: {', '.join(chosen)}"
+            )
         if args.value is None:
-            raise LabError(f"give your answer after the exercise: `python -m iolab check "
-                           f"{args.lesson} {args.key} NUMBER` ({chosen[args.key].unit})")
+            raise LabError(
+                f"give your answer after the exercise: `python -m iolab check "
+                f"{args.lesson} {args.key} NUMBER` ({chosen[args.key].unit})"
+            )
         right, sentence = chosen[args.key].judge(_number(args.value))
         print(sentence)
-        checks[f"{chosen[args.key].lesson}-{args.key}"] = {"right": right,
-                                                           "at": time.strftime("%H:%M:%S")}
+        checks[f"{chosen[args.key].lesson}-{args.key}"] = {
+            "right": right,
+            "at": time.strftime("%H:%M:%S"),
+        }
         code = 0 if right else 1
     joined = active_class()
     if joined is not None and checks:

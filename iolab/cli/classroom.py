@@ -30,93 +30,157 @@ SHOWN_LEFT = 5
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "class", help="instructors: check a cluster for a workshop and write the admins a letter",
-        description="Tools for running the lab with a whole class on one cluster.")
+        "class",
+        help="instructors: check a cluster for a workshop and write the admins a letter",
+        description="Tools for running the lab with a whole class on one cluster.",
+    )
     parser.set_defaults(func=main)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     check = actions.add_parser(
-        "check", help="preflight: ptrace, FUSE, Slurm and reservations, room for N learners, "
-                      "Python, the class folder; writes letter.md and site-profile.json",
+        "check",
+        help="preflight: ptrace, FUSE, Slurm and reservations, room for N learners, "
+        "Python, the class folder; writes letter.md and site-profile.json",
         description="Check this cluster for a workshop of N learners, a week before. Nothing "
-                    "is submitted or installed; two reports are written.")
-    check.add_argument("--learners", type=int_option("--learners", LEARNERS), required=True,
-                       help="how many learners will take part")
-    check.add_argument("--class-dir", type=path_option("--class-dir"), default=None,
-                       help="the folder the class will share (checked, never changed)")
-    check.add_argument("--out", type=path_option("--out"), default=None,
-                       help="where to write letter.md and site-profile.json "
-                            "(default: <workspace>/lab/class-check)")
+        "is submitted or installed; two reports are written.",
+    )
+    check.add_argument(
+        "--learners",
+        type=int_option("--learners", LEARNERS),
+        required=True,
+        help="how many learners will take part",
+    )
+    check.add_argument(
+        "--class-dir",
+        type=path_option("--class-dir"),
+        default=None,
+        help="the folder the class will share (checked, never changed)",
+    )
+    check.add_argument(
+        "--out",
+        type=path_option("--out"),
+        default=None,
+        help="where to write letter.md and site-profile.json "
+        "(default: <workspace>/lab/class-check)",
+    )
     check.set_defaults(func=main)
 
     setup = actions.add_parser(
-        "setup", help="the day before: one shared, read-only install of the lab in DIR",
+        "setup",
+        help="the day before: one shared, read-only install of the lab in DIR",
         description="Build the class in DIR: a copy of this lab, its environment, the "
-                    "datasets (verified), a Jupyter kernel spec and `activate`. Learners join "
-                    "with `source DIR/activate`. pip needs the package index once (or "
-                    "PIP_FIND_LINKS/PIP_NO_INDEX for a wheel folder).")
-    setup.add_argument("directory", type=path_option("DIR"), metavar="DIR",
-                       help="a new or empty folder the class's group can reach")
-    setup.add_argument("--learners", type=int_option("--learners", LEARNERS), required=True,
-                       help="how many learners will take part")
-    setup.add_argument("--slots", type=int_option("--slots", SLOTS), default=DEFAULT_SLOTS,
-                       help="heavy steps (fio, mdrates, sweeps, checkpoints) running at once; "
-                            f"each gets that share of the login-node budget (default: "
-                            f"{DEFAULT_SLOTS})")
-    setup.add_argument("--group", default=None,
-                       help="the class's Unix group (default: your primary group)")
-    setup.add_argument("--python", default=sys.executable,
-                       help="the interpreter the environment is built from; learners must be "
-                            "able to run it (default: this one)")
-    setup.add_argument("--reservation", default=None,
-                       help="a Slurm reservation learners' jobs go to (SBATCH_RESERVATION)")
-    setup.add_argument("--account", default=None,
-                       help="the Slurm account learners' jobs use (SBATCH_ACCOUNT)")
+        "datasets (verified), a Jupyter kernel spec and `activate`. Learners join "
+        "with `source DIR/activate`. pip needs the package index once (or "
+        "PIP_FIND_LINKS/PIP_NO_INDEX for a wheel folder).",
+    )
+    setup.add_argument(
+        "directory",
+        type=path_option("DIR"),
+        metavar="DIR",
+        help="a new or empty folder the class's group can reach",
+    )
+    setup.add_argument(
+        "--learners",
+        type=int_option("--learners", LEARNERS),
+        required=True,
+        help="how many learners will take part",
+    )
+    setup.add_argument(
+        "--slots",
+        type=int_option("--slots", SLOTS),
+        default=DEFAULT_SLOTS,
+        help="heavy steps (fio, mdrates, sweeps, checkpoints) running at once; "
+        f"each gets that share of the login-node budget (default: "
+        f"{DEFAULT_SLOTS})",
+    )
+    setup.add_argument(
+        "--group", default=None, help="the class's Unix group (default: your primary group)"
+    )
+    setup.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter the environment is built from; learners must be "
+        "able to run it (default: this one)",
+    )
+    setup.add_argument(
+        "--reservation",
+        default=None,
+        help="a Slurm reservation learners' jobs go to (SBATCH_RESERVATION)",
+    )
+    setup.add_argument(
+        "--account", default=None, help="the Slurm account learners' jobs use (SBATCH_ACCOUNT)"
+    )
     setup.set_defaults(func=main)
 
     clean = actions.add_parser(
-        "clean", help="after: remove the class's install from DIR, with what was freed",
-        description="Remove what `class setup` made in DIR (only a class you set up).")
-    clean.add_argument("directory", type=path_option("DIR"), metavar="DIR",
-                       help="the class folder")
+        "clean",
+        help="after: remove the class's install from DIR, with what was freed",
+        description="Remove what `class setup` made in DIR (only a class you set up).",
+    )
+    clean.add_argument("directory", type=path_option("DIR"), metavar="DIR", help="the class folder")
     clean.set_defaults(func=main)
 
     wall = actions.add_parser(
-        "wall", help="during: the class's results on one page (instructor), or where yours "
-                     "sit (learner, --me)",
+        "wall",
+        help="during: the class's results on one page (instructor), or where yours "
+        "sit (learner, --me)",
         description="Build the class wall from every learner's results file: the spread of "
-                    "the reader times, the outliers, and who has checked which exercise. The "
-                    "instructor's page goes to DIR/wall.html (readable by the class); a "
-                    "learner's to their own workspace. It also prints who holds a turn of the "
-                    "heavy steps (fio, metadata rates, sweeps, checkpoints) now and who waits.")
-    wall.add_argument("--out", type=path_option("--out"), default=None,
-                      help="the page to write (default: the class folder's wall.html for its "
-                           "instructor, <workspace>/lab/class-wall.html for a learner)")
-    wall.add_argument("--me", action="store_true",
-                      help="also print where your numbers sit in the class")
+        "the reader times, the outliers, and who has checked which exercise. The "
+        "instructor's page goes to DIR/wall.html (readable by the class); a "
+        "learner's to their own workspace. It also prints who holds a turn of the "
+        "heavy steps (fio, metadata rates, sweeps, checkpoints) now and who waits.",
+    )
+    wall.add_argument(
+        "--out",
+        type=path_option("--out"),
+        default=None,
+        help="the page to write (default: the class folder's wall.html for its "
+        "instructor, <workspace>/lab/class-wall.html for a learner)",
+    )
+    wall.add_argument(
+        "--me", action="store_true", help="also print where your numbers sit in the class"
+    )
     wall.set_defaults(func=main)
 
     bench = actions.add_parser(
-        "bench", help="maintainers, as root in a VM: N real users join one class at once",
+        "bench",
+        help="maintainers, as root in a VM: N real users join one class at once",
         description="Create N users, set up a real class, and measure each learner's time to "
-                    "a first result, the queue's waits, what the shared place gained, privacy "
-                    "and teardown; everything made is removed. Needs root: never on a cluster.")
-    bench.add_argument("--learners", type=int_option("--learners", BENCH_LEARNERS), default=30,
-                       help="how many learners join at once (default: 30)")
-    bench.add_argument("--out", type=path_option("--out"), default=None,
-                       help="the JSON to write (default: <workspace>/lab/class-bench.json)")
+        "a first result, the queue's waits, what the shared place gained, privacy "
+        "and teardown; everything made is removed. Needs root: never on a cluster.",
+    )
+    bench.add_argument(
+        "--learners",
+        type=int_option("--learners", BENCH_LEARNERS),
+        default=30,
+        help="how many learners join at once (default: 30)",
+    )
+    bench.add_argument(
+        "--out",
+        type=path_option("--out"),
+        default=None,
+        help="the JSON to write (default: <workspace>/lab/class-bench.json)",
+    )
     bench.set_defaults(func=main)
 
     joined = actions.add_parser(
-        "joined", help="learners: the class you joined, your workspace, the queue",
+        "joined",
+        help="learners: the class you joined, your workspace, the queue",
         description="Say which class IOLAB_CLASS joins, where your private workspace is, and "
-                    "how heavy steps take turns.")
+        "how heavy steps take turns.",
+    )
     joined.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     """The action named."""
-    return {"check": check_main, "setup": setup_main, "clean": clean_main,
-            "wall": wall_main, "bench": bench_main, "joined": joined_main}[args.action](args)
+    return {
+        "check": check_main,
+        "setup": setup_main,
+        "clean": clean_main,
+        "wall": wall_main,
+        "bench": bench_main,
+        "joined": joined_main,
+    }[args.action](args)
 
 
 def bench_main(args: argparse.Namespace) -> int:
@@ -139,8 +203,7 @@ def bench_main(args: argparse.Namespace) -> int:
 def wall_main(args: argparse.Namespace) -> int:
     """Build the wall page; with --me, say where this learner's numbers sit."""
     from iolab.classmode.exercises import EXERCISES
-    from iolab.classmode.wall import (figures_frame, learner_name, scan_wall, wall_page,
-                                      where_i_sit)
+    from iolab.classmode.wall import figures_frame, learner_name, scan_wall, wall_page, where_i_sit
     from iolab.core.class_folder import CLASS_ENV, active_class
     from iolab.core.class_queue import queue_summary
     from iolab.core.errors import LabError
@@ -153,8 +216,9 @@ def wall_main(args: argparse.Namespace) -> int:
     records = wall.records
     keys = [f"{exercise.lesson}-{exercise.key}" for exercise in EXERCISES]
     instructor = os.stat(joined.root).st_uid == os.getuid()
-    out = args.out or (joined.root / "wall.html" if instructor
-                       else results_dir() / "class-wall.html")
+    out = args.out or (
+        joined.root / "wall.html" if instructor else results_dir() / "class-wall.html"
+    )
     with atomic_output(out) as partial:
         partial.write_text(wall_page(joined, records, keys, wall.ignored_text()))
     if instructor and args.out is None:
@@ -165,8 +229,11 @@ def wall_main(args: argparse.Namespace) -> int:
         print(queue_summary(joined.queue, joined.slots))
     if args.me:
         lines = where_i_sit(figures_frame(records), learner_name(os.getuid()))
-        print("\n".join(lines) if lines else "no results of yours on the wall yet: "
-                                               "`make lab` puts them there")
+        print(
+            "\n".join(lines)
+            if lines
+            else "no results of yours on the wall yet: `make lab` puts them there"
+        )
     return 0
 
 
@@ -174,20 +241,32 @@ def setup_main(args: argparse.Namespace) -> int:
     """Build the class and print what it holds and how learners join."""
     from iolab.classmode.setup import setup_class
 
-    report = setup_class(args.directory, args.learners, slots=args.slots, group=args.group,
-                         python=args.python, reservation=args.reservation,
-                         account=args.account)
+    report = setup_class(
+        args.directory,
+        args.learners,
+        slots=args.slots,
+        group=args.group,
+        python=args.python,
+        reservation=args.reservation,
+        account=args.account,
+    )
     described = report.description
-    print(f"\nclass {described['name']}: {report.files:,} files, {report.bytes / 1e6:,.0f} MB "
-          f"in {report.root}, for {described['learners']} learners, "
-          f"{described['slots']} heavy steps at a time")
+    print(
+        f"\nclass {described['name']}: {report.files:,} files, {report.bytes / 1e6:,.0f} MB "
+        f"in {report.root}, for {described['learners']} learners, "
+        f"{described['slots']} heavy steps at a time"
+    )
     print(f"learners' workspaces: in {described['workspaces_in']} (private, 0700)")
     for folder in described["learners_cannot_enter"]:
-        print(f"warning: learners cannot enter {folder}: make the class folder and the "
-              "interpreter reachable (chmod o+x, or --python a shared one)")
+        print(
+            f"warning: learners cannot enter {folder}: make the class folder and the "
+            "interpreter reachable (chmod o+x, or --python a shared one)"
+        )
     print(f"learners join with:  source {report.root}/activate")
-    print(f"Jupyter: JUPYTER_PATH={report.root}/share/jupyter offers the kernel "
-          f"'Storage I/O lab (class {described['name']})'")
+    print(
+        f"Jupyter: JUPYTER_PATH={report.root}/share/jupyter offers the kernel "
+        f"'Storage I/O lab (class {described['name']})'"
+    )
     return 0
 
 
@@ -199,17 +278,23 @@ def clean_main(args: argparse.Namespace) -> int:
 
     freed = clean_class(args.directory)
     where = "the folder is gone" if freed.folder_removed else "the folder itself stays"
-    print(f"removed the class in {args.directory}: {freed.files:,} files and "
-          f"{freed.bytes / 1e6:,.0f} MB freed; {where}.")
+    print(
+        f"removed the class in {args.directory}: {freed.files:,} files and "
+        f"{freed.bytes / 1e6:,.0f} MB freed; {where}."
+    )
     if freed.leftovers:
-        print(f"what learners had left, removed without following a link: "
-              f"{', '.join(freed.leftovers)}")
+        print(
+            f"what learners had left, removed without following a link: "
+            f"{', '.join(freed.leftovers)}"
+        )
     if freed.left:
         shown = "; ".join(freed.left[:SHOWN_LEFT])
         more = f" and {len(freed.left) - SHOWN_LEFT} more" if len(freed.left) > SHOWN_LEFT else ""
-        raise LabError(f"could not remove {shown}{more}; the class marker stays, so "
-                       f"`python -m iolab class clean {args.directory}` finishes the job once "
-                       "that is fixed")
+        raise LabError(
+            f"could not remove {shown}{more}; the class marker stays, so "
+            f"`python -m iolab class clean {args.directory}` finishes the job once "
+            "that is fixed"
+        )
     print("Each learner removes their own workspace with `python -m iolab clean`.")
     return 0
 
@@ -223,11 +308,14 @@ def joined_main(args: argparse.Namespace) -> int:
     if joined is None:
         print(f"you are not in a class ({CLASS_ENV} is not set): the lab works on its own")
         return 0
-    print(f"joined class {joined.name}: shared environment and datasets in {joined.root} "
-          "(read-only)")
+    print(
+        f"joined class {joined.name}: shared environment and datasets in {joined.root} (read-only)"
+    )
     print(f"your workspace: {workdir()} (private to you)")
-    print(f"heavy steps take turns, {joined.slots} at a time; run the lab with "
-          "`python -m iolab lab`, or open the notebooks with `python -m iolab jupyter`")
+    print(
+        f"heavy steps take turns, {joined.slots} at a time; run the lab with "
+        "`python -m iolab lab`, or open the notebooks with `python -m iolab jupyter`"
+    )
     return 0
 
 
@@ -240,8 +328,11 @@ def check_main(args: argparse.Namespace) -> int:
 
     load = class_load(args.learners)
     report = preflight(load, args.class_dir)
-    out = ensure_writable_dir(args.out) if args.out else ensure_writable_dir(
-        results_dir() / "class-check")
+    out = (
+        ensure_writable_dir(args.out)
+        if args.out
+        else ensure_writable_dir(results_dir() / "class-check")
+    )
     host = socket.gethostname()
     text = letter(report, load, getpass.getuser(), host, time.strftime("%Y-%m-%d"))
     with atomic_output(out / "letter.md") as partial:
@@ -252,5 +343,7 @@ def check_main(args: argparse.Namespace) -> int:
     for check in report["checks"]:
         todo = f" -> {check['todo']}" if check["todo"] else ""
         print(f"{check['name']:<{width}}  {check['state']:<4}  {check['found']}{todo}")
-    print(f"\nletter for the admins: {out / 'letter.md'}\nsite profile: {out / 'site-profile.json'}")
+    print(
+        f"\nletter for the admins: {out / 'letter.md'}\nsite profile: {out / 'site-profile.json'}"
+    )
     return 0

@@ -25,11 +25,18 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("input", nargs="?", type=path_option("LOG"), help="the *.darshan file")
-    source.add_argument("--example", type=text_option("--example", "a bundled log's name"),
-                        help="a log bundled with PyDarshan, by name")
+    source.add_argument(
+        "--example",
+        type=text_option("--example", "a bundled log's name"),
+        help="a log bundled with PyDarshan, by name",
+    )
     add_json_option(parser, "print one JSON object instead of tables")
-    parser.add_argument("--html", type=path_option("--html"), metavar="FILE",
-                        help="also write the report as one self-contained HTML page")
+    parser.add_argument(
+        "--html",
+        type=path_option("--html"),
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page",
+    )
     add_top_option(parser, "how many of the busiest files to list")
     parser.set_defaults(func=main)
 

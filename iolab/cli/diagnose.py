@@ -22,7 +22,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "diagnose",
         help="why is my job slow on the file system: a Darshan log, a saved strace trace, "
-             "or a command",
+        "or a command",
         description=(
             "Diagnose a job's file I/O: pass a Darshan log (*.darshan, PyDarshan from `make "
             "darshan`), a saved trace (`strace -f -y -T -o FILE ...`), or `-- CMD` to run and "
@@ -31,16 +31,31 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "FILE` writes one self-contained page to send to your support team."
         ),
     )
-    parser.add_argument("--example", type=text_option("--example", "a bundled log's name"),
-                        help="a Darshan log bundled with PyDarshan, by name (e.g. sample-badost)")
-    parser.add_argument("--cwd", type=path_option("--cwd"), default=Path("."),
-                        help="for a saved trace: the folder the traced program ran in")
+    parser.add_argument(
+        "--example",
+        type=text_option("--example", "a bundled log's name"),
+        help="a Darshan log bundled with PyDarshan, by name (e.g. sample-badost)",
+    )
+    parser.add_argument(
+        "--cwd",
+        type=path_option("--cwd"),
+        default=Path("."),
+        help="for a saved trace: the folder the traced program ran in",
+    )
     add_json_option(parser)
-    parser.add_argument("--html", type=path_option("--html"), metavar="FILE",
-                        help="also write the report as one self-contained HTML page")
+    parser.add_argument(
+        "--html",
+        type=path_option("--html"),
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page",
+    )
     add_top_option(parser, "how many rows of each table to print")
-    add_input_or_command(parser, path_option("INPUT"), metavar="LOG | TRACE | -- CMD",
-                         help="a Darshan log, a saved strace trace, or -- and a command")
+    add_input_or_command(
+        parser,
+        path_option("INPUT"),
+        metavar="LOG | TRACE | -- CMD",
+        help="a Darshan log, a saved strace trace, or -- and a command",
+    )
     parser.set_defaults(func=main)
 
 
@@ -48,8 +63,10 @@ def main(args: argparse.Namespace) -> int:
     from iolab.diagnosis import inputs
 
     if len([given for given in (args.input, args.example, args.command) if given]) != 1:
-        raise LabError("give exactly one of: a Darshan log or saved trace, --example NAME, "
-                       "or -- CMD (e.g. `python -m iolab diagnose -- python train.py`)")
+        raise LabError(
+            "give exactly one of: a Darshan log or saved trace, --example NAME, "
+            "or -- CMD (e.g. `python -m iolab diagnose -- python train.py`)"
+        )
     check_page(args.html)
     figures = args.html is not None
     if args.command:
@@ -65,8 +82,9 @@ def main(args: argparse.Namespace) -> int:
 def check_page(html: Path | None) -> None:
     """Refuse an --html that names a folder (or anything else but a file) before any work."""
     if html and html.exists() and not html.is_file():
-        raise LabError(f"--html {html} is not a file; name the page to write, e.g. "
-                       "--html report.html")
+        raise LabError(
+            f"--html {html} is not a file; name the page to write, e.g. --html report.html"
+        )
 
 
 def example_log(name: str) -> Path:
@@ -86,12 +104,19 @@ def report(result: Diagnosis, as_json: bool, html: Path | None, top: int) -> int
     from iolab.diagnosis.report import format_findings, html_report, job_line, report_dict
 
     if html:
-        html.write_text(html_report(result.run, result.findings, result.tables,
-                                    result.figures), encoding="utf-8")
+        html.write_text(
+            html_report(result.run, result.findings, result.tables, result.figures),
+            encoding="utf-8",
+        )
     if as_json:
-        print(json.dumps(report_dict(result.run, result.findings,
-                                     {k: v.head(top) for k, v in result.tables.items()}),
-                         allow_nan=False))
+        print(
+            json.dumps(
+                report_dict(
+                    result.run, result.findings, {k: v.head(top) for k, v in result.tables.items()}
+                ),
+                allow_nan=False,
+            )
+        )
     else:
         print(job_line(result.run), "", sep="\n")
         for title, frame in result.tables.items():

@@ -14,21 +14,46 @@ from iolab.core.cluster import JOB_VARIABLES
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, float_option, int_option, path_option, text_option
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import (WorkspaceEntry, atomic_output, ensure_writable_dir, output_file,
-                                  public_text, results_dir)
-from iolab.storage.fio import (FIO_MISSING, MIB, PROFILES, checked_profile, dry_run, footprint,
-                               job_duration_s, run_profile, scaled_profile)
+from iolab.core.workspace import (
+    WorkspaceEntry,
+    atomic_output,
+    ensure_writable_dir,
+    output_file,
+    public_text,
+    results_dir,
+)
+from iolab.storage.fio import (
+    FIO_MISSING,
+    MIB,
+    PROFILES,
+    checked_profile,
+    dry_run,
+    footprint,
+    job_duration_s,
+    run_profile,
+    scaled_profile,
+)
 from iolab.storage.fio_parse import summary_frame
 from iolab.storage.locations import discover_locations, user_dir
 
 #: How much larger or smaller every file of a profile may be made.
-SIZE_SCALE = Bounds(0, 1000, "", "at 600 the evaluation profile is already the NERC "
-                    "evaluation's 300 GB, beyond 1000 no profile fits a compute node's disk, and "
-                    f"on a login node the files must fit {LIMITS['data_mib'].most} MiB besides",
-                    above=True)
+SIZE_SCALE = Bounds(
+    0,
+    1000,
+    "",
+    "at 600 the evaluation profile is already the NERC "
+    "evaluation's 300 GB, beyond 1000 no profile fits a compute node's disk, and "
+    f"on a login node the files must fit {LIMITS['data_mib'].most} MiB besides",
+    above=True,
+)
 #: Seconds per fio job.
-RUNTIME_S = Bounds(1, 3600, "s", "twice the NERC evaluation's 30 minutes per job; on a login "
-                   f"node the budget allows {LIMITS['job_s'].most} s per job")
+RUNTIME_S = Bounds(
+    1,
+    3600,
+    "s",
+    "twice the NERC evaluation's 30 minutes per job; on a login "
+    f"node the budget allows {LIMITS['job_s'].most} s per job",
+)
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +65,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "(bandwidth, IOPS, mean and percentile latency, and the latency Little's law "
             "predicts from the queue), save fio's JSON, and remove every file fio wrote, also "
             "on Ctrl-C. Profiles: "
-            + "; ".join(f"{p.name}: {p.purpose}" for p in PROFILES.values()) + "."
+            + "; ".join(f"{p.name}: {p.purpose}" for p in PROFILES.values())
+            + "."
         ),
         epilog=(
             f"Outside a batch job on a compute node ({' or '.join(JOB_VARIABLES)} set) a run "
@@ -53,25 +79,53 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "or unlink=1."
         ),
     )
-    parser.add_argument("--profile", choices=list(PROFILES), default="login",
-                        help="which jobs to run (default: login)")
+    parser.add_argument(
+        "--profile",
+        choices=list(PROFILES),
+        default="login",
+        help="which jobs to run (default: login)",
+    )
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--directory", type=path_option("--directory"), metavar="DIR",
-                       help="run in a new subdirectory of DIR (default: the workspace's tmp)")
-    where.add_argument("--location", metavar="NAME",
-                       type=text_option("--location", "a name `python -m iolab locations` lists"),
-                       help="run in a location of `python -m iolab locations`, e.g. tmp or shm")
-    parser.add_argument("--json-out", type=path_option("--json-out"), metavar="FILE",
-                        help="where to save fio's JSON (default: workspace/lab/fio/)")
-    parser.add_argument("--csv", type=path_option("--csv"), metavar="FILE",
-                        help="also save the table as CSV")
-    parser.add_argument("--size-scale", type=float_option("--size-scale", SIZE_SCALE),
-                        default=1.0, metavar="F", help="multiply every file size by F (default: 1)")
-    parser.add_argument("--runtime", type=int_option("--runtime", RUNTIME_S), metavar="S",
-                        help="seconds per job: time-based jobs run this long, others stop by then")
+    where.add_argument(
+        "--directory",
+        type=path_option("--directory"),
+        metavar="DIR",
+        help="run in a new subdirectory of DIR (default: the workspace's tmp)",
+    )
+    where.add_argument(
+        "--location",
+        metavar="NAME",
+        type=text_option("--location", "a name `python -m iolab locations` lists"),
+        help="run in a location of `python -m iolab locations`, e.g. tmp or shm",
+    )
+    parser.add_argument(
+        "--json-out",
+        type=path_option("--json-out"),
+        metavar="FILE",
+        help="where to save fio's JSON (default: workspace/lab/fio/)",
+    )
+    parser.add_argument(
+        "--csv", type=path_option("--csv"), metavar="FILE", help="also save the table as CSV"
+    )
+    parser.add_argument(
+        "--size-scale",
+        type=float_option("--size-scale", SIZE_SCALE),
+        default=1.0,
+        metavar="F",
+        help="multiply every file size by F (default: 1)",
+    )
+    parser.add_argument(
+        "--runtime",
+        type=int_option("--runtime", RUNTIME_S),
+        metavar="S",
+        help="seconds per job: time-based jobs run this long, others stop by then",
+    )
     add_budget_option(parser)
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the fio command, the jobs and the disk footprint; run nothing")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the fio command, the jobs and the disk footprint; run nothing",
+    )
     parser.set_defaults(func=main)
 
 
@@ -80,8 +134,10 @@ def _target(args: argparse.Namespace, create: bool) -> Path:
     if args.location is not None:
         locations = {loc.name: loc for loc in discover_locations(probe=False)}
         if args.location not in locations:
-            raise LabError(f"there is no location {args.location!r} here; choose one of "
-                           f"{', '.join(locations)} (see `python -m iolab locations`)")
+            raise LabError(
+                f"there is no location {args.location!r} here; choose one of "
+                f"{', '.join(locations)} (see `python -m iolab locations`)"
+            )
         location = locations[args.location]
         return user_dir(location) if create else location.path
     if args.directory is not None:
@@ -104,13 +160,17 @@ def main(args: argparse.Namespace) -> int:
     if args.csv is not None:
         output_file(args.csv, "--csv")
     json_out = args.json_out or results_dir() / "fio" / (
-        f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+        f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
     ensure_writable_dir(json_out.parent)
     output_file(json_out, "--json-out")
     target = _target(args, create=True)
     seconds = sum(job_duration_s(profile.options(job)) for job in profile.jobs)
-    print(f"fio profile {profile.name}: {len(profile.jobs)} jobs, at most {seconds:.0f} s and "
-          f"{disk_bytes / MIB:.0f} MiB, in {public_text(target)}", flush=True)
+    print(
+        f"fio profile {profile.name}: {len(profile.jobs)} jobs, at most {seconds:.0f} s and "
+        f"{disk_bytes / MIB:.0f} MiB, in {public_text(target)}",
+        flush=True,
+    )
     run = run_profile(profile, target, json_out=json_out, compute_node=args.compute_node)
     print(to_markdown(summary_frame(run.frame)))
     for note in run.notes:

@@ -16,15 +16,30 @@ from iolab.cli.options import add_data_option, add_top_option
 from iolab.core.options import Bounds, int_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import workdir
-from iolab.storage.hygiene import (WHY_INODES, WHY_TMPDIR, allocation_report, biggest_consumers,
-                                   checkpoints_by_owner, df_report, file_sizes, find_checkpoints,
-                                   rounded_allocation, tmpdir_report, usable_capacity_report)
+from iolab.storage.hygiene import (
+    WHY_INODES,
+    WHY_TMPDIR,
+    allocation_report,
+    biggest_consumers,
+    checkpoints_by_owner,
+    df_report,
+    file_sizes,
+    find_checkpoints,
+    rounded_allocation,
+    tmpdir_report,
+    usable_capacity_report,
+)
 from iolab.storage.hygiene_caches import cache_cleanup_plan, cache_report
 
 ACTIONS = ("df", "usage", "du", "checkpoints", "caches", "tmpdir")
 #: Levels below DIR that du lists.
-DU_DEPTH = Bounds(1, 10, "levels", "each level deeper stats many more entries on a metadata "
-                  "server every user shares, and the biggest consumers show within a few")
+DU_DEPTH = Bounds(
+    1,
+    10,
+    "levels",
+    "each level deeper stats many more entries on a metadata "
+    "server every user shares, and the biggest consumers show within a few",
+)
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -41,11 +56,16 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("action", choices=ACTIONS)
-    add_data_option(parser, "directory to inspect (default: the lab's workspace)",
-                    old_names=("--directory",))
+    add_data_option(
+        parser, "directory to inspect (default: the lab's workspace)", old_names=("--directory",)
+    )
     add_top_option(parser, "rows to show for du/checkpoints")
-    parser.add_argument("--depth", type=int_option("--depth", DU_DEPTH), default=1,
-                        help="du depth below DIR (default: 1)")
+    parser.add_argument(
+        "--depth",
+        type=int_option("--depth", DU_DEPTH),
+        default=1,
+        help="du depth below DIR (default: 1)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -65,8 +85,10 @@ def main(args: argparse.Namespace) -> int:
     elif args.action == "usage":
         _print(allocation_report(directory))
         print()
-        _print(rounded_allocation(file_sizes(directory)["size_bytes"]),
-               "(arithmetic: every non-empty file rounded up to whole allocation units)")
+        _print(
+            rounded_allocation(file_sizes(directory)["size_bytes"]),
+            "(arithmetic: every non-empty file rounded up to whole allocation units)",
+        )
     elif args.action == "du":
         _print(biggest_consumers(directory, top=args.top, depth=args.depth))
     elif args.action == "checkpoints":

@@ -24,10 +24,13 @@ COPIES_DIRNAME = "jupyter"
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "jupyter", help="JupyterLab on your own copies of the notebooks (make jupyter)",
-        description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("--no-launch", action="store_true",
-                        help="only make the copies and say where they are")
+        "jupyter",
+        help="JupyterLab on your own copies of the notebooks (make jupyter)",
+        description=__doc__.split("\n\n")[1].replace("\n", " "),
+    )
+    parser.add_argument(
+        "--no-launch", action="store_true", help="only make the copies and say where they are"
+    )
     parser.set_defaults(func=main)
 
 
@@ -51,17 +54,23 @@ def learner_copies() -> tuple[Path, list[str], list[str]]:
 
 def main(args: argparse.Namespace) -> int:
     target, copied, newer = learner_copies()
-    print(f"your notebooks: {target} ({len(copied)} copied now; the committed ones in "
-          "notebooks/ stay as they are)")
+    print(
+        f"your notebooks: {target} ({len(copied)} copied now; the committed ones in "
+        "notebooks/ stay as they are)"
+    )
     if newer:
-        print(f"newer in notebooks/ than your copy: {', '.join(newer)}; to start one afresh, "
-              f"delete your copy in {target} and run `make jupyter` again")
+        print(
+            f"newer in notebooks/ than your copy: {', '.join(newer)}; to start one afresh, "
+            f"delete your copy in {target} and run `make jupyter` again"
+        )
     if args.no_launch:
         return 0
     jupyter = Path(sys.executable).with_name("jupyter")
     if not jupyter.exists():
-        raise LabError(f"JupyterLab is not installed beside {sys.executable}; run `make "
-                       "jupyter`, which installs the lab's requirements first")
+        raise LabError(
+            f"JupyterLab is not installed beside {sys.executable}; run `make "
+            "jupyter`, which installs the lab's requirements first"
+        )
     sys.stdout.flush()
     os.execv(jupyter, [str(jupyter), "lab", str(target)])
     return 0  # not reached: JupyterLab replaces this process

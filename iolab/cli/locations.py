@@ -24,7 +24,11 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument(
-        "--add", action="append", default=[], type=path_option("--add"), metavar="DIR",
+        "--add",
+        action="append",
+        default=[],
+        type=path_option("--add"),
+        metavar="DIR",
         help="another directory to compare (repeatable)",
     )
     add_json_option(parser, "print one JSON array instead")

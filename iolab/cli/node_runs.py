@@ -11,8 +11,14 @@ from iolab.core.errors import LabError
 from iolab.core.options import path_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import WorkspaceEntry
-from iolab.hpc.node_runs import (NodeRun, completed_runs, fio_tables, mpiio_table,
-                                 stage_in_table, storm_table)
+from iolab.hpc.node_runs import (
+    NodeRun,
+    completed_runs,
+    fio_tables,
+    mpiio_table,
+    stage_in_table,
+    storm_table,
+)
 from iolab.pages.site import show_own_jobs
 
 
@@ -20,20 +26,26 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "node-runs",
         help="the Slurm jobs' results (demos/slurm/) per node and in total; --site puts "
-             "them into your site",
+        "them into your site",
         description=(
             "List the completed runs of the job scripts in demos/slurm/ that were copied "
             "back to the workspace (slurm-results/<jobid>/), each as per-node tables with a "
             "total row: staging in once per node, MPI-IO aggregators per node, the metadata "
             "storm, fio on every node. Times and rates are left out where the nodes shared "
             "one machine. With --site, the page 'Your jobs across nodes' is executed again "
-            "and the site of your last `make lab` rebuilt with it."),
+            "and the site of your last `make lab` rebuilt with it."
+        ),
     )
-    parser.add_argument("--results", type=path_option("--results"), default=None,
-                        metavar="DIR", help="where the jobs copied their results "
-                        "(default: the workspace's slurm-results/)")
-    parser.add_argument("--site", action="store_true",
-                        help="also rebuild the site of `make lab` with these runs")
+    parser.add_argument(
+        "--results",
+        type=path_option("--results"),
+        default=None,
+        metavar="DIR",
+        help="where the jobs copied their results (default: the workspace's slurm-results/)",
+    )
+    parser.add_argument(
+        "--site", action="store_true", help="also rebuild the site of `make lab` with these runs"
+    )
     parser.set_defaults(func=main)
 
 
@@ -55,8 +67,10 @@ def main(args: argparse.Namespace) -> int:
     root = args.results or WorkspaceEntry.SLURM_RESULTS.path()
     runs = completed_runs(root)
     if not runs:
-        print(f"No completed job in {root}: submit one from the checkout's root, e.g. "
-              "`sbatch --nodes=2 demos/slurm/mpiio.sbatch` (lesson 08 lists them).")
+        print(
+            f"No completed job in {root}: submit one from the checkout's root, e.g. "
+            "`sbatch --nodes=2 demos/slurm/mpiio.sbatch` (lesson 08 lists them)."
+        )
     for run in runs:
         print(f"\n{run.script}: {run.label}")
         if run.shares_one_machine:

@@ -17,33 +17,54 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from iolab.core.budget import FLAG
 from iolab.core.options import Bounds, add_data_option, add_renamed, int_option
 
-__all__ = ["TOP_ROWS", "CommandLine", "add_budget_option", "add_command_argument",
-           "add_data_option", "add_input_or_command", "add_json_option", "add_renamed",
-           "add_top_option"]
+__all__ = [
+    "TOP_ROWS",
+    "CommandLine",
+    "add_budget_option",
+    "add_command_argument",
+    "add_data_option",
+    "add_input_or_command",
+    "add_json_option",
+    "add_renamed",
+    "add_top_option",
+]
 
 #: Rows of a busiest-first table (hygiene du and checkpoints, profile, darshan): a ranking is
 #: read on a terminal, and a thousand rows are already dozens of screens of it.
-TOP_ROWS = Bounds(1, 1000, "rows", "a table meant to be read; a thousand rows is already "
-                  "dozens of screens")
+TOP_ROWS = Bounds(
+    1, 1000, "rows", "a table meant to be read; a thousand rows is already dozens of screens"
+)
 
 
 def add_top_option(parser: argparse.ArgumentParser, help: str) -> None:
     """`--top N` into `args.top`: the rows of the busiest-first table (default 10)."""
-    parser.add_argument("--top", type=int_option("--top", TOP_ROWS), default=10, metavar="N",
-                        help=f"{help} (default: 10)")
+    parser.add_argument(
+        "--top",
+        type=int_option("--top", TOP_ROWS),
+        default=10,
+        metavar="N",
+        help=f"{help} (default: 10)",
+    )
 
 
 def add_budget_option(parser: argparse.ArgumentParser, old_names: Sequence[str] = ()) -> None:
     """The budget flag into `args.compute_node`: True when given, else None (ask the batch
     system), the value every budget check takes; `old_names` are the command's old switches."""
-    parser.add_argument(FLAG, dest="compute_node", action="store_const", const=True,
-                        default=None, help="lift the login-node limits: only on a node that is "
-                        "yours alone (inside a batch job they are lifted already)")
+    parser.add_argument(
+        FLAG,
+        dest="compute_node",
+        action="store_const",
+        const=True,
+        default=None,
+        help="lift the login-node limits: only on a node that is "
+        "yours alone (inside a batch job they are lifted already)",
+    )
     add_renamed(parser, FLAG, old_names, dest="compute_node", nargs=0, const=True)
 
 
@@ -55,8 +76,13 @@ def add_json_option(parser: argparse.ArgumentParser, help: str = "print one JSON
 class _Command(argparse.Action):
     """Stores the program to run without the `--` that separates it from our options."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         setattr(namespace, self.dest, values[1:] if values[:1] == ["--"] else values)
 
 
@@ -76,20 +102,23 @@ class CommandLine(argparse.ArgumentParser):
     #: Whether the words after `--` are a program to run (add_input_or_command sets it).
     splits_command = False
 
-    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                         namespace: argparse.Namespace | None = None,
-                         ) -> tuple[argparse.Namespace, list[str]]:
+    def parse_known_args(
+        self,
+        args: Sequence[str] | None = None,  # type: ignore[override]
+        namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
         words = list(sys.argv[1:] if args is None else args)
         if not self.splits_command or "--" not in words:
             return super().parse_known_args(words, namespace)
         cut = words.index("--")
         parsed, extras = super().parse_known_args(words[:cut], namespace)
-        parsed.command = words[cut + 1:]
+        parsed.command = words[cut + 1 :]
         return parsed, extras
 
 
-def add_input_or_command(parser: argparse.ArgumentParser, read: Callable[[str], Any],
-                         metavar: str, help: str) -> None:
+def add_input_or_command(
+    parser: argparse.ArgumentParser, read: Callable[[str], Any], metavar: str, help: str
+) -> None:
     """An optional positional into `args.input` (read by `read`) and, after `--`, a program to
     run into `args.command` ([] without one). The command needs the parser to be a
     CommandLine (`iolab.cli.build_parser`); any parser reads the positional."""

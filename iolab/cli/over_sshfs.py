@@ -26,8 +26,12 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "unmount and stop sshd. Exits with the command's exit code."
         ),
     )
-    add_data_option(parser, "the directory to mount, e.g. workspace/dataset", required=True,
-                    old_names=("--export",))
+    add_data_option(
+        parser,
+        "the directory to mount, e.g. workspace/dataset",
+        required=True,
+        old_names=("--export",),
+    )
     add_command_argument(parser, "the command to run, after --; {} stands for the mount point")
     parser.set_defaults(func=main)
 
@@ -35,15 +39,23 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """Mount, run the command, unmount; the command's exit code (128+N for signal N)."""
     if not args.command:
-        raise LabError("no command was given; put it after `--`, e.g. `python -m iolab "
-                       "over-sshfs --data DIR -- python demos/read_files.py --data {}`")
+        raise LabError(
+            "no command was given; put it after `--`, e.g. `python -m iolab "
+            "over-sshfs --data DIR -- python demos/read_files.py --data {}`"
+        )
     with loopback_sshfs(args.dataset_dir) as mount:
-        print(f"{mount.export_dir} is mounted over sshfs at {mount.mount_point} "
-              f"(sshd on {LOOPBACK}:{mount.port})", file=sys.stderr)
+        print(
+            f"{mount.export_dir} is mounted over sshfs at {mount.mount_point} "
+            f"(sshd on {LOOPBACK}:{mount.port})",
+            file=sys.stderr,
+        )
         try:
-            code = subprocess.run([part.replace("{}", str(mount.mount_point))
-                                   for part in args.command]).returncode
+            code = subprocess.run(
+                [part.replace("{}", str(mount.mount_point)) for part in args.command]
+            ).returncode
         except FileNotFoundError:
-            raise LabError(f"the command {args.command[0]!r} was not found; check its spelling, "
-                           "install it, or give its full path") from None
+            raise LabError(
+                f"the command {args.command[0]!r} was not found; check its spelling, "
+                "install it, or give its full path"
+            ) from None
     return code if code >= 0 else 128 - code

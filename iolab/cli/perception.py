@@ -13,9 +13,14 @@ from iolab.core.tables import to_markdown
 from iolab.storage.perception import TESTS, perception_suite
 
 #: Timed runs of each action, cold and warm.
-REPEATS = Bounds(1, 10, "repeats", "each repeat evicts and reads again thousands of small "
-                 "files, a 2000-module package and a 5000-file repository among them: work for "
-                 "a metadata server every user of the file system waits for")
+REPEATS = Bounds(
+    1,
+    10,
+    "repeats",
+    "each repeat evicts and reads again thousands of small "
+    "files, a 2000-module package and a 5000-file repository among them: work for "
+    "a metadata server every user of the file system waits for",
+)
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,13 +35,25 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "Everything is built in a fresh directory inside DIR and removed afterwards."
         ),
     )
-    parser.add_argument("--directory", type=path_option("--directory"), required=True,
-                        metavar="DIR",
-                        help="the directory to test in, e.g. a location's working directory")
-    parser.add_argument("--tests", type=_tests_list, default=list(TESTS),
-                        help=f"comma-separated tests to run (default: {','.join(TESTS)})")
-    parser.add_argument("--repeats", type=int_option("--repeats", REPEATS), default=3,
-                        help="timed runs each (default: 3)")
+    parser.add_argument(
+        "--directory",
+        type=path_option("--directory"),
+        required=True,
+        metavar="DIR",
+        help="the directory to test in, e.g. a location's working directory",
+    )
+    parser.add_argument(
+        "--tests",
+        type=_tests_list,
+        default=list(TESTS),
+        help=f"comma-separated tests to run (default: {','.join(TESTS)})",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int_option("--repeats", REPEATS),
+        default=3,
+        help="timed runs each (default: 3)",
+    )
     add_json_option(parser, "print one JSON array instead")
     parser.set_defaults(func=main)
 
@@ -59,6 +76,8 @@ def main(args: argparse.Namespace) -> int:
     notes = sorted({f"- {row.test}: {row.note}" for row in table.itertuples() if row.note})
     if notes:
         print("\n" + "\n".join(notes))
-    print("\ncold: the action's files evicted from the page cache before every repeat "
-          "(resident_before_max_pct shows what stayed); warm: after one untimed run.")
+    print(
+        "\ncold: the action's files evicted from the page cache before every repeat "
+        "(resident_before_max_pct shows what stayed); warm: after one untimed run."
+    )
     return 0

@@ -20,8 +20,13 @@ from iolab.core.tables import to_markdown
 from iolab.storage import cephfs
 
 #: OSDs to start: one is a working file system, four show striping across servers.
-OSDS = Bounds(1, 8, "OSDs", "each OSD is a daemon of about 50-80 MB and a file of "
-              f"{cephfs.OSD_FILE_MIB} MiB (sparse); eight already outnumber a laptop's cores")
+OSDS = Bounds(
+    1,
+    8,
+    "OSDs",
+    "each OSD is a daemon of about 50-80 MB and a file of "
+    f"{cephfs.OSD_FILE_MIB} MiB (sparse); eight already outnumber a laptop's cores",
+)
 #: Up/down rounds of `pfs record`.
 ROUNDS = Bounds(1, 9, "rounds", "each round starts and ends a whole cluster (about 40 s)")
 #: Stripe count of the layout check's file.
@@ -30,33 +35,65 @@ STRIPES = Bounds(1, 8, "stripes", "the cluster has at most 8 OSDs")
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "pfs", help="a private CephFS on this machine: up, status, down",
-        description=("Start a real parallel file system as you (a Ceph monitor, manager, OSDs "
-                     "on files, a metadata server; cephx on; loopback only), mount it with "
-                     "ceph-fuse in the workspace, and end it leaving nothing behind."))
+        "pfs",
+        help="a private CephFS on this machine: up, status, down",
+        description=(
+            "Start a real parallel file system as you (a Ceph monitor, manager, OSDs "
+            "on files, a metadata server; cephx on; loopback only), mount it with "
+            "ceph-fuse in the workspace, and end it leaving nothing behind."
+        ),
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     start = actions.add_parser("up", help="start the cluster and mount it")
-    start.add_argument("--osds", type=int_option("--osds", OSDS), default=cephfs.DEFAULT_OSDS,
-                       help=f"OSDs to start (default: {cephfs.DEFAULT_OSDS})")
+    start.add_argument(
+        "--osds",
+        type=int_option("--osds", OSDS),
+        default=cephfs.DEFAULT_OSDS,
+        help=f"OSDs to start (default: {cephfs.DEFAULT_OSDS})",
+    )
     add_budget_option(start)
-    layout = actions.add_parser("layout", help="write a file with a layout and check every "
-                                "object against the lab's striping model (lesson 07)")
-    layout.add_argument("--stripe-count", type=int_option("--stripe-count", STRIPES), default=4,
-                        help="stripe count of the test file (default: 4)")
-    measure = actions.add_parser("measure", help="the lessons' measurements on your cluster: "
-                                 "layouts (07) and the five readers with the servers' counters (02)")
-    measure.add_argument("--out", type=path_option("--out"),
-                         help="also write the record as JSON to this file")
-    record = actions.add_parser("record", help="maintainers: start and end a cluster ROUNDS times "
-                                "(up time, memory, down time), then measure the lessons on one "
-                                "and write the record the notebooks show (make record-pfs)")
-    record.add_argument("--out", type=path_option("--out"), required=True,
-                        help="the JSON record to write, e.g. reference/bench-recorded/pfs.json")
-    record.add_argument("--rounds", type=int_option("--rounds", ROUNDS), default=3,
-                        help="up/down rounds for the medians (default: 3)")
+    layout = actions.add_parser(
+        "layout",
+        help="write a file with a layout and check every "
+        "object against the lab's striping model (lesson 07)",
+    )
+    layout.add_argument(
+        "--stripe-count",
+        type=int_option("--stripe-count", STRIPES),
+        default=4,
+        help="stripe count of the test file (default: 4)",
+    )
+    measure = actions.add_parser(
+        "measure",
+        help="the lessons' measurements on your cluster: "
+        "layouts (07) and the five readers with the servers' counters (02)",
+    )
+    measure.add_argument(
+        "--out", type=path_option("--out"), help="also write the record as JSON to this file"
+    )
+    record = actions.add_parser(
+        "record",
+        help="maintainers: start and end a cluster ROUNDS times "
+        "(up time, memory, down time), then measure the lessons on one "
+        "and write the record the notebooks show (make record-pfs)",
+    )
+    record.add_argument(
+        "--out",
+        type=path_option("--out"),
+        required=True,
+        help="the JSON record to write, e.g. reference/bench-recorded/pfs.json",
+    )
+    record.add_argument(
+        "--rounds",
+        type=int_option("--rounds", ROUNDS),
+        default=3,
+        help="up/down rounds for the medians (default: 3)",
+    )
     add_budget_option(record)
-    for name, text in (("status", "daemons, OSDs, MDS, mount and memory of your cluster"),
-                       ("down", "unmount and end everything the cluster started")):
+    for name, text in (
+        ("status", "daemons, OSDs, MDS, mount and memory of your cluster"),
+        ("down", "unmount and end everything the cluster started"),
+    ):
         action = actions.add_parser(name, help=text)
         add_json_option(action)
     add_json_option(start)
@@ -67,8 +104,11 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "record":
         return _record(args.out, args.rounds, args.compute_node)
     if args.action == "up":
-        cluster = cephfs.up(args.osds, compute_node=args.compute_node,
-                            progress=lambda step: print(f"starting: {step}", file=sys.stderr))
+        cluster = cephfs.up(
+            args.osds,
+            compute_node=args.compute_node,
+            progress=lambda step: print(f"starting: {step}", file=sys.stderr),
+        )
         return _print_status(cluster, args.json)
     if args.action in ("status", "layout", "measure"):
         found = cephfs.current()
@@ -94,29 +134,39 @@ def _print_status(cluster: cephfs.Cluster, as_json: bool) -> int:
         print(json.dumps(state))
         return 0
     alive = sum(state["daemons_alive"].values())
-    print(f"CephFS {state['ceph_version']} mounted at {state['mount_point']}"
-          f"{'' if state['mounted'] else ' (NOT mounted)'}")
-    print(f"  {state['osds_up']} of {state['osds']} OSDs up, metadata server "
-          f"{'active' if state['mds_active'] else 'NOT active'}, health {state['health']}")
-    print(f"  {alive} of {len(state['daemons_alive'])} processes alive, "
-          f"{state['resident_mib']} MiB resident; up in {state['started_s']} s; "
-          f"monitor on 127.0.0.1:{state['mon_port']}")
+    print(
+        f"CephFS {state['ceph_version']} mounted at {state['mount_point']}"
+        f"{'' if state['mounted'] else ' (NOT mounted)'}"
+    )
+    print(
+        f"  {state['osds_up']} of {state['osds']} OSDs up, metadata server "
+        f"{'active' if state['mds_active'] else 'NOT active'}, health {state['health']}"
+    )
+    print(
+        f"  {alive} of {len(state['daemons_alive'])} processes alive, "
+        f"{state['resident_mib']} MiB resident; up in {state['started_s']} s; "
+        f"monitor on 127.0.0.1:{state['mon_port']}"
+    )
     print("  end it with `python -m iolab pfs down`")
     return 0
 
 
 def _print_layout(cluster: cephfs.Cluster, stripe_count: int) -> int:
-    from iolab.hpc.cephfs_lessons import layout_check
-
     import pandas as pd
+
+    from iolab.hpc.cephfs_lessons import layout_check
 
     check = layout_check(cluster, stripe_count)
     print(to_markdown(pd.DataFrame(check["objects"])))
-    print(f"\n{check['agree']} of {check['objects_checked']} objects agree with the model "
-          f"(stripe unit 1 MiB, stripe count {stripe_count}, object size 4 MiB, a file of "
-          f"{check['file_bytes']:,} bytes)")
-    print(f"bytes per OSD, model: {check['model_bytes_per_osd']}; the OSDs' own write counters: "
-          f"{check['counted_write_bytes_per_osd']}")
+    print(
+        f"\n{check['agree']} of {check['objects_checked']} objects agree with the model "
+        f"(stripe unit 1 MiB, stripe count {stripe_count}, object size 4 MiB, a file of "
+        f"{check['file_bytes']:,} bytes)"
+    )
+    print(
+        f"bytes per OSD, model: {check['model_bytes_per_osd']}; the OSDs' own write counters: "
+        f"{check['counted_write_bytes_per_osd']}"
+    )
     return 0 if check["agree"] == check["objects_checked"] else 1
 
 
@@ -126,12 +176,17 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
     from iolab.core.workspace import atomic_output
     from iolab.hpc.cephfs_lessons import measure_all
 
-    print("measuring layouts and the five readers (the dataset is made on the CephFS first; "
-          "a few minutes)...", file=sys.stderr)
+    print(
+        "measuring layouts and the five readers (the dataset is made on the CephFS first; "
+        "a few minutes)...",
+        file=sys.stderr,
+    )
     record = measure_all(cluster)
     for layout in record["layouts"]:
-        print(f"stripe count {layout['stripe_count']}: {layout['agree']} of "
-              f"{layout['objects_checked']} objects agree with the model")
+        print(
+            f"stripe count {layout['stripe_count']}: {layout['agree']} of "
+            f"{layout['objects_checked']} objects agree with the model"
+        )
     print()
     print(to_markdown(pd.DataFrame(record["readers"]).round(3)))
     if out is not None:
@@ -157,16 +212,26 @@ def _record(out, rounds: int, compute_node: bool | None) -> int:
         state = cephfs.status(cluster)
         start = time.monotonic()
         cephfs.down()
-        runs.append({"up_s": state["started_s"], "resident_mib": state["resident_mib"],
-                     "down_s": round(time.monotonic() - start, 1)})
+        runs.append(
+            {
+                "up_s": state["started_s"],
+                "resident_mib": state["resident_mib"],
+                "down_s": round(time.monotonic() - start, 1),
+            }
+        )
     print("measuring the lessons on a fresh cluster (a few minutes)", file=sys.stderr)
     cluster = cephfs.up(compute_node=compute_node)
     try:
         record = measure_all(cluster)
     finally:
         cephfs.down()
-    record["bench"] = {"rounds": runs, **{f"{key}_median": statistics.median(r[key] for r in runs)
-                                          for key in ("up_s", "resident_mib", "down_s")}}
+    record["bench"] = {
+        "rounds": runs,
+        **{
+            f"{key}_median": statistics.median(r[key] for r in runs)
+            for key in ("up_s", "resident_mib", "down_s")
+        },
+    }
     with atomic_output(out) as partial:
         partial.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record["bench"]))

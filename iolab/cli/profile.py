@@ -27,8 +27,12 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_json_option(parser, "print one JSON object instead of tables")
     add_top_option(parser, "how many of the busiest files to list")
-    parser.add_argument("--method", choices=METHODS, default="auto",
-                        help="strace, proc-io (/proc/<pid>/io), or auto: strace if it can trace")
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="auto",
+        help="strace, proc-io (/proc/<pid>/io), or auto: strace if it can trace",
+    )
     add_command_argument(parser, "the command to profile, after --")
     parser.set_defaults(func=main)
 

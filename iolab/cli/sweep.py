@@ -9,14 +9,27 @@ import argparse
 from iolab.core.options import Bounds, int_option, path_option
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import atomic_output, output_file
-from iolab.storage.sweep import (DEFAULT_MAX_BYTES, DEFAULT_MIN_BYTES, WRITE_FLUSH,
-                                 existing_directory, parse_size, plan, plan_text, run_sweep,
-                                 summarize_sweep)
+from iolab.storage.sweep import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MIN_BYTES,
+    WRITE_FLUSH,
+    existing_directory,
+    parse_size,
+    plan,
+    plan_text,
+    run_sweep,
+    summarize_sweep,
+)
 
 #: Runs of the whole sweep, whose median per size is printed.
-REPEATS = Bounds(1, 10, "repeats", "each repeat writes, fsyncs, evicts and reads back every "
-                 "point again, 2.8 GiB in 14,000 files by default, on a disk others share, and "
-                 "a median settles within a few")
+REPEATS = Bounds(
+    1,
+    10,
+    "repeats",
+    "each repeat writes, fsyncs, evicts and reads back every "
+    "point again, 2.8 GiB in 14,000 files by default, on a disk others share, and "
+    "a median settles within a few",
+)
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,21 +44,47 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "the plan."
         ),
     )
-    parser.add_argument("--directory", type=path_option("--directory"), required=True,
-                        metavar="DIR",
-                        help="where to write (a fresh subdirectory is made and removed)")
-    parser.add_argument("--min", type=parse_size, default=DEFAULT_MIN_BYTES, metavar="SIZE",
-                        help="smallest file size, a power of two (default: 4K)")
-    parser.add_argument("--max", type=parse_size, default=DEFAULT_MAX_BYTES, metavar="SIZE",
-                        help="largest file size, a power of two (default: 64M)")
-    parser.add_argument("--repeats", type=int_option("--repeats", REPEATS), default=3,
-                        help="runs of the sweep (default: 3)")
-    parser.add_argument("--csv", type=path_option("--csv"), metavar="FILE",
-                        help="save every repeat as CSV")
-    parser.add_argument("--plot", type=path_option("--plot"), metavar="FILE",
-                        help="save the plot (.png, or .svg, which needs no fonts on a server)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the sizes, counts and room needed; write nothing")
+    parser.add_argument(
+        "--directory",
+        type=path_option("--directory"),
+        required=True,
+        metavar="DIR",
+        help="where to write (a fresh subdirectory is made and removed)",
+    )
+    parser.add_argument(
+        "--min",
+        type=parse_size,
+        default=DEFAULT_MIN_BYTES,
+        metavar="SIZE",
+        help="smallest file size, a power of two (default: 4K)",
+    )
+    parser.add_argument(
+        "--max",
+        type=parse_size,
+        default=DEFAULT_MAX_BYTES,
+        metavar="SIZE",
+        help="largest file size, a power of two (default: 64M)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int_option("--repeats", REPEATS),
+        default=3,
+        help="runs of the sweep (default: 3)",
+    )
+    parser.add_argument(
+        "--csv", type=path_option("--csv"), metavar="FILE", help="save every repeat as CSV"
+    )
+    parser.add_argument(
+        "--plot",
+        type=path_option("--plot"),
+        metavar="FILE",
+        help="save the plot (.png, or .svg, which needs no fonts on a server)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the sizes, counts and room needed; write nothing",
+    )
     parser.set_defaults(func=main)
 
 
@@ -72,10 +111,24 @@ def main(args: argparse.Namespace) -> int:
         assert figure is not None  # the sweep is drawn on a figure of its own
         with atomic_output(args.plot) as partial:
             figure.savefig(partial, bbox_inches="tight")
-    print(to_markdown(summary[["file_size", "files", "direction", "files_per_s_median",
-                               "MiB_per_s_median", "GB_per_s_median", "Gbit_per_s_median",
-                               "resident_before_max_pct"]]))
-    print(f"\n{rows['location'].iloc[0]} ({rows['fs_type'].iloc[0]}); writes: {WRITE_FLUSH}; "
-          f"medians of {args.repeats} repeats" + (f"; every repeat in {args.csv}" if args.csv
-                                                  else ""))
+    print(
+        to_markdown(
+            summary[
+                [
+                    "file_size",
+                    "files",
+                    "direction",
+                    "files_per_s_median",
+                    "MiB_per_s_median",
+                    "GB_per_s_median",
+                    "Gbit_per_s_median",
+                    "resident_before_max_pct",
+                ]
+            ]
+        )
+    )
+    print(
+        f"\n{rows['location'].iloc[0]} ({rows['fs_type'].iloc[0]}); writes: {WRITE_FLUSH}; "
+        f"medians of {args.repeats} repeats" + (f"; every repeat in {args.csv}" if args.csv else "")
+    )
     return 0

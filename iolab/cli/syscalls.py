@@ -22,12 +22,19 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "and its libraries. The command's own output goes to stderr; exits with its exit code."
         ),
     )
-    add_data_option(parser, "directory holding the dataset; calls on paths inside it count as "
-                    "dataset calls", required=True, old_names=("--data-dir",))
+    add_data_option(
+        parser,
+        "directory holding the dataset; calls on paths inside it count as dataset calls",
+        required=True,
+        old_names=("--data-dir",),
+    )
     add_json_option(parser, "print one JSON object instead of a table")
-    parser.add_argument("--method", choices=METHODS, default="auto",
-                        help="strace, fallback (audit hook and /proc/<pid>/io), or auto: strace "
-                             "if it can trace")
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="auto",
+        help="strace, fallback (audit hook and /proc/<pid>/io), or auto: strace if it can trace",
+    )
     add_command_argument(parser, "the command to measure, after --")
     parser.set_defaults(func=main)
 

@@ -18,11 +18,17 @@ from iolab.measure.context import context_frame
 from iolab.measure.timing import summarize, time_command
 
 #: Timed runs of the command.
-REPEATS = Bounds(1, 100, "runs", "each run repeats the whole command, perhaps a full read of "
-                 "a dataset on a disk others share, and a median and spread settle within tens")
+REPEATS = Bounds(
+    1,
+    100,
+    "runs",
+    "each run repeats the whole command, perhaps a full read of "
+    "a dataset on a disk others share, and a median and spread settle within tens",
+)
 #: Untimed runs first.
-WARMUP = Bounds(0, 10, "runs", "one run fills the page cache, and further ones only keep a "
-                "shared node busy")
+WARMUP = Bounds(
+    0, 10, "runs", "one run fills the page cache, and further ones only keep a shared node busy"
+)
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -36,14 +42,28 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "`python -m iolab time --repeats 5 -- python demos/read_files.py --data DIR`."
         ),
     )
-    parser.add_argument("--repeats", type=int_option("--repeats", REPEATS), default=5,
-                        help="timed runs (default: 5)")
-    parser.add_argument("--warmup", type=int_option("--warmup", WARMUP), default=1,
-                        help="untimed runs first (default: 1)")
-    parser.add_argument("--label", type=text_option("--label", "a name for the table"),
-                        help="name in the table (default: the command)")
-    add_data_option(parser, "directory the command reads; its file system is recorded",
-                    old_names=("--location",))
+    parser.add_argument(
+        "--repeats",
+        type=int_option("--repeats", REPEATS),
+        default=5,
+        help="timed runs (default: 5)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int_option("--warmup", WARMUP),
+        default=1,
+        help="untimed runs first (default: 1)",
+    )
+    parser.add_argument(
+        "--label",
+        type=text_option("--label", "a name for the table"),
+        help="name in the table (default: the command)",
+    )
+    add_data_option(
+        parser,
+        "directory the command reads; its file system is recorded",
+        old_names=("--location",),
+    )
     add_json_option(parser, "print one JSON object instead of tables")
     parser.add_argument("cmd", nargs="+", metavar="CMD", help="the command to time, after --")
     parser.set_defaults(func=main)
@@ -56,8 +76,9 @@ def main(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         warmup=args.warmup,
         label=args.label,
-        location=None if args.dataset_dir is None else existing_dir(
-            args.dataset_dir, "give --data the folder the command reads"),
+        location=None
+        if args.dataset_dir is None
+        else existing_dir(args.dataset_dir, "give --data the folder the command reads"),
     )
     if args.json:
         print(json.dumps(measurement.to_dict()))

@@ -41,20 +41,40 @@ class Limit:
 
 
 LIMITS: dict[str, Limit] = {
-    "data_mib": Limit(1024, "MiB", (
-        "the data one run writes or holds at once (fio's files, a sweep point, a large "
-        "file, a checkpoint): 1 GiB is seconds of a disk's bandwidth, yet a real share of "
-        "the free space, RAM and page cache that all users of the node share")),
-    "files": Limit(20_000, "files", (
-        "the files one run has at once (mdrates, a sweep point): every file costs an inode "
-        "and metadata-server work, which quotas count and every user of the file system "
-        "waits for")),
-    "processes": Limit(4, "processes", (
-        "the processes one run keeps busy at once (fio's numjobs, mdrates -P): a login "
-        "node's cores serve dozens of users' shells, editors and compilers")),
-    "job_s": Limit(20, "s per job", (
-        "how long one benchmark job may keep the disk busy: a burst of seconds goes "
-        "unnoticed, minutes of it stall everyone's file operations")),
+    "data_mib": Limit(
+        1024,
+        "MiB",
+        (
+            "the data one run writes or holds at once (fio's files, a sweep point, a large "
+            "file, a checkpoint): 1 GiB is seconds of a disk's bandwidth, yet a real share of "
+            "the free space, RAM and page cache that all users of the node share"
+        ),
+    ),
+    "files": Limit(
+        20_000,
+        "files",
+        (
+            "the files one run has at once (mdrates, a sweep point): every file costs an inode "
+            "and metadata-server work, which quotas count and every user of the file system "
+            "waits for"
+        ),
+    ),
+    "processes": Limit(
+        4,
+        "processes",
+        (
+            "the processes one run keeps busy at once (fio's numjobs, mdrates -P): a login "
+            "node's cores serve dozens of users' shells, editors and compilers"
+        ),
+    ),
+    "job_s": Limit(
+        20,
+        "s per job",
+        (
+            "how long one benchmark job may keep the disk busy: a burst of seconds goes "
+            "unnoticed, minutes of it stall everyone's file operations"
+        ),
+    ),
 }
 
 
@@ -77,8 +97,11 @@ def excess(**amounts: float) -> list[str]:
     for name, amount in amounts.items():
         limit, unit = most(name), LIMITS[name].unit
         if amount > limit:
-            shared = (f", this class's share of {LIMITS[name].most} {unit}"
-                      if limit < LIMITS[name].most else "")
+            shared = (
+                f", this class's share of {LIMITS[name].most} {unit}"
+                if limit < LIMITS[name].most
+                else ""
+            )
             problems.append(f"{amount:.0f} {unit} > {limit} {unit}{shared}")
     return problems
 
@@ -86,13 +109,14 @@ def excess(**amounts: float) -> list[str]:
 def refusal(what: str, problems: list[str], fix: str = "") -> LabError:
     """The one sentence that refuses `what` on a login node and names the way round it."""
     instead = f"{fix}, " if fix else ""
-    return LabError(f"{what} is too big for a shared login node ({'; '.join(problems)}); "
-                    f"{instead}run it in a batch job on a compute node, or pass {FLAG} "
-                    "(compute_node=True in Python) if the node is yours alone")
+    return LabError(
+        f"{what} is too big for a shared login node ({'; '.join(problems)}); "
+        f"{instead}run it in a batch job on a compute node, or pass {FLAG} "
+        "(compute_node=True in Python) if the node is yours alone"
+    )
 
 
-def check(what: str, *, fix: str = "", compute_node: bool | None = None,
-          **amounts: float) -> None:
+def check(what: str, *, fix: str = "", compute_node: bool | None = None, **amounts: float) -> None:
     """Refuse `what` if it exceeds a limit here, unless the limits are lifted.
 
     `amounts` are named as the keys of LIMITS (data_mib=..., files=..., ...); `fix` says how

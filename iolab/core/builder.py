@@ -23,16 +23,26 @@ def run_generator(script: str, dataset_dir: Path, *options: str, echo: bool = Fa
 
     A dataset that already verifies is reused by the script, so this is cheap when done.
     """
-    proc = subprocess.run([sys.executable, str(repo_root() / "data_generators" / script),
-                           "--data", str(dataset_dir), *options], text=True, capture_output=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(repo_root() / "data_generators" / script),
+            "--data",
+            str(dataset_dir),
+            *options,
+        ],
+        text=True,
+        capture_output=True,
+    )
     if echo:
         print(proc.stdout.rstrip())
     if proc.returncode != 0:
         raise LabError(proc.stderr.strip().removeprefix("error: "))
 
 
-def generate_dataset(dataset_dir: Path, files: int | None = None, seed: int | None = None,
-                     echo: bool = False) -> None:
+def generate_dataset(
+    dataset_dir: Path, files: int | None = None, seed: int | None = None, echo: bool = False
+) -> None:
     """Generate (or reuse) the dataset's files and manifest; the scripts' defaults otherwise."""
     options = ["--quiet"]
     if files is not None:
@@ -47,8 +57,13 @@ def archive_dataset(dataset_dir: Path, echo: bool = False) -> None:
     run_generator("create_archive.py", dataset_dir, echo=echo)
 
 
-def build_dataset(dataset_dir: Path, files: int | None = None, seed: int | None = None,
-                  archive: bool = True, echo: bool = False) -> Dataset:
+def build_dataset(
+    dataset_dir: Path,
+    files: int | None = None,
+    seed: int | None = None,
+    archive: bool = True,
+    echo: bool = False,
+) -> Dataset:
     """The verified dataset in `dataset_dir` (with its archive unless archive=False)."""
     generate_dataset(dataset_dir, files, seed, echo=echo)
     if archive:

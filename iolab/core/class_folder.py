@@ -60,25 +60,35 @@ class ClassFolder:
 
 def read_class(root: Path) -> ClassFolder:
     """The class in `root`, or one sentence on why `root` is not a finished class folder."""
-    fix = (f"ask your instructor for the class folder's path, or unset {CLASS_ENV} to work "
-           "on your own")
+    fix = (
+        f"ask your instructor for the class folder's path, or unset {CLASS_ENV} to work on your own"
+    )
     try:
         described = json.loads((root / CLASS_FILE).read_text())
         if described.get("schema") != CLASS_SCHEMA:
             raise ValueError("another schema")
-        return ClassFolder(root=root, name=str(described["name"]),
-                           learners=int(described["learners"]), slots=int(described["slots"]),
-                           workspaces_in=str(described["workspaces_in"]),
-                           made_by=str(described["made_by"]))
+        return ClassFolder(
+            root=root,
+            name=str(described["name"]),
+            learners=int(described["learners"]),
+            slots=int(described["slots"]),
+            workspaces_in=str(described["workspaces_in"]),
+            made_by=str(described["made_by"]),
+        )
     except FileNotFoundError:
-        raise LabError(f"{CLASS_ENV}={root} is not a finished class folder (it has no "
-                       f"{CLASS_FILE}, which `iolab class setup` writes last); {fix}") from None
+        raise LabError(
+            f"{CLASS_ENV}={root} is not a finished class folder (it has no "
+            f"{CLASS_FILE}, which `iolab class setup` writes last); {fix}"
+        ) from None
     except PermissionError:
-        raise LabError(f"{CLASS_ENV}={root} cannot be read by you (the class folder belongs to "
-                       "the class's group); ask your instructor to add you to it") from None
+        raise LabError(
+            f"{CLASS_ENV}={root} cannot be read by you (the class folder belongs to "
+            "the class's group); ask your instructor to add you to it"
+        ) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        raise LabError(f"{root / CLASS_FILE} is not a class description this lab can read; "
-                       f"{fix}") from None
+        raise LabError(
+            f"{root / CLASS_FILE} is not a class description this lab can read; {fix}"
+        ) from None
 
 
 def active_class() -> ClassFolder | None:
@@ -102,6 +112,7 @@ def heavy_turn(what: str) -> Iterator[str | None]:
         yield None
         return
     from iolab.core.class_queue import turn  # only in a class: every command's start-up
-                                             # passes through here (iolab.core.budget)
+
+    # passes through here (iolab.core.budget)
     with turn(joined.queue, joined.slots, what) as ticket:
         yield ticket

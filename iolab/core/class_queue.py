@@ -35,14 +35,20 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 from iolab.core.errors import LabError
-from iolab.core.safe_input import (INTEGER, NUMBER, TEXT, printable, read_checked_json,
-                                   record_problem)
+from iolab.core.safe_input import (
+    INTEGER,
+    NUMBER,
+    TEXT,
+    printable,
+    read_checked_json,
+    record_problem,
+)
 
 #: A ticket: process id and random hex (the owner is the file's, the order the kernel's).
 TICKET = re.compile(r"ticket-\d+-[0-9a-f]{16}")
@@ -91,30 +97,39 @@ def user_of(uid: int) -> str:
 
 
 def _unusable(queue_dir: Path) -> LabError:
-    return LabError(f"the class queue folder {queue_dir} is missing or not writable; ask the "
-                    "instructor to run `python -m iolab class setup` again")
+    return LabError(
+        f"the class queue folder {queue_dir} is missing or not writable; ask the "
+        "instructor to run `python -m iolab class setup` again"
+    )
 
 
 def bounds(queue_dir: Path) -> tuple[float, float]:
     """(silent_s, turn_s) as the instructor set them in the class's class.json (the queue
     folder's parent), else SILENT_S and TURN_S."""
+
     def problem(value: object) -> str | None:
         if not isinstance(value, dict):
             return "its content is not a JSON object"
         for key, (low, high) in BOUND_KEYS.items():
-            if key in value and (record_problem(value, {key: NUMBER})
-                                 or not low <= value[key] <= high):
+            if key in value and (
+                record_problem(value, {key: NUMBER}) or not low <= value[key] <= high
+            ):
                 return f"{key} is not a number of seconds from {low:g} to {high:g}"
         return None
 
     try:
-        described = read_checked_json(Path(queue_dir).parent / "class.json", problem,
-                                      "the class description",
-                                      "ask the instructor to run `class setup` again")
+        described = read_checked_json(
+            Path(queue_dir).parent / "class.json",
+            problem,
+            "the class description",
+            "ask the instructor to run `class setup` again",
+        )
     except (FileNotFoundError, NotADirectoryError):
         described = {}
-    return (float(described.get("queue_silent_s", SILENT_S)),
-            float(described.get("queue_turn_s", TURN_S)))
+    return (
+        float(described.get("queue_silent_s", SILENT_S)),
+        float(described.get("queue_turn_s", TURN_S)),
+    )
 
 
 def _create_locked(path: Path) -> int:
@@ -132,7 +147,7 @@ def _create_locked(path: Path) -> int:
 
 
 def _beat_of(ticket: str) -> str:
-    return "beat-" + ticket[len("ticket-"):]
+    return "beat-" + ticket[len("ticket-") :]
 
 
 def _beat_ns(queue_dir: Path, ticket: str, uid: int) -> int | None:
@@ -160,8 +175,7 @@ def _probe(queue_dir: Path, name: str) -> Seen | None:
         except BlockingIOError:
             text = os.read(fd, TICKET_MAX_BYTES).decode(errors="replace")
             beat = _beat_ns(queue_dir, name, seen.st_uid)
-            return Seen(name, seen.st_uid, seen.st_ctime_ns,
-                        max(beat or 0, seen.st_ctime_ns), text)
+            return Seen(name, seen.st_uid, seen.st_ctime_ns, max(beat or 0, seen.st_ctime_ns), text)
         if seen.st_uid == os.getuid() and time.time() - seen.st_mtime > STALE_AFTER_S:
             for left in (name, _beat_of(name)):
                 with contextlib.suppress(OSError):
@@ -180,9 +194,13 @@ def _live(queue_dir: Path, now_ns: int, silent_s: float) -> list[Seen]:
         names = os.listdir(queue_dir)
     except OSError:
         raise _unusable(queue_dir) from None
-    found = [seen for name in names if TICKET.fullmatch(name)
-             and (seen := _HELD.get(name) or _probe(queue_dir, name)) is not None
-             and (name in _HELD or now_ns - seen.beat_ns <= silent_s * 1e9)]
+    found = [
+        seen
+        for name in names
+        if TICKET.fullmatch(name)
+        and (seen := _HELD.get(name) or _probe(queue_dir, name)) is not None
+        and (name in _HELD or now_ns - seen.beat_ns <= silent_s * 1e9)
+    ]
     return sorted(found, key=lambda seen: (seen.arrived_ns, seen.name))
 
 
@@ -194,8 +212,9 @@ def _firsts(live: list[Seen]) -> list[Seen]:
     return list(firsts.values())
 
 
-def _ahead(places: list[Seen], mine: str, slots: int, in_slot: dict[str, float],
-           turn_s: float) -> int:
+def _ahead(
+    places: list[Seen], mine: str, slots: int, in_slot: dict[str, float], turn_s: float
+) -> int:
     """How many learners hold `mine` back: those before it, less any that has held a slot for
     more than `turn_s` since this waiter first saw it there (`in_slot`, monotonic seconds)."""
     ahead, now = 0, time.monotonic()
@@ -215,8 +234,7 @@ class _Heartbeat:
     def __init__(self, fd: int, every_s: float) -> None:
         self.fd, self.every_s = fd, every_s
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="class-queue-heartbeat",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._run, name="class-queue-heartbeat", daemon=True)
         self.thread.start()
 
     def beat(self) -> int:
@@ -239,9 +257,16 @@ def _say_on_stderr(message: str) -> None:
 
 
 @contextlib.contextmanager
-def turn(queue_dir: Path, slots: int, what: str, *, poll_s: float = 0.5,
-         say: Callable[[str], None] | None = None, silent_s: float | None = None,
-         turn_s: float | None = None) -> Iterator[str | None]:
+def turn(
+    queue_dir: Path,
+    slots: int,
+    what: str,
+    *,
+    poll_s: float = 0.5,
+    say: Callable[[str], None] | None = None,
+    silent_s: float | None = None,
+    turn_s: float | None = None,
+) -> Iterator[str | None]:
     """Wait until fewer than `slots` learners who arrived earlier are still waiting or running
     (alive, and not past the bounds: see the module), then run the block; a waiting learner is
     told their place whenever it changes. The block gets the ticket's name (None for a turn
@@ -261,8 +286,11 @@ def turn(queue_dir: Path, slots: int, what: str, *, poll_s: float = 0.5,
     say = say or _say_on_stderr
     name = f"ticket-{os.getpid()}-{secrets.token_hex(8)}"
     try:  # the heartbeat first: a ticket is never seen without its owner's heartbeat name taken
-        beat_fd = os.open(queue_dir / _beat_of(name),
-                          os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, TICKET_MODE)
+        beat_fd = os.open(
+            queue_dir / _beat_of(name),
+            os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW,
+            TICKET_MODE,
+        )
     except OSError:
         raise _unusable(queue_dir) from None
     fd, heart = -1, None
@@ -287,10 +315,12 @@ def turn(queue_dir: Path, slots: int, what: str, *, poll_s: float = 0.5,
                 place = _ahead(places, name, slots, in_slot, turn_s)
                 if not behind_own and place < slots:
                     break
-                message = (f"{what}: waiting for your own earlier heavy step to finish"
-                           if behind_own else
-                           f"{what}: waiting for a turn, place {place + 1} of {len(places)} "
-                           f"({slots} at a time in this class)")
+                message = (
+                    f"{what}: waiting for your own earlier heavy step to finish"
+                    if behind_own
+                    else f"{what}: waiting for a turn, place {place + 1} of {len(places)} "
+                    f"({slots} at a time in this class)"
+                )
                 if message != shown:
                     say(message)
                     shown = message
@@ -326,9 +356,15 @@ def waiting(queue_dir: Path) -> list[dict]:
         with contextlib.suppress(ValueError, RecursionError):
             described = json.loads(seen.text)
         usable = isinstance(described, dict) and not record_problem(described, TICKET_SCHEMA)
-        found.append({"user": user_of(seen.uid),
-                      **{key: described[key] if usable else "?"  # type: ignore[index]
-                         for key in TICKET_SCHEMA}})
+        found.append(
+            {
+                "user": user_of(seen.uid),
+                **{
+                    key: described[key] if usable else "?"  # type: ignore[index]
+                    for key in TICKET_SCHEMA
+                },
+            }
+        )
     return found
 
 

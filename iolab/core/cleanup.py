@@ -30,9 +30,18 @@ from pathlib import Path
 from iolab.core.errors import LabError
 from iolab.core.owned import open_dir, opened_parent, remove_marked
 from iolab.core.storage_areas import STORAGE_AREAS
-from iolab.core.workspace import (CREATION_MARKERS, LOCATION_MARKER, MADE_MARKER, WorkspaceEntry,
-                                  is_lab_made, location_names, mounts_under,
-                                  remove_if_only_marked, scratch_names, workdir)
+from iolab.core.workspace import (
+    CREATION_MARKERS,
+    LOCATION_MARKER,
+    MADE_MARKER,
+    WorkspaceEntry,
+    is_lab_made,
+    location_names,
+    mounts_under,
+    remove_if_only_marked,
+    scratch_names,
+    workdir,
+)
 
 #: Where per-user location directories may have been made (see iolab.storage.locations):
 #: the directory each storage area's variable names...
@@ -60,8 +69,10 @@ def unmount_lab_mounts(root: Path) -> None:
                 break
     still = mounts_under(mounts)
     if still:
-        raise LabError(f"{still[0]} is still mounted; unmount it (`fusermount3 -u {still[0]}` "
-                       "or `umount`) and run `make clean` again")
+        raise LabError(
+            f"{still[0]} is still mounted; unmount it (`fusermount3 -u {still[0]}` "
+            "or `umount`) and run `make clean` again"
+        )
 
 
 def location_dirs() -> list[tuple[Path, str]]:
@@ -107,9 +118,11 @@ def _report_left_alone(root: Path, left: list[Path]) -> None:
         return
     names = ", ".join(entry.name for entry in left[:SHOWN_LEFT_ALONE])
     more = f" and {len(left) - SHOWN_LEFT_ALONE} more" if len(left) > SHOWN_LEFT_ALONE else ""
-    print(f"left alone in {root} (no mark of the lab, or a mount inside): {names}{more}; "
-          "anything there made by an older version of the lab, or copied from a lab folder, "
-          "carries no valid mark: delete it yourself once you have checked it is not yours")
+    print(
+        f"left alone in {root} (no mark of the lab, or a mount inside): {names}{more}; "
+        "anything there made by an older version of the lab, or copied from a lab folder, "
+        "carries no valid mark: delete it yourself once you have checked it is not yours"
+    )
 
 
 def _clean_workspace(root: Path, problems: list[str]) -> list[Path]:
@@ -119,8 +132,9 @@ def _clean_workspace(root: Path, problems: list[str]) -> list[Path]:
     try:
         fd = open_dir(root)
     except OSError as err:
-        raise LabError(f"cannot open the workspace {root} ({err.strerror}); fix IOLAB_WORKDIR")\
-            from None
+        raise LabError(
+            f"cannot open the workspace {root} ({err.strerror}); fix IOLAB_WORKDIR"
+        ) from None
     try:
         for name in sorted(os.listdir(fd)):
             if name in CREATION_MARKERS:

@@ -26,21 +26,43 @@ import contextlib
 import hashlib
 import os
 import stat
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, Sequence
+from typing import BinaryIO
 
 from iolab.core.errors import LabError
-from iolab.core.owned import discard_owned
+
 # The manifest's format and reading live in iolab.core.manifest (what the readers import);
 # they are named here too, as every writer and checker of a dataset uses them.
-from iolab.core.manifest import (ARCHIVE_NAME, DATA_DIR, ENTRY_SCHEMA, MANIFEST_NAME,  # noqa: F401
-                                 MANIFEST_SCHEMA, MAX_FILES, compare_reading, create_command,
-                                 load_manifest, manifest_problem, rebuild_hint, verify_command)
-from iolab.core.safe_input import (COUNT, NUMBER, SHA256, NotRegularFile, UnsafeInput,
-                                   open_regular, read_checked_json, record_problem, regular_files,
-                                   unreadable)
+from iolab.core.manifest import (  # noqa: F401
+    ARCHIVE_NAME,
+    DATA_DIR,
+    ENTRY_SCHEMA,
+    MANIFEST_NAME,
+    MANIFEST_SCHEMA,
+    MAX_FILES,
+    compare_reading,
+    create_command,
+    load_manifest,
+    manifest_problem,
+    rebuild_hint,
+    verify_command,
+)
+from iolab.core.owned import discard_owned
+from iolab.core.safe_input import (
+    COUNT,
+    NUMBER,
+    SHA256,
+    NotRegularFile,
+    UnsafeInput,
+    open_regular,
+    read_checked_json,
+    record_problem,
+    regular_files,
+    unreadable,
+)
 from iolab.core.workspace import has_marker, replace_json, write_marker
 from iolab.core.writer_lock import LOCK_NAME
 
@@ -107,14 +129,17 @@ def read_data_file(dataset_dir: Path, rel: str) -> bytes:
         raise unreadable(path, err, rebuild_hint(dataset_dir)) from None
 
 
-
 # --------------------------------------------------------------------------- the manifest
 
 
 def manifest_entry(rel: str, payload: bytes, rows: int) -> dict:
     """One data file as the manifest lists it."""
-    return {"path": rel, "sha256": hashlib.sha256(payload).hexdigest(), "rows": rows,
-            "bytes": len(payload)}
+    return {
+        "path": rel,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "rows": rows,
+        "bytes": len(payload),
+    }
 
 
 def new_manifest(seed: int, entries: list[dict], directory_count: int, activity_sum: int) -> dict:
@@ -185,8 +210,9 @@ def verify_files(dataset_dir: Path, manifest: dict) -> list[str]:
     return problems
 
 
-def new_archive_info(dataset_dir: Path, archive: Path, members: int, payload_bytes: int,
-                     default_format_bytes: int) -> dict:
+def new_archive_info(
+    dataset_dir: Path, archive: Path, members: int, payload_bytes: int, default_format_bytes: int
+) -> dict:
     """What archive.json records about a finished archive (`archive` may have a partial name).
 
     `default_format_bytes` is the size Python's default tar format would have had: the
@@ -216,8 +242,13 @@ def write_archive_info(dataset_dir: Path, info: dict) -> None:
 
 
 ARCHIVE_INFO_SCHEMA = {
-    "members": COUNT, "payload_bytes": COUNT, "archive_bytes": COUNT, "archive_sha256": SHA256,
-    "overhead_ratio": NUMBER, "default_format_bytes": COUNT, "default_overhead_ratio": NUMBER,
+    "members": COUNT,
+    "payload_bytes": COUNT,
+    "archive_bytes": COUNT,
+    "archive_sha256": SHA256,
+    "overhead_ratio": NUMBER,
+    "default_format_bytes": COUNT,
+    "default_overhead_ratio": NUMBER,
     "manifest_sha256": SHA256,
 }
 
@@ -231,10 +262,12 @@ def load_archive_info(dataset_dir: Path) -> dict | None:
     cannot be read or is not what the lab writes."""
     dataset_dir = Path(dataset_dir)
     try:
-        return read_checked_json(dataset_dir / ARCHIVE_INFO_NAME,
-                                 lambda info: record_problem(info, ARCHIVE_INFO_SCHEMA),
-                                 "the archive description",
-                                 f"move it away and {_archive_fix(dataset_dir)}")
+        return read_checked_json(
+            dataset_dir / ARCHIVE_INFO_NAME,
+            lambda info: record_problem(info, ARCHIVE_INFO_SCHEMA),
+            "the archive description",
+            f"move it away and {_archive_fix(dataset_dir)}",
+        )
     except (FileNotFoundError, NotADirectoryError):
         return None
 
@@ -264,18 +297,25 @@ def verify_archive(dataset_dir: Path) -> list[str]:
     info = load_archive_info(dataset_dir)
     archive_st = _regular_or_none(archive, fix)
     if info is None:
-        return [f"{ARCHIVE_NAME} has no {ARCHIVE_INFO_NAME} to check it against; {rebuild}"] \
-            if archive_st is not None else []
+        return (
+            [f"{ARCHIVE_NAME} has no {ARCHIVE_INFO_NAME} to check it against; {rebuild}"]
+            if archive_st is not None
+            else []
+        )
     if archive_st is None:
         return [f"{ARCHIVE_NAME} is missing though {ARCHIVE_INFO_NAME} describes it; {rebuild}"]
     if archive_st.st_size != info["archive_bytes"]:
-        return [f"{ARCHIVE_NAME} has {archive_st.st_size} bytes, {ARCHIVE_INFO_NAME} says "
-                f"{info['archive_bytes']} (truncated or replaced); {rebuild}"]
+        return [
+            f"{ARCHIVE_NAME} has {archive_st.st_size} bytes, {ARCHIVE_INFO_NAME} says "
+            f"{info['archive_bytes']} (truncated or replaced); {rebuild}"
+        ]
     if sha256_in_dataset(archive, fix) != info["archive_sha256"]:
         return [f"{ARCHIVE_NAME} differs from its sha256 in {ARCHIVE_INFO_NAME}; {rebuild}"]
     manifest = dataset_dir / MANIFEST_NAME
-    if (_regular_or_none(manifest, rebuild_hint(dataset_dir)) is None
-            or sha256_in_dataset(manifest, rebuild_hint(dataset_dir)) != info["manifest_sha256"]):
+    if (
+        _regular_or_none(manifest, rebuild_hint(dataset_dir)) is None
+        or sha256_in_dataset(manifest, rebuild_hint(dataset_dir)) != info["manifest_sha256"]
+    ):
         return [f"{ARCHIVE_NAME} was made from another version of the dataset; {rebuild}"]
     return []
 
@@ -321,8 +361,14 @@ def present(directory: Path, names: Sequence[str]) -> list[str]:
     return [name for name in names if os.path.lexists(Path(directory) / name)]
 
 
-def claim_folder(directory: Path, found: Sequence[str], marker: str, text: str,
-                 verified: Callable[[Path], bool], hint: str) -> None:
+def claim_folder(
+    directory: Path,
+    found: Sequence[str],
+    marker: str,
+    text: str,
+    verified: Callable[[Path], bool],
+    hint: str,
+) -> None:
     """Make `directory` the lab's before a writer replaces anything in it, or refuse in one
     sentence naming the first of `found` (the names it would replace that are there).
 
@@ -336,13 +382,17 @@ def claim_folder(directory: Path, found: Sequence[str], marker: str, text: str,
     if has_marker(directory, marker):
         return
     if found and not verified(directory):
-        raise LabError(f"{directory / found[0]} exists but was not written by this lab, and the "
-                       f"lab does not replace or delete what it did not write; {hint}")
+        raise LabError(
+            f"{directory / found[0]} exists but was not written by this lab, and the "
+            f"lab does not replace or delete what it did not write; {hint}"
+        )
     try:
         write_marker(directory, marker, text)
     except OSError as err:
-        raise LabError(f"cannot write {directory / marker} ({err.strerror or err}); choose a "
-                       "folder of yours that you can write in") from None
+        raise LabError(
+            f"cannot write {directory / marker} ({err.strerror or err}); choose a "
+            "folder of yours that you can write in"
+        ) from None
 
 
 def create_new(path: Path) -> BinaryIO:
@@ -362,5 +412,3 @@ def discard_path(path: Path) -> None:
     else:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-
-

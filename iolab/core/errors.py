@@ -17,7 +17,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Iterator, NoReturn
+from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 #: The exit status of an interrupted command, whether by Ctrl-C or SIGTERM (128 + SIGINT).
 INTERRUPTED_EXIT = 130
@@ -127,8 +128,10 @@ def leave(code: int) -> NoReturn:
     mpi4py loaded, gets Python's usual exit instead.
     """
     if "mpi4py.MPI" in sys.modules or any(
-            thread.is_alive() and not thread.daemon for thread in threading.enumerate()
-            if thread is not threading.main_thread()):
+        thread.is_alive() and not thread.daemon
+        for thread in threading.enumerate()
+        if thread is not threading.main_thread()
+    ):
         sys.exit(code)
     atexit._run_exitfuncs()
     try:
@@ -207,8 +210,9 @@ def interrupts_held() -> Iterator[None]:
         return
     received: list[int] = []
     held = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
-                for sig in held}
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in held
+    }
     try:
         yield
     finally:

@@ -34,10 +34,11 @@ import resource
 import tarfile
 import time
 import warnings
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Generator, Iterable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, cast
 
 from iolab.core import shards as sh
 from iolab.core.errors import LabError
@@ -48,8 +49,10 @@ if TYPE_CHECKING:
 
 SOURCES = ("files", "shards")
 Sample = tuple[str, bytes]
-NO_TORCH = ("PyTorch is not installed, so there are no DataLoader workers; read without "
-            "workers (webdataset alone, --workers omitted) or install it with `make torch`")
+NO_TORCH = (
+    "PyTorch is not installed, so there are no DataLoader workers; read without "
+    "workers (webdataset alone, --workers omitted) or install it with `make torch`"
+)
 
 
 def torch_available() -> bool:
@@ -108,19 +111,30 @@ def _shard_set(shards: Path | Sequence[Path]) -> tuple[list[Path], str]:
     return paths, sh.load_shard_index(paths[0].parent)["payload_ext"]
 
 
-def _webdataset(shards: Path | Sequence[Path], shardshuffle: int | bool, seed: int, buffer_size: int):
+def _webdataset(
+    shards: Path | Sequence[Path], shardshuffle: int | bool, seed: int, buffer_size: int
+):
     import webdataset as wds  # imports torch when installed (seconds): only when shards are read
 
     paths, ext = _shard_set(shards)
-    dataset = wds.WebDataset([str(path) for path in paths], shardshuffle=shardshuffle, seed=seed,
-                             empty_check=False, verbose=0)
+    dataset = wds.WebDataset(
+        [str(path) for path in paths],
+        shardshuffle=shardshuffle,
+        seed=seed,
+        empty_check=False,
+        verbose=0,
+    )
     if buffer_size > 0:
         dataset = dataset.shuffle(buffer_size, seed=seed)
     return dataset.map(_KeyPayload(ext))
 
 
-def shard_samples(shards: Path | Sequence[Path], shardshuffle: int | bool = False, seed: int = 0,
-                  buffer_size: int = 0) -> Iterator[Sample]:
+def shard_samples(
+    shards: Path | Sequence[Path],
+    shardshuffle: int | bool = False,
+    seed: int = 0,
+    buffer_size: int = 0,
+) -> Iterator[Sample]:
     """Samples read by webdataset from shards (a dataset directory or a list of shard paths).
 
     shardshuffle=False reads shards in order; a number N shuffles the shard list with a
@@ -153,10 +167,16 @@ def _chunks(items: Iterator[Sample], size: int) -> Iterator[list[Sample]]:
         yield chunk
 
 
-def batches(dataset_dir: Path, source: str = "files", workers: int | None = None,
-            batch_size: int = 32, sampler: Iterable[int] | None = None,
-            shardshuffle: int | bool = False,
-            buffer_size: int = 0, seed: int = 0) -> Generator[list[Sample], None, None]:
+def batches(
+    dataset_dir: Path,
+    source: str = "files",
+    workers: int | None = None,
+    batch_size: int = 32,
+    sampler: Iterable[int] | None = None,
+    shardshuffle: int | bool = False,
+    buffer_size: int = 0,
+    seed: int = 0,
+) -> Generator[list[Sample], None, None]:
     """Batches of samples as a training loop receives them; see the module docstring.
 
     Bad arguments are refused here, before any reading starts (not at the first batch).
@@ -166,22 +186,35 @@ def batches(dataset_dir: Path, source: str = "files", workers: int | None = None
     if batch_size < 1:
         raise LabError(f"the batch size must be at least 1, not {batch_size}")
     if sampler is not None and source == "shards":
-        raise LabError("a sampler needs random access, which shards do not give; use "
-                       "shardshuffle= and buffer_size= for shards, or read files")
+        raise LabError(
+            "a sampler needs random access, which shards do not give; use "
+            "shardshuffle= and buffer_size= for shards, or read files"
+        )
     if workers is not None and workers < 0:
         raise LabError(f"the number of workers must be 0 or more, not {workers}")
     if workers is not None and not torch_available():
         raise LabError(NO_TORCH)
-    return _batches(Path(dataset_dir), source, workers, batch_size, sampler, shardshuffle,
-                    buffer_size, seed)
+    return _batches(
+        Path(dataset_dir), source, workers, batch_size, sampler, shardshuffle, buffer_size, seed
+    )
 
 
-def _batches(dataset_dir: Path, source: str, workers: int | None, batch_size: int,
-             sampler: Iterable[int] | None, shardshuffle: int | bool, buffer_size: int,
-             seed: int) -> Generator[list[Sample], None, None]:
+def _batches(
+    dataset_dir: Path,
+    source: str,
+    workers: int | None,
+    batch_size: int,
+    sampler: Iterable[int] | None,
+    shardshuffle: int | bool,
+    buffer_size: int,
+    seed: int,
+) -> Generator[list[Sample], None, None]:
     if workers is None:
-        items = (file_samples(dataset_dir, sampler) if source == "files"
-                 else shard_samples(dataset_dir, shardshuffle, seed, buffer_size))
+        items = (
+            file_samples(dataset_dir, sampler)
+            if source == "files"
+            else shard_samples(dataset_dir, shardshuffle, seed, buffer_size)
+        )
         yield from _chunks(items, batch_size)
         return
     from torch.utils.data import DataLoader
@@ -194,11 +227,18 @@ def _batches(dataset_dir: Path, source: str, workers: int | None, batch_size: in
             # torch takes any object with __getitem__ and __len__ as a map-style dataset; its
             # stubs want its Dataset class, which the core cannot subclass (torch is optional)
             files = cast("TorchDataset[Sample]", FileDataset(dataset_dir))
-            loader = DataLoader(files, batch_size=batch_size, sampler=sampler,
-                                num_workers=workers, collate_fn=_as_list)
+            loader = DataLoader(
+                files,
+                batch_size=batch_size,
+                sampler=sampler,
+                num_workers=workers,
+                collate_fn=_as_list,
+            )
         else:
             dataset = _webdataset(dataset_dir, shardshuffle, seed, buffer_size)
-            loader = DataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=_as_list)
+            loader = DataLoader(
+                dataset, batch_size=batch_size, num_workers=workers, collate_fn=_as_list
+            )
         loading = iter(loader)
     yield from loading
 
@@ -231,20 +271,35 @@ class ReadResult:
 
     def row(self) -> dict:
         """One tidy row, units in the column names."""
-        return {"source": self.source, "workers": "none" if self.workers is None else str(self.workers),
-                "samples": self.samples, "payload_bytes": self.payload_bytes,
-                "wall_s": self.wall_s, "cpu_s": self.cpu_s, "samples_per_s": self.samples_per_s,
-                "bw_MiBps": self.bw_MiBps, "mean": self.mean}
+        return {
+            "source": self.source,
+            "workers": "none" if self.workers is None else str(self.workers),
+            "samples": self.samples,
+            "payload_bytes": self.payload_bytes,
+            "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
+            "samples_per_s": self.samples_per_s,
+            "bw_MiBps": self.bw_MiBps,
+            "mean": self.mean,
+        }
 
 
 def _cpu_seconds() -> float:
     """CPU time of this process and its reaped children (finished DataLoader workers)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def read_throughput(dataset_dir: Path, source: str = "files", workers: int | None = None,
-                    batch_size: int = 32, limit: int | None = None) -> ReadResult:
+def read_throughput(
+    dataset_dir: Path,
+    source: str = "files",
+    workers: int | None = None,
+    batch_size: int = 32,
+    limit: int | None = None,
+) -> ReadResult:
     """Read (up to `limit`) samples once and time it, worker start-up included.
 
     Each payload is decoded to its value (activity levels, or the label) so the read is
@@ -274,12 +329,22 @@ def read_throughput(dataset_dir: Path, source: str = "files", workers: int | Non
             detail = f"{err.strerror}: {err.filename}"
         else:
             detail = " ".join(str(err.args[0] if err.args else err).split())
-        raise LabError(f"the {source} of {dataset_dir} could not be read ({type(err).__name__}: "
-                       f"{detail}); rebuild them with the generator that made them") from None
+        raise LabError(
+            f"the {source} of {dataset_dir} could not be read ({type(err).__name__}: "
+            f"{detail}); rebuild them with the generator that made them"
+        ) from None
     finally:
         stream.close()  # stops DataLoader workers now, so their CPU time is counted
-    return ReadResult(source, workers, samples, payload, time.perf_counter() - wall_start,
-                      _cpu_seconds() - cpu_start, value_sum, value_count)
+    return ReadResult(
+        source,
+        workers,
+        samples,
+        payload,
+        time.perf_counter() - wall_start,
+        _cpu_seconds() - cpu_start,
+        value_sum,
+        value_count,
+    )
 
 
 def expected_result(dataset_dir: Path) -> dict:
@@ -306,13 +371,19 @@ def _expected_sums(dataset_dir: Path, source: str) -> tuple[int, int, int, str]:
             else:
                 sums = index["label_sum"], index["sample_count"]
         except (KeyError, TypeError):
-            raise LabError(f"the shard index in {dataset.shards_dir} is corrupted; rebuild "
-                           "the shards with the generator that made them") from None
+            raise LabError(
+                f"the shard index in {dataset.shards_dir} is corrupted; rebuild "
+                "the shards with the generator that made them"
+            ) from None
         return index["sample_count"], *sums, "their index"
     manifest = dataset.manifest
     if dataset.kind == ACTIVITY:
-        return (manifest["file_count"], manifest["activity_sum"], manifest["total_rows"],
-                "the manifest")
+        return (
+            manifest["file_count"],
+            manifest["activity_sum"],
+            manifest["total_rows"],
+            "the manifest",
+        )
     return manifest["count"], manifest["label_sum"], manifest["count"], "the manifest"
 
 
@@ -325,8 +396,10 @@ def check_full_read(dataset_dir: Path, source: str, result: ReadResult) -> None:
     samples, value_sum, value_count, proof = _expected_sums(dataset_dir, source)
     if (result.samples, result.value_sum, result.value_count) == (samples, value_sum, value_count):
         return
-    what = ("samples" if result.samples != samples else "values (a sample was changed)")
-    raise LabError(f"the {source} of {dataset_dir} do not match {proof}: {result.samples} samples "
-                   f"with a value sum of {result.value_sum} were read, {proof} says {samples} "
-                   f"with {value_sum}, so the {what} differ; rebuild them with the generator "
-                   "that made them")
+    what = "samples" if result.samples != samples else "values (a sample was changed)"
+    raise LabError(
+        f"the {source} of {dataset_dir} do not match {proof}: {result.samples} samples "
+        f"with a value sum of {result.value_sum} were read, {proof} says {samples} "
+        f"with {value_sum}, so the {what} differ; rebuild them with the generator "
+        "that made them"
+    )

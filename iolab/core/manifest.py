@@ -8,12 +8,22 @@ time, and the lab should add as little to it as Python allows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from iolab.core.errors import LabError
-from iolab.core.safe_input import (COUNT, DAY, INTEGER, NUMBER, SHA256, TEXT, field_check,
-                                   list_of, read_checked_json, record_problem)
+from iolab.core.safe_input import (
+    COUNT,
+    DAY,
+    INTEGER,
+    NUMBER,
+    SHA256,
+    TEXT,
+    field_check,
+    list_of,
+    read_checked_json,
+    record_problem,
+)
 
 DATA_DIR = "data"
 MANIFEST_NAME = "manifest.json"
@@ -51,9 +61,17 @@ DATA_PATH = field_check(_is_data_path, f"a path inside the dataset's {DATA_DIR}/
 
 ENTRY_SCHEMA = {"path": DATA_PATH, "sha256": SHA256, "rows": COUNT, "bytes": COUNT}
 MANIFEST_SCHEMA = {
-    "format_version": COUNT, "generator": TEXT, "seed": INTEGER, "first_day": DAY,
-    "file_count": COUNT, "directory_count": COUNT, "total_rows": COUNT, "total_bytes": COUNT,
-    "activity_sum": COUNT, "expected_mean": NUMBER, "files": list_of(ENTRY_SCHEMA),
+    "format_version": COUNT,
+    "generator": TEXT,
+    "seed": INTEGER,
+    "first_day": DAY,
+    "file_count": COUNT,
+    "directory_count": COUNT,
+    "total_rows": COUNT,
+    "total_bytes": COUNT,
+    "activity_sum": COUNT,
+    "expected_mean": NUMBER,
+    "files": list_of(ENTRY_SCHEMA),
 }
 
 
@@ -74,18 +92,26 @@ def manifest_problem(manifest: object) -> str | None:
 def _why_no_manifest(dataset_dir: Path) -> str:
     """Why there is no manifest, in the words the user needs: missing folder, a file, or unfinished."""
     if not dataset_dir.exists():
-        return (f"no dataset at {dataset_dir}: the folder does not exist; create it with "
-                f"{create_command(dataset_dir)}")
+        return (
+            f"no dataset at {dataset_dir}: the folder does not exist; create it with "
+            f"{create_command(dataset_dir)}"
+        )
     if not dataset_dir.is_dir():
-        return (f"{dataset_dir} is a file, not a dataset folder; give the folder that holds "
-                f"{MANIFEST_NAME} (by default workspace/dataset)")
+        return (
+            f"{dataset_dir} is a file, not a dataset folder; give the folder that holds "
+            f"{MANIFEST_NAME} (by default workspace/dataset)"
+        )
     from iolab.core.writer_lock import LOCK_NAME  # only on this error path: readers start fast
 
     if (dataset_dir / DATA_DIR).exists() or (dataset_dir / LOCK_NAME).exists():
-        return (f"no complete dataset in {dataset_dir} (no {MANIFEST_NAME}: its generation was "
-                f"interrupted or is still running); create it with {create_command(dataset_dir)}")
-    return (f"no dataset manifest at {dataset_dir / MANIFEST_NAME}; create the dataset with "
-            f"{create_command(dataset_dir)}")
+        return (
+            f"no complete dataset in {dataset_dir} (no {MANIFEST_NAME}: its generation was "
+            f"interrupted or is still running); create it with {create_command(dataset_dir)}"
+        )
+    return (
+        f"no dataset manifest at {dataset_dir / MANIFEST_NAME}; create the dataset with "
+        f"{create_command(dataset_dir)}"
+    )
 
 
 def load_manifest(dataset_dir: Path) -> dict:
@@ -93,14 +119,16 @@ def load_manifest(dataset_dir: Path) -> dict:
     and how to fix it (UnsafeInput for a manifest the lab did not write as it is)."""
     dataset_dir = Path(dataset_dir)
     try:
-        return read_checked_json(dataset_dir / MANIFEST_NAME, manifest_problem, "the manifest",
-                                 rebuild_hint(dataset_dir))
+        return read_checked_json(
+            dataset_dir / MANIFEST_NAME, manifest_problem, "the manifest", rebuild_hint(dataset_dir)
+        )
     except (FileNotFoundError, NotADirectoryError):
         raise LabError(_why_no_manifest(dataset_dir)) from None
 
 
-def compare_reading(manifest: dict, observed: Sequence[tuple[str, int]], unit: str,
-                    rows: int, activity_sum: int) -> list[str]:
+def compare_reading(
+    manifest: dict, observed: Sequence[tuple[str, int]], unit: str, rows: int, activity_sum: int
+) -> list[str]:
     """Problems of a reading against the manifest; empty when it read exactly the dataset.
 
     `observed` is what a reader saw, one (path, amount) per file or archive member in the
@@ -113,14 +141,20 @@ def compare_reading(manifest: dict, observed: Sequence[tuple[str, int]], unit: s
     extra = sorted(seen.keys() - expected.keys())
     problems = []
     if missing:
-        problems.append(f"{missing[0]} is missing" + (f" ({len(missing)} files in all)"
-                                                      if len(missing) > 1 else ""))
+        problems.append(
+            f"{missing[0]} is missing"
+            + (f" ({len(missing)} files in all)" if len(missing) > 1 else "")
+        )
     if extra:
-        problems.append(f"{extra[0]} is not in the manifest" + (f" ({len(extra)} files in all)"
-                                                                if len(extra) > 1 else ""))
+        problems.append(
+            f"{extra[0]} is not in the manifest"
+            + (f" ({len(extra)} files in all)" if len(extra) > 1 else "")
+        )
     if len(observed) != manifest["file_count"] and not (missing or extra):
-        problems.append(f"{len(observed)} files were read, the manifest lists "
-                        f"{manifest['file_count']} (a file was read twice)")
+        problems.append(
+            f"{len(observed)} files were read, the manifest lists "
+            f"{manifest['file_count']} (a file was read twice)"
+        )
     wrong = [(rel, n) for rel, n in observed if rel in expected and n != expected[rel][unit]]
     if wrong:
         rel, n = wrong[0]
@@ -128,6 +162,8 @@ def compare_reading(manifest: dict, observed: Sequence[tuple[str, int]], unit: s
     if not problems and rows != manifest["total_rows"]:
         problems.append(f"{rows} rows were parsed, the manifest says {manifest['total_rows']}")
     if not problems and activity_sum != manifest["activity_sum"]:
-        problems.append(f"the activity levels add up to {activity_sum}, the manifest says "
-                        f"{manifest['activity_sum']} (a value was changed)")
+        problems.append(
+            f"the activity levels add up to {activity_sum}, the manifest says "
+            f"{manifest['activity_sum']} (a value was changed)"
+        )
     return problems

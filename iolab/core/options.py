@@ -21,9 +21,10 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from iolab.core.budget import LIMITS
 from iolab.core.errors import LabError
@@ -79,11 +80,14 @@ class BoundedNumber:
             value = self.kind(text)
         except ValueError:
             noun = "a whole number" if self.kind is int else "a number"
-            raise LabError(f"{self.option} takes {noun}, not {text!r}; choose "
-                           f"{self.bounds.text()}") from None
+            raise LabError(
+                f"{self.option} takes {noun}, not {text!r}; choose {self.bounds.text()}"
+            ) from None
         if not self.bounds.contains(value):
-            raise LabError(f"{self.option} {text} is out of range; choose {self.bounds.text()} "
-                           f"({self.bounds.why})")
+            raise LabError(
+                f"{self.option} {text} is out of range; choose {self.bounds.text()} "
+                f"({self.bounds.why})"
+            )
         return value
 
 
@@ -99,10 +103,12 @@ def float_option(option: str, bounds: Bounds) -> BoundedNumber:
 
 def text_option(option: str, what: str) -> Callable[[str], str]:
     """An argparse type: non-blank text, else a LabError naming `option` and what it names."""
+
     def parse(text: str) -> str:
         if not text.strip():
             raise LabError(f"{option} was given an empty value; give {what}")
         return text
+
     return parse
 
 
@@ -120,19 +126,33 @@ MOST_PROCESSES = 256
 
 def process_bounds(low: int, unit: str) -> Bounds:
     """`low` to MOST_PROCESSES processes of one kind (workers, ranks, processes)."""
-    return Bounds(low, MOST_PROCESSES, unit, "more than the largest nodes have cores would "
-                  "only take turns, and measure the scheduler rather than the storage")
+    return Bounds(
+        low,
+        MOST_PROCESSES,
+        unit,
+        "more than the largest nodes have cores would "
+        "only take turns, and measure the scheduler rather than the storage",
+    )
 
 
 #: Shuffle seeds.
-SEEDS = Bounds(0, 2**32 - 1, "", "random.Random shuffles -n exactly as n, and numpy and torch "
-               "take seeds up to 2**32 - 1")
+SEEDS = Bounds(
+    0,
+    2**32 - 1,
+    "",
+    "random.Random shuffles -n exactly as n, and numpy and torch take seeds up to 2**32 - 1",
+)
 #: The largest sample make_images.py writes (its MAX_SAMPLE_KB), in MiB.
 LARGEST_SAMPLE_MIB = 8
 #: Samples per batch, all held in memory at once.
-BATCH_SAMPLES = Bounds(1, LIMITS["data_mib"].most // LARGEST_SAMPLE_MIB, "samples", "a batch "
-                       f"is held in memory, and this many samples of up to {LARGEST_SAMPLE_MIB} "
-                       f"MiB are the {LIMITS['data_mib'].most} MiB a run may hold on a login node")
+BATCH_SAMPLES = Bounds(
+    1,
+    LIMITS["data_mib"].most // LARGEST_SAMPLE_MIB,
+    "samples",
+    "a batch "
+    f"is held in memory, and this many samples of up to {LARGEST_SAMPLE_MIB} "
+    f"MiB are the {LIMITS['data_mib'].most} MiB a run may hold on a login node",
+)
 
 
 class RenamedOption(argparse.Action):
@@ -141,37 +161,65 @@ class RenamedOption(argparse.Action):
     With nargs=0 it is a switch and stores `const`, like the store_const flag it renames.
     """
 
-    def __init__(self, option_strings: Sequence[str], dest: str, new_name: str = "",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, new_name: str = "", **kwargs: Any
+    ) -> None:
         self.new_name = new_name
         super().__init__(option_strings, dest, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        print(f"note: {option_string} is now {self.new_name}; the old name will be removed in "
-              "the next release", file=sys.stderr)
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"note: {option_string} is now {self.new_name}; the old name will be removed in "
+            "the next release",
+            file=sys.stderr,
+        )
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
-def add_renamed(parser: argparse.ArgumentParser | argparse._ArgumentGroup, new_name: str,
-                old_names: Sequence[str], dest: str, **kwargs: Any) -> None:
+def add_renamed(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    new_name: str,
+    old_names: Sequence[str],
+    dest: str,
+    **kwargs: Any,
+) -> None:
     """Accept `old_names` as hidden spellings of `new_name` (same destination and type)."""
     for old in old_names:
-        parser.add_argument(old, dest=dest, action=RenamedOption, new_name=new_name,
-                            help=argparse.SUPPRESS, **kwargs)
+        parser.add_argument(
+            old,
+            dest=dest,
+            action=RenamedOption,
+            new_name=new_name,
+            help=argparse.SUPPRESS,
+            **kwargs,
+        )
 
 
-def add_data_option(parser: argparse.ArgumentParser, help: str, *, required: bool = False,
-                    default: Path | None = None, old_names: Sequence[str] = ()) -> None:
+def add_data_option(
+    parser: argparse.ArgumentParser,
+    help: str,
+    *,
+    required: bool = False,
+    default: Path | None = None,
+    old_names: Sequence[str] = (),
+) -> None:
     """`--data DIR` into `args.dataset_dir`, with the command's old names for it."""
     where = parser.add_mutually_exclusive_group(required=required) if old_names else parser
-    kwargs: dict[str, Any] = {"type": path_option("--data"), "metavar": "DIR",
-                              "dest": "dataset_dir"}
+    kwargs: dict[str, Any] = {
+        "type": path_option("--data"),
+        "metavar": "DIR",
+        "dest": "dataset_dir",
+    }
     if not required:
         kwargs["default"] = default
     if where is parser:
         parser.add_argument("--data", required=required, help=help, **kwargs)
         return
     where.add_argument("--data", help=help, **kwargs)
-    add_renamed(where, "--data", old_names, dest="dataset_dir", type=kwargs["type"],
-                metavar="DIR")
+    add_renamed(where, "--data", old_names, dest="dataset_dir", type=kwargs["type"], metavar="DIR")

@@ -39,8 +39,8 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from iolab.core.errors import LabError, interrupts_held
 
@@ -76,16 +76,30 @@ class _StatxTime(ctypes.Structure):
 class _Statx(ctypes.Structure):
     """struct statx of <linux/stat.h> (256 bytes), named up to stx_mnt_id."""
 
-    _fields_ = [("mask", ctypes.c_uint32), ("blksize", ctypes.c_uint32),
-                ("attributes", ctypes.c_uint64), ("nlink", ctypes.c_uint32),
-                ("uid", ctypes.c_uint32), ("gid", ctypes.c_uint32), ("mode", ctypes.c_uint16),
-                ("spare0", ctypes.c_uint16), ("ino", ctypes.c_uint64), ("size", ctypes.c_uint64),
-                ("blocks", ctypes.c_uint64), ("attributes_mask", ctypes.c_uint64),
-                ("atime", _StatxTime), ("btime", _StatxTime), ("ctime", _StatxTime),
-                ("mtime", _StatxTime), ("rdev_major", ctypes.c_uint32),
-                ("rdev_minor", ctypes.c_uint32), ("dev_major", ctypes.c_uint32),
-                ("dev_minor", ctypes.c_uint32), ("mnt_id", ctypes.c_uint64),
-                ("spare", ctypes.c_uint64 * 13)]
+    _fields_ = [
+        ("mask", ctypes.c_uint32),
+        ("blksize", ctypes.c_uint32),
+        ("attributes", ctypes.c_uint64),
+        ("nlink", ctypes.c_uint32),
+        ("uid", ctypes.c_uint32),
+        ("gid", ctypes.c_uint32),
+        ("mode", ctypes.c_uint16),
+        ("spare0", ctypes.c_uint16),
+        ("ino", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("blocks", ctypes.c_uint64),
+        ("attributes_mask", ctypes.c_uint64),
+        ("atime", _StatxTime),
+        ("btime", _StatxTime),
+        ("ctime", _StatxTime),
+        ("mtime", _StatxTime),
+        ("rdev_major", ctypes.c_uint32),
+        ("rdev_minor", ctypes.c_uint32),
+        ("dev_major", ctypes.c_uint32),
+        ("dev_minor", ctypes.c_uint32),
+        ("mnt_id", ctypes.c_uint64),
+        ("spare", ctypes.c_uint64 * 13),
+    ]
 
 
 _AT_EMPTY_PATH = 0x1000
@@ -100,8 +114,13 @@ def _statx_call() -> Callable[..., int] | None:
         call = ctypes.CDLL(None, use_errno=True).statx
     except (OSError, AttributeError):
         return None
-    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint,
-                     ctypes.POINTER(_Statx)]
+    call.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_Statx),
+    ]
     call.restype = ctypes.c_int
     return call
 
@@ -205,8 +224,9 @@ def _seal(marker: int, folder: int) -> str:
 def _seal_of(folder: int, name: str) -> str:
     """The seal of marker `name` of the open `folder`, opened afresh: a network file system
     revalidates attributes on open, so the ctime is the server's, not a cached one."""
-    marker = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=folder)
+    marker = os.open(
+        name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
+    )
     try:
         return _seal(marker, folder)
     finally:
@@ -217,20 +237,28 @@ def _record(secret: int, seal: str) -> None:
     """Write the registry entry of a new marker, created afresh (never through a link)."""
     registry = _open_registry(create=True)
     if registry is None:
-        raise LabError(f"cannot keep the lab's record of its folders in {registry_dir()}: it "
-                       f"must be a folder of yours that only you can write; fix it, or set "
-                       f"{STATE_ENV} to a folder of your own")
+        raise LabError(
+            f"cannot keep the lab's record of its folders in {registry_dir()}: it "
+            f"must be a folder of yours that only you can write; fix it, or set "
+            f"{STATE_ENV} to a folder of your own"
+        )
     try:
-        entry = os.open(_entry_name(secret), os.O_WRONLY | os.O_CREAT | os.O_EXCL |
-                        os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE, dir_fd=registry)
+        entry = os.open(
+            _entry_name(secret),
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE_MODE,
+            dir_fd=registry,
+        )
         try:
             os.write(entry, (seal + "\n").encode())
         finally:
             os.close(entry)
     except OSError as err:
-        raise LabError(f"cannot write the lab's record of its folders in {registry_dir()} "
-                       f"({err.strerror or err}); free some space there, or set {STATE_ENV} "
-                       "to a folder of your own") from None
+        raise LabError(
+            f"cannot write the lab's record of its folders in {registry_dir()} "
+            f"({err.strerror or err}); free some space there, or set {STATE_ENV} "
+            "to a folder of your own"
+        ) from None
     finally:
         os.close(registry)
 
@@ -241,8 +269,11 @@ def _sealed(secret: int, seal: str) -> bool:
     if registry is None:
         return False
     try:
-        entry = os.open(_entry_name(secret), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
-                        os.O_CLOEXEC, dir_fd=registry)
+        entry = os.open(
+            _entry_name(secret),
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            dir_fd=registry,
+        )
     except OSError:
         return False
     finally:
@@ -286,8 +317,12 @@ def _parse_identity(text: str) -> dict[str, int] | None:
     for line in text.splitlines():
         if line.startswith(IDENTITY_PREFIX):
             try:
-                return {key: int(value) for key, value in
-                        (item.split("=", 1) for item in line[len(IDENTITY_PREFIX):].split())}
+                return {
+                    key: int(value)
+                    for key, value in (
+                        item.split("=", 1) for item in line[len(IDENTITY_PREFIX) :].split()
+                    )
+                }
             except ValueError:
                 return None
     return None
@@ -318,8 +353,9 @@ def _read_marker(fd: int, name: str) -> tuple[dict[str, int], str] | None:
     try:
         if not is_own_dir(fd):
             return None
-        marker = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=fd)
+        marker = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd
+        )
     except OSError:
         return None
     try:
@@ -394,15 +430,21 @@ def write_marker_at(fd: int, name: str, text: str) -> None:
     and the LabError says why.
     """
     if not is_own_dir(fd):
-        raise LabError("refusing to mark a folder that is not yours as the lab's; choose a "
-                       "folder of your own (--data, or IOLAB_WORKDIR)")
+        raise LabError(
+            "refusing to mark a folder that is not yours as the lab's; choose a "
+            "folder of your own (--data, or IOLAB_WORKDIR)"
+        )
     replaced = _marker_secret(fd, name)
     secret = secrets.randbits(SECRET_BITS)
     partial = f"{name}.{os.getpid()}.partial"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(partial, dir_fd=fd)
-    marker = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     PRIVATE_FILE_MODE, dir_fd=fd)
+    marker = os.open(
+        partial,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        PRIVATE_FILE_MODE,
+        dir_fd=fd,
+    )
     state = "partial"
     try:
         try:
@@ -535,8 +577,7 @@ def _delete_entry(fd: int, name: str, left: list[str], prefix: str) -> None:
             os.rmdir(name, dir_fd=fd)
 
 
-def _empty_folder(fd: int, left: list[str], prefix: str = "",
-                  keep: tuple[str, ...] = ()) -> None:
+def _empty_folder(fd: int, left: list[str], prefix: str = "", keep: tuple[str, ...] = ()) -> None:
     """Delete what the user owns in the open folder `fd`, all relative to the handle."""
     with contextlib.suppress(OSError):
         os.fchmod(fd, PRIVATE_DIR_MODE)  # a folder of ours made read-only must not stop us
@@ -546,8 +587,7 @@ def _empty_folder(fd: int, left: list[str], prefix: str = "",
         _delete_entry(fd, name, left, prefix)
 
 
-def _delete_checked(parent: int, name: str, fd: int, markers: tuple[str, ...],
-                    path: Path) -> None:
+def _delete_checked(parent: int, name: str, fd: int, markers: tuple[str, ...], path: Path) -> None:
     """Empty the checked folder `fd`, then its markers, then remove its name from `parent`.
 
     The markers go last, so a delete cut short leaves the folder still marked and the next
@@ -560,14 +600,18 @@ def _delete_checked(parent: int, name: str, fd: int, markers: tuple[str, ...],
         before_delete(name)
     _pause_for_test(name)
     if not same_mount(parent, fd):
-        raise LabError(f"refusing to delete {path}: a file system is mounted there (a bind "
-                       "mount, or another device); unmount it first")
+        raise LabError(
+            f"refusing to delete {path}: a file system is mounted there (a bind "
+            "mount, or another device); unmount it first"
+        )
     left: list[str] = []
     try:
         _empty_folder(fd, left, keep=markers)
         if left:
-            raise LabError(f"left {path / left[0]} in place: it is another user's, or a file "
-                           "system is mounted there; ask its owner, or unmount it")
+            raise LabError(
+                f"left {path / left[0]} in place: it is another user's, or a file "
+                "system is mounted there; ask its owner, or unmount it"
+            )
         with interrupts_held():  # an unmarked, empty folder would be left alone for good
             for marker in markers:
                 remove_file(fd, marker)
@@ -582,8 +626,9 @@ def _delete_checked(parent: int, name: str, fd: int, markers: tuple[str, ...],
                 if _still_named(parent, name, fd):
                     raise
     except OSError as err:
-        raise LabError(f"cannot delete {path} ({err.strerror or err}); nothing outside it was "
-                       "touched") from None
+        raise LabError(
+            f"cannot delete {path} ({err.strerror or err}); nothing outside it was touched"
+        ) from None
 
 
 def _still_named(parent: int, name: str, fd: int) -> bool:
@@ -642,8 +687,9 @@ def remove_owned(path: Path | str) -> None:
         except FileNotFoundError:
             return
         except OSError as err:
-            raise LabError(f"refusing to delete {path}: it is not a folder ({err.strerror})") \
-                from None
+            raise LabError(
+                f"refusing to delete {path}: it is not a folder ({err.strerror})"
+            ) from None
         try:
             if not is_own_dir(fd):
                 raise LabError(f"refusing to delete {path}: it belongs to another user")

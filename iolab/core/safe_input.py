@@ -16,9 +16,10 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Callable, Mapping
 from datetime import date
 from pathlib import Path
-from typing import BinaryIO, Callable, Mapping
+from typing import BinaryIO
 
 from iolab.core.errors import LabError
 
@@ -31,7 +32,6 @@ MAX_BOOKKEEPING_BYTES = 64 * 1024**2
 #: stay far below it.
 MAX_FIELD_INT = 2**53 - 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
 
 
 class UnsafeInput(LabError):
@@ -53,9 +53,14 @@ class NotRegularFile(OSError):
         super().__init__(errno.EINVAL, f"{path} is {self.kind}, not a regular file")
 
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 def file_kind(mode: int) -> str:
@@ -63,8 +68,9 @@ def file_kind(mode: int) -> str:
     return next((kind for test, kind in _KINDS if test(mode)), "a special file")
 
 
-def open_regular(path: Path | str, follow_links: bool = True,
-                 dir_fd: int | None = None) -> BinaryIO:
+def open_regular(
+    path: Path | str, follow_links: bool = True, dir_fd: int | None = None
+) -> BinaryIO:
     """`path` open for reading if it is a regular file, else NotRegularFile (an OSError).
 
     O_NONBLOCK makes opening a FIFO return at once instead of waiting for a writer that never
@@ -74,8 +80,9 @@ def open_regular(path: Path | str, follow_links: bool = True,
     """
     extra = os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
     # the file object owns the descriptor from the start: a Ctrl-C at any moment closes it once
-    handle = open(path, "rb",
-                  opener=lambda name, flags: os.open(name, flags | extra, dir_fd=dir_fd))
+    handle = open(
+        path, "rb", opener=lambda name, flags: os.open(name, flags | extra, dir_fd=dir_fd)
+    )
     try:
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode):
@@ -96,7 +103,9 @@ def printable(text: object, limit: int = 200) -> str:
     escaped = "".join(
         char.encode("unicode_escape").decode("ascii")
         if unicodedata.category(char)[0] == "C" or unicodedata.category(char) in ("Zl", "Zp")
-        else char for char in cut)
+        else char
+        for char in cut
+    )
     return escaped + ("..." if len(shown) > limit else "")
 
 
@@ -114,8 +123,10 @@ def unreadable(path: Path, err: OSError, fix: str) -> UnsafeInput:
 
 
 def _unreachable(folder: Path) -> str:
-    return (f"{folder} cannot be reached: a folder on its path is not readable by you; fix its "
-            "permissions (chmod u+rx) or choose another folder")
+    return (
+        f"{folder} cannot be reached: a folder on its path is not readable by you; fix its "
+        "permissions (chmod u+rx) or choose another folder"
+    )
 
 
 def regular_files(dataset_dir: Path, folder: str, fix: str) -> set[str]:
@@ -169,8 +180,10 @@ _ACCEPTS: dict[Check, Callable[[object], bool]] = {}
 
 def field_check(accepts: Callable[[object], bool], what: str) -> Check:
     """A Check that passes what `accepts` and otherwise says the field is not `what`."""
+
     def check(value: object, name: str) -> str | None:
         return None if accepts(value) else f"{name} is not {what}"
+
     _ACCEPTS[check] = accepts
     return check
 
@@ -184,17 +197,22 @@ def _is_day(value: object) -> bool:
 
 
 # exactly int: true and false are not counts
-COUNT = field_check(lambda v: type(v) is int and 0 <= v <= MAX_FIELD_INT,
-                    f"a whole number from 0 to {MAX_FIELD_INT}")
-INTEGER = field_check(lambda v: type(v) is int and -MAX_FIELD_INT <= v <= MAX_FIELD_INT,
-                      "a whole number")
+COUNT = field_check(
+    lambda v: type(v) is int and 0 <= v <= MAX_FIELD_INT,
+    f"a whole number from 0 to {MAX_FIELD_INT}",
+)
+INTEGER = field_check(
+    lambda v: type(v) is int and -MAX_FIELD_INT <= v <= MAX_FIELD_INT, "a whole number"
+)
 # abs() <= bound also rules out NaN and infinity (JSON's 1e999 reads as infinity)
-NUMBER = field_check(lambda v: type(v) in (int, float)
-                     and abs(v) <= MAX_FIELD_INT,  # type: ignore[arg-type]
-                     "a finite number")
+NUMBER = field_check(
+    lambda v: type(v) in (int, float) and abs(v) <= MAX_FIELD_INT,  # type: ignore[arg-type]
+    "a finite number",
+)
 TEXT = field_check(lambda v: isinstance(v, str), "text")
-SHA256 = field_check(lambda v: isinstance(v, str) and _SHA256.fullmatch(v) is not None,
-                     "a sha256 (64 hex digits)")
+SHA256 = field_check(
+    lambda v: isinstance(v, str) and _SHA256.fullmatch(v) is not None, "a sha256 (64 hex digits)"
+)
 DAY = field_check(_is_day, "a date (YYYY-MM-DD)")
 
 
@@ -220,13 +238,21 @@ def list_of(schema: Mapping[str, Check]) -> Check:
     are first checked a field at a time over the whole list (the loops run in C); only when
     that finds something are they checked one by one, to name the first field at fault.
     """
+
     def check(value: object, name: str) -> str | None:
         if not isinstance(value, list):
             return f"{name} is not a list"
         if _every_field_accepted(value, schema):
             return None
-        return next((problem for i, item in enumerate(value)
-                     if (problem := record_problem(item, schema, f"{name}[{i}]"))), None)
+        return next(
+            (
+                problem
+                for i, item in enumerate(value)
+                if (problem := record_problem(item, schema, f"{name}[{i}]"))
+            ),
+            None,
+        )
+
     return check
 
 
@@ -248,8 +274,9 @@ def _every_field_accepted(items: list, schema: Mapping[str, Check]) -> bool:
     return True
 
 
-def read_checked_json(path: Path, problem_of: Callable[[object], str | None], what: str,
-                      fix: str) -> dict:
+def read_checked_json(
+    path: Path, problem_of: Callable[[object], str | None], what: str, fix: str
+) -> dict:
     """The JSON file `path` (a manifest or an index), read safely and checked by `problem_of`
     (its schema) before any field is used: the one way every such file is read.
 
@@ -270,8 +297,10 @@ def read_checked_json(path: Path, problem_of: Callable[[object], str | None], wh
     except OSError as err:
         raise unreadable(path, err, fix) from None
     if len(data) > MAX_BOOKKEEPING_BYTES:
-        raise UnsafeInput(f"{what} {path} is larger than {MAX_BOOKKEEPING_BYTES // 2**20} MiB, "
-                          f"far larger than any the lab writes; {fix}")
+        raise UnsafeInput(
+            f"{what} {path} is larger than {MAX_BOOKKEEPING_BYTES // 2**20} MiB, "
+            f"far larger than any the lab writes; {fix}"
+        )
     try:
         value = json.loads(data)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes

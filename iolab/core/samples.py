@@ -26,8 +26,19 @@ from pathlib import Path
 
 from iolab.core.dataset import DATA_DIR, load_manifest, require_verified, sha256_in_dataset
 from iolab.core.errors import LabError
-from iolab.core.safe_input import (COUNT, INTEGER, NUMBER, SHA256, TEXT, UnsafeInput, field_check,
-                                   list_of, read_checked_json, record_problem, regular_files)
+from iolab.core.safe_input import (
+    COUNT,
+    INTEGER,
+    NUMBER,
+    SHA256,
+    TEXT,
+    UnsafeInput,
+    field_check,
+    list_of,
+    read_checked_json,
+    record_problem,
+    regular_files,
+)
 from iolab.core.workspace import existing_dir, replace_json
 
 ACTIVITY = "activity"
@@ -48,14 +59,25 @@ _IMAGE_KEY = re.compile(r"[0-9]{6,9}")
 #: The image manifest's fields; a sample's key is digits only, so the file it names
 #: (files/KEY.bin) cannot lie outside the dataset.
 IMAGE_ENTRY_SCHEMA = {
-    "key": field_check(lambda v: isinstance(v, str) and _IMAGE_KEY.fullmatch(v) is not None,
-                       "a sample key (six to nine digits)"),
-    "sha256": SHA256, "label": COUNT,
+    "key": field_check(
+        lambda v: isinstance(v, str) and _IMAGE_KEY.fullmatch(v) is not None,
+        "a sample key (six to nine digits)",
+    ),
+    "sha256": SHA256,
+    "label": COUNT,
 }
 IMAGES_MANIFEST_SCHEMA = {
-    "format_version": COUNT, "generator": TEXT, "count": COUNT, "sample_kb": COUNT,
-    "seed": INTEGER, "shard_mb": NUMBER, "sample_bytes": COUNT, "total_bytes": COUNT,
-    "classes": COUNT, "label_sum": COUNT, "shard_count": COUNT,
+    "format_version": COUNT,
+    "generator": TEXT,
+    "count": COUNT,
+    "sample_kb": COUNT,
+    "seed": INTEGER,
+    "shard_mb": NUMBER,
+    "sample_bytes": COUNT,
+    "total_bytes": COUNT,
+    "classes": COUNT,
+    "label_sum": COUNT,
+    "shard_count": COUNT,
     "samples": list_of(IMAGE_ENTRY_SCHEMA),
 }
 
@@ -75,17 +97,22 @@ class Dataset:
     def at(cls, dataset_dir: Path | str) -> Dataset:
         """The dataset in `dataset_dir` (ACTIVITY if it holds data/, IMAGES if files/), or a
         LabError saying how to make one."""
-        dataset_dir = existing_dir(dataset_dir, "give the dataset's folder, or create one with "
-                                   "`python data_generators/generate_data.py --data DIR` or "
-                                   "`python data_generators/make_images.py --data DIR`")
+        dataset_dir = existing_dir(
+            dataset_dir,
+            "give the dataset's folder, or create one with "
+            "`python data_generators/generate_data.py --data DIR` or "
+            "`python data_generators/make_images.py --data DIR`",
+        )
         try:
             if (dataset_dir / DATA_DIR).is_dir():
                 return cls(dataset_dir, ACTIVITY)
             if (dataset_dir / IMAGE_FILES_DIR).is_dir():
                 return cls(dataset_dir, IMAGES)
         except PermissionError:
-            raise LabError(f"cannot look into {dataset_dir}: you may not read that folder; fix "
-                           "its permissions (chmod u+rx) or choose another") from None
+            raise LabError(
+                f"cannot look into {dataset_dir}: you may not read that folder; fix "
+                "its permissions (chmod u+rx) or choose another"
+            ) from None
         raise LabError(
             f"{dataset_dir} holds no dataset (neither data/ nor {IMAGE_FILES_DIR}/); create one "
             "with `python data_generators/generate_data.py --data DIR` or "
@@ -118,8 +145,9 @@ class Dataset:
         fix = "move it away and rebuild the dataset with the generator that made it"
         rels = regular_files(self.dataset_dir, self.samples_dir.name, fix)
         if self.kind == IMAGES:
-            found = [(Path(rel).stem, self.dataset_dir / rel) for rel in rels
-                     if rel.endswith(".bin")]
+            found = [
+                (Path(rel).stem, self.dataset_dir / rel) for rel in rels if rel.endswith(".bin")
+            ]
         else:
             found = [(activity_key(Path(rel).name), self.dataset_dir / rel) for rel in rels]
         return sorted(found)
@@ -132,9 +160,11 @@ class Dataset:
         problems = image_files_problems(self.dataset_dir)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise LabError(f"the images in {self.dataset_dir} do not match their manifest: "
-                           f"{problems[0]}{more}; rebuild them with "
-                           f"`python data_generators/make_images.py --data {self.dataset_dir}`")
+            raise LabError(
+                f"the images in {self.dataset_dir} do not match their manifest: "
+                f"{problems[0]}{more}; rebuild them with "
+                f"`python data_generators/make_images.py --data {self.dataset_dir}`"
+            )
 
 
 # --------------------------------------------------------------------------- the image manifest
@@ -142,18 +172,29 @@ class Dataset:
 
 def image_entry(index: int, payload: bytes) -> dict:
     """One image sample as the manifest lists it."""
-    return {"key": image_key(index), "sha256": hashlib.sha256(payload).hexdigest(),
-            "label": image_label(payload)}
+    return {
+        "key": image_key(index),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "label": image_label(payload),
+    }
 
 
-def new_images_manifest(request: dict, sample_bytes: int, entries: list[dict],
-                        shard_count: int) -> dict:
+def new_images_manifest(
+    request: dict, sample_bytes: int, entries: list[dict], shard_count: int
+) -> dict:
     """The manifest of a freshly made image dataset: the request (count, sample_kb, seed,
     shard_mb), totals, and its samples' entries (image_entry)."""
-    return {"format_version": 1, "generator": "data_generators/make_images.py", **request,
-            "sample_bytes": sample_bytes, "total_bytes": len(entries) * sample_bytes,
-            "classes": IMAGE_CLASSES, "label_sum": sum(entry["label"] for entry in entries),
-            "shard_count": shard_count, "samples": entries}
+    return {
+        "format_version": 1,
+        "generator": "data_generators/make_images.py",
+        **request,
+        "sample_bytes": sample_bytes,
+        "total_bytes": len(entries) * sample_bytes,
+        "classes": IMAGE_CLASSES,
+        "label_sum": sum(entry["label"] for entry in entries),
+        "shard_count": shard_count,
+        "samples": entries,
+    }
 
 
 def write_images_manifest(dataset_dir: Path, manifest: dict) -> None:
@@ -184,12 +225,17 @@ def load_images_manifest(dataset_dir: Path) -> dict:
     make_images.py writes)."""
     path = Path(dataset_dir) / IMAGES_MANIFEST
     try:
-        return read_checked_json(path, images_manifest_problem, "the manifest",
-                                 f"move it away and rebuild the images with "
-                                 f"{_images_fix(dataset_dir)}")
+        return read_checked_json(
+            path,
+            images_manifest_problem,
+            "the manifest",
+            f"move it away and rebuild the images with {_images_fix(dataset_dir)}",
+        )
     except (FileNotFoundError, NotADirectoryError):
-        raise LabError(f"no manifest at {path} (the dataset was never completed); build it "
-                       f"with {_images_fix(dataset_dir)}") from None
+        raise LabError(
+            f"no manifest at {path} (the dataset was never completed); build it "
+            f"with {_images_fix(dataset_dir)}"
+        ) from None
 
 
 def image_files_problems(dataset_dir: Path) -> list[str]:
@@ -209,20 +255,26 @@ def image_files_problems(dataset_dir: Path) -> list[str]:
     fix = f"move it away and rebuild the images with {_images_fix(dataset_dir)}"
     on_disk = regular_files(dataset_dir, IMAGE_FILES_DIR, fix)
     expected = {f"{IMAGE_FILES_DIR}/{entry['key']}.bin": entry["sha256"] for entry in entries}
-    problems = [f"{Path(rel).name} is missing or differs from the manifest"
-                for rel, digest in expected.items()
-                if rel not in on_disk or sha256_in_dataset(dataset_dir / rel, fix) != digest]
+    problems = [
+        f"{Path(rel).name} is missing or differs from the manifest"
+        for rel, digest in expected.items()
+        if rel not in on_disk or sha256_in_dataset(dataset_dir / rel, fix) != digest
+    ]
     prefix = IMAGE_FILES_DIR + "/"
-    return problems + [f"{rel.removeprefix(prefix)} is not in the manifest"
-                       for rel in sorted(on_disk - expected.keys())]
+    return problems + [
+        f"{rel.removeprefix(prefix)} is not in the manifest"
+        for rel in sorted(on_disk - expected.keys())
+    ]
 
 
 def activity_key(name: str) -> str:
     """The ISO day of a daily CSV's file name: activity_2004_1_2.csv -> 2004-01-02."""
     match = _ACTIVITY_NAME.search(name)
     if not match:
-        raise LabError(f"{name} is not a daily activity file (activity_Y_M_D.csv); "
-                       "rebuild the dataset with data_generators/generate_data.py")
+        raise LabError(
+            f"{name} is not a daily activity file (activity_Y_M_D.csv); "
+            "rebuild the dataset with data_generators/generate_data.py"
+        )
     year, month, day = map(int, match.groups())
     return date(year, month, day).isoformat()
 
@@ -252,9 +304,11 @@ def sample_value(kind: str, payload: bytes, key: str = "") -> tuple[int, int]:
             return activity_value(payload)
         return image_label(payload), 1
     except (ValueError, IndexError):
-        raise LabError(f"the sample {key or '(no key)'} is damaged: it is not a valid "
-                       f"{'daily activity CSV' if kind == ACTIVITY else 'image-like sample'}; "
-                       "rebuild the dataset with the generator that made it") from None
+        raise LabError(
+            f"the sample {key or '(no key)'} is damaged: it is not a valid "
+            f"{'daily activity CSV' if kind == ACTIVITY else 'image-like sample'}; "
+            "rebuild the dataset with the generator that made it"
+        ) from None
 
 
 def image_payload(seed: int, index: int, size_bytes: int) -> bytes:

@@ -22,14 +22,24 @@ import os
 import re
 import stat
 import tarfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from iolab.core.dataset import claim_folder, create_new, present, sha256_in_dataset, sha256_of
 from iolab.core.errors import LabError, interrupts_held
-from iolab.core.safe_input import (COUNT, SHA256, TEXT, NotRegularFile, UnsafeInput, field_check,
-                                   file_kind, list_of, read_checked_json, record_problem,
-                                   unreadable)
+from iolab.core.safe_input import (
+    COUNT,
+    SHA256,
+    TEXT,
+    NotRegularFile,
+    UnsafeInput,
+    field_check,
+    file_kind,
+    list_of,
+    read_checked_json,
+    record_problem,
+    unreadable,
+)
 from iolab.core.workspace import replace_json
 
 INDEX_NAME = "shards.json"
@@ -43,12 +53,20 @@ _SHARD_FILE = re.compile(r"shard-[0-9]{6,}\.tar")
 #: The index fields a reader or writer uses; a shard's name is a bare file name, so no entry
 #: of the index can lead out of the shard folder.
 SHARD_ENTRY_SCHEMA = {
-    "name": field_check(lambda v: isinstance(v, str) and _SHARD_FILE.fullmatch(v) is not None,
-                        "a shard file name (shard-NNNNNN.tar)"),
-    "samples": COUNT, "bytes": COUNT, "sha256": SHA256,
+    "name": field_check(
+        lambda v: isinstance(v, str) and _SHARD_FILE.fullmatch(v) is not None,
+        "a shard file name (shard-NNNNNN.tar)",
+    ),
+    "samples": COUNT,
+    "bytes": COUNT,
+    "sha256": SHA256,
 }
-INDEX_SCHEMA = {"kind": TEXT, "payload_ext": TEXT, "sample_count": COUNT,
-                "shards": list_of(SHARD_ENTRY_SCHEMA)}
+INDEX_SCHEMA = {
+    "kind": TEXT,
+    "payload_ext": TEXT,
+    "sample_count": COUNT,
+    "shards": list_of(SHARD_ENTRY_SCHEMA),
+}
 _FIX = "move it away and rebuild the shards with the generator that made them"
 INDEX_FORMAT_VERSION = 1
 #: Every member's mtime (2000-01-01T00:00:00Z): a fixed value makes shards reproducible.
@@ -70,8 +88,11 @@ def sample_tar_bytes(member_sizes: Iterable[int]) -> int:
     return sum(member_tar_bytes(size) for size in member_sizes)
 
 
-def plan_shards(sample_bytes: Sequence[int], samples_per_shard: int | None = None,
-                shard_bytes: int | None = None) -> list[range]:
+def plan_shards(
+    sample_bytes: Sequence[int],
+    samples_per_shard: int | None = None,
+    shard_bytes: int | None = None,
+) -> list[range]:
     """Split samples 0..n-1 into consecutive shards, by count or by a size budget.
 
     With a size budget a shard takes samples until the next one would exceed it (at least
@@ -81,8 +102,10 @@ def plan_shards(sample_bytes: Sequence[int], samples_per_shard: int | None = Non
     if (samples_per_shard is None) == (shard_bytes is None):
         raise ValueError("give exactly one of samples_per_shard and shard_bytes")
     if samples_per_shard is not None:
-        return [range(start, min(start + samples_per_shard, n))
-                for start in range(0, n, samples_per_shard)]
+        return [
+            range(start, min(start + samples_per_shard, n))
+            for start in range(0, n, samples_per_shard)
+        ]
     assert shard_bytes is not None  # exactly one of the two was given (checked above)
     plan, start, used = [], 0, 0
     for index, size in enumerate(sample_bytes):
@@ -98,8 +121,10 @@ def plan_shards(sample_bytes: Sequence[int], samples_per_shard: int | None = Non
 def write_shard(path: Path, samples: Iterable[Sample]) -> dict:
     """Write one shard and return its index entry (name, samples, bytes, sha256, first/last key)."""
     keys: list[str] = []
-    with create_new(path) as handle, \
-            tarfile.open(fileobj=handle, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+    with (
+        create_new(path) as handle,
+        tarfile.open(fileobj=handle, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+    ):
         for key, members in samples:
             keys.append(key)
             for ext in sorted(members):
@@ -111,9 +136,14 @@ def write_shard(path: Path, samples: Iterable[Sample]) -> dict:
                 info.uid = info.gid = 0
                 info.uname = info.gname = "iolab"
                 tar.addfile(info, io.BytesIO(data))
-    return {"name": path.name, "samples": len(keys), "bytes": path.stat().st_size,
-            "sha256": sha256_of(path), "first_key": keys[0] if keys else None,
-            "last_key": keys[-1] if keys else None}
+    return {
+        "name": path.name,
+        "samples": len(keys),
+        "bytes": path.stat().st_size,
+        "sha256": sha256_of(path),
+        "first_key": keys[0] if keys else None,
+        "last_key": keys[-1] if keys else None,
+    }
 
 
 def partial_path(shard_dir: Path, name: str) -> Path:
@@ -130,12 +160,20 @@ def prepare_shard_dir(shard_dir: Path) -> None:
     set, if any, stays until commit_shards.
     """
     shard_dir.mkdir(parents=True, exist_ok=True)
-    found = ([path.name for path in sorted(shard_dir.glob(SHARD_GLOB))]
-             + present(shard_dir, (INDEX_NAME, INDEX_NAME + ".partial"))
-             + [path.name for path in sorted(shard_dir.glob(PARTIAL_GLOB))]
-             + present(shard_dir, (MARKER_NAME,)))
-    claim_folder(shard_dir, found, MARKER_NAME, MARKER_TEXT, lambda d: not verify_shards(d),
-                 "choose an empty directory with --out")
+    found = (
+        [path.name for path in sorted(shard_dir.glob(SHARD_GLOB))]
+        + present(shard_dir, (INDEX_NAME, INDEX_NAME + ".partial"))
+        + [path.name for path in sorted(shard_dir.glob(PARTIAL_GLOB))]
+        + present(shard_dir, (MARKER_NAME,))
+    )
+    claim_folder(
+        shard_dir,
+        found,
+        MARKER_NAME,
+        MARKER_TEXT,
+        lambda d: not verify_shards(d),
+        "choose an empty directory with --out",
+    )
     discard_partial_shards(shard_dir)
 
 
@@ -167,7 +205,9 @@ def commit_shards(shard_dir: Path, index: dict) -> None:
 
     Call it inside iolab.core.errors.interrupts_held: it must not stop halfway.
     """
-    (shard_dir / INDEX_NAME).unlink(missing_ok=True)  # first: a half-swapped set never looks complete
+    (shard_dir / INDEX_NAME).unlink(
+        missing_ok=True
+    )  # first: a half-swapped set never looks complete
     names = {entry["name"] for entry in index["shards"]}
     for old in shard_dir.glob(SHARD_GLOB):
         if old.name not in names:
@@ -193,10 +233,13 @@ def load_shard_index(shard_dir: Path) -> dict:
     """DIR/shards.json checked against its schema, or a LabError that says how to build the
     shards (UnsafeInput for an index the lab did not write as it is)."""
     path = Path(shard_dir) / INDEX_NAME
-    hint = ("build them with `python data_generators/make_shards.py` (activity dataset) or "
-            "`python data_generators/make_images.py` (image-like dataset)")
-    missing = LabError(f"no complete shards in {shard_dir} (no {INDEX_NAME}, so the build never "
-                       f"finished); {hint}")
+    hint = (
+        "build them with `python data_generators/make_shards.py` (activity dataset) or "
+        "`python data_generators/make_images.py` (image-like dataset)"
+    )
+    missing = LabError(
+        f"no complete shards in {shard_dir} (no {INDEX_NAME}, so the build never finished); {hint}"
+    )
     try:
         st = path.lstat()
     except (FileNotFoundError, NotADirectoryError):
@@ -209,8 +252,9 @@ def load_shard_index(shard_dir: Path) -> dict:
     key = (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size)
     if key not in _INDEX_CACHE:
         try:
-            _INDEX_CACHE[key] = read_checked_json(path, _index_problem, "the shard index",
-                                                  f"move it away and {hint}")
+            _INDEX_CACHE[key] = read_checked_json(
+                path, _index_problem, "the shard index", f"move it away and {hint}"
+            )
         except (FileNotFoundError, NotADirectoryError):
             raise missing from None
     return copy.deepcopy(_INDEX_CACHE[key])
@@ -260,8 +304,10 @@ def _size_problem(entry: dict, path: Path) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return f"{entry['name']} is {file_kind(st.st_mode)}, not a regular file"
     if st.st_size != entry["bytes"]:
-        return (f"{entry['name']} has {st.st_size} bytes, the index says {entry['bytes']} "
-                "(truncated or replaced)")
+        return (
+            f"{entry['name']} has {st.st_size} bytes, the index says {entry['bytes']} "
+            "(truncated or replaced)"
+        )
     return None
 
 
@@ -272,11 +318,18 @@ def require_shards(shard_dir: Path, verify: bool = False) -> dict:
     all into the page cache and turn a cold measurement into a warm one.
     """
     index = load_shard_index(shard_dir)
-    problems = verify_shards(shard_dir) if verify else [
-        problem for entry, path in zip(index["shards"], shard_paths(shard_dir, index))
-        if (problem := _size_problem(entry, path))]
+    problems = (
+        verify_shards(shard_dir)
+        if verify
+        else [
+            problem
+            for entry, path in zip(index["shards"], shard_paths(shard_dir, index))
+            if (problem := _size_problem(entry, path))
+        ]
+    )
     if problems:
-        raise LabError(f"the shards in {shard_dir} do not match their index ({problems[0]}); "
-                       "rebuild them with the generator that made them")
+        raise LabError(
+            f"the shards in {shard_dir} do not match their index ({problems[0]}); "
+            "rebuild them with the generator that made them"
+        )
     return index
-

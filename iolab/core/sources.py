@@ -38,16 +38,23 @@ def check(sources: list[dict], fetcher: Fetcher = fetch) -> list[str]:
     changed = []
     for source in sources:
         if "repo" in source:
-            pinned = fetcher(RAW.format(repo=source["repo"], ref=source["commit"], path=source["path"]))
-            today = fetcher(RAW.format(repo=source["repo"], ref=source["branch"], path=source["path"]))
+            pinned = fetcher(
+                RAW.format(repo=source["repo"], ref=source["commit"], path=source["path"])
+            )
+            today = fetcher(
+                RAW.format(repo=source["repo"], ref=source["branch"], path=source["path"])
+            )
             if pinned != today:
-                changed.append(f"changed: {source['repo']} {source['path']} on {source['branch']} "
-                               f"since {source['commit'][:9]} ({source['quoted_in']})")
+                changed.append(
+                    f"changed: {source['repo']} {source['path']} on {source['branch']} "
+                    f"since {source['commit'][:9]} ({source['quoted_in']})"
+                )
         else:
             digest = hashlib.sha256(fetcher(source["url"])).hexdigest()
             if digest != source["sha256"]:
-                changed.append(f"changed: {source['url']} since {source['read_on']} "
-                               f"({source['quoted_in']})")
+                changed.append(
+                    f"changed: {source['url']} since {source['read_on']} ({source['quoted_in']})"
+                )
     return changed
 
 
@@ -65,13 +72,21 @@ def main(argv: list[str] | None = None, fetcher: Fetcher = fetch) -> int:
         changed = check(sources, fetcher)
     except (OSError, urllib.error.URLError) as err:
         reason = getattr(err, "reason", err)
-        print(f"error: a quoted source could not be fetched ({reason}): check-sources needs the "
-              "network; run it again when online")
+        print(
+            f"error: a quoted source could not be fetched ({reason}): check-sources needs the "
+            "network; run it again when online"
+        )
         return 2
     for line in changed:
         print(line)
-    print(f"{len(changed)} of {len(sources)} quoted sources changed since they were read"
-          + ("; re-read them and update the pins in reference/sources.json and the pages" if changed else ""))
+    print(
+        f"{len(changed)} of {len(sources)} quoted sources changed since they were read"
+        + (
+            "; re-read them and update the pins in reference/sources.json and the pages"
+            if changed
+            else ""
+        )
+    )
     return 1 if changed else 0
 
 

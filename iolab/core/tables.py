@@ -51,7 +51,11 @@ def to_markdown(df: pd.DataFrame, floatfmt: str | None = None) -> str:
         )
         return "| " + " | ".join(padded) + " |"
 
-    rule = "|" + "|".join(
-        "-" * (w + 1) + ":" if right else "-" * (w + 2) for w, right in zip(widths, numeric)
-    ) + "|"
+    rule = (
+        "|"
+        + "|".join(
+            "-" * (w + 1) + ":" if right else "-" * (w + 2) for w, right in zip(widths, numeric)
+        )
+        + "|"
+    )
     return "\n".join([line(columns), rule, *(line(r) for r in rows)])

@@ -30,14 +30,22 @@ import tempfile
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from iolab.core.class_folder import ClassFolder, active_class
 from iolab.core.errors import LabError, interrupts_held
-from iolab.core.owned import (discard_owned, fd_has_marker, has_marker, has_old_marker,
-                              make_private_dir, open_dir, remove_file, remove_owned,
-                              write_marker)
+from iolab.core.owned import (
+    discard_owned,
+    fd_has_marker,
+    has_marker,
+    has_old_marker,
+    make_private_dir,
+    open_dir,
+    remove_file,
+    remove_owned,
+    write_marker,
+)
 
 #: Headroom kept free beyond what a write needs (bytes, inodes).
 SPACE_MARGIN_BYTES = 256 * 1024**2
@@ -46,8 +54,10 @@ INODE_MARGIN = 10_000
 SOCKET_PATH_MAX_BYTES = 107
 #: Written into every directory the lab creates, and only into those: the proof `clean` needs.
 MADE_MARKER = ".iolab-made"
-MADE_MARKER_TEXT = ("made by the storage I/O lab; `python -m iolab clean` deletes this "
-                    "directory with everything in it\n")
+MADE_MARKER_TEXT = (
+    "made by the storage I/O lab; `python -m iolab clean` deletes this "
+    "directory with everything in it\n"
+)
 #: The marker of the per-user directories a location gets (location_dir, iolab.storage.locations).
 LOCATION_MARKER = ".iolab-location"
 LOCATION_MARKER_TEXT = "made by the storage I/O lab for you; `python -m iolab clean` deletes it\n"
@@ -99,9 +109,11 @@ def repo_root() -> Path:
     """
     root = Path(__file__).resolve().parents[2]
     if not (root / "data_generators").is_dir():
-        raise LabError(f"iolab is installed at {root}, outside the lab's checkout, so the demos "
-                       "and data generators cannot be found: install it editable from the "
-                       "checkout (`pip install -e .`, as `make` does)")
+        raise LabError(
+            f"iolab is installed at {root}, outside the lab's checkout, so the demos "
+            "and data generators cannot be found: install it editable from the "
+            "checkout (`pip install -e .`, as `make` does)"
+        )
     return root
 
 
@@ -164,19 +176,24 @@ def class_workspace(joined: ClassFolder) -> Path:
             if _marked_soon(usual, _is_private_lab_dir):
                 return usual
         except OSError as err:
-            raise LabError(f"cannot create your class workspace {usual} ({err.strerror}); tell "
-                           "your instructor, or set IOLAB_WORKDIR to a folder of your own") \
-                from None
+            raise LabError(
+                f"cannot create your class workspace {usual} ({err.strerror}); tell "
+                "your instructor, or set IOLAB_WORKDIR to a folder of your own"
+            ) from None
     fresh = base / f"{usual.name}-{secrets.token_hex(4)}"
     try:
         make_private_dir(fresh, MADE_MARKER, MADE_MARKER_TEXT)
     except OSError as err:
-        raise LabError(f"{usual} is not a private folder the lab made for you, and no private "
-                       f"folder can be made beside it ({err.strerror}); set IOLAB_WORKDIR to a "
-                       "folder of your own") from None
-    print(f"note: {usual} is not a private folder the lab made for you (another user's, a "
-          f"link, or open to others), so the lab left it alone and works in {fresh} instead",
-          file=sys.stderr)
+        raise LabError(
+            f"{usual} is not a private folder the lab made for you, and no private "
+            f"folder can be made beside it ({err.strerror}); set IOLAB_WORKDIR to a "
+            "folder of your own"
+        ) from None
+    print(
+        f"note: {usual} is not a private folder the lab made for you (another user's, a "
+        f"link, or open to others), so the lab left it alone and works in {fresh} instead",
+        file=sys.stderr,
+    )
     return fresh
 
 
@@ -219,8 +236,9 @@ def location_names(base_fd: int) -> list[str]:
     """Names in the open folder `base_fd` that may be this user's per-user places: the usual
     `iolab-<user>` and the private fallbacks `iolab-<user>-XXXXXXXX` (make_location_dir)."""
     prefix = _location_prefix()
-    return sorted(name for name in os.listdir(base_fd)
-                  if name == prefix or name.startswith(prefix + "-"))
+    return sorted(
+        name for name in os.listdir(base_fd) if name == prefix or name.startswith(prefix + "-")
+    )
 
 
 def scratch_names(base_fd: int) -> list[str]:
@@ -283,11 +301,14 @@ def make_location_dir(path: Path) -> Path:
         if _marked_soon(path, lambda folder: has_marker(folder, LOCATION_MARKER)):
             return path
     except OSError as err:
-        raise LabError(f"cannot create {path} ({err.strerror}); free some space or choose "
-                       "another location") from None
+        raise LabError(
+            f"cannot create {path} ({err.strerror}); free some space or choose another location"
+        ) from None
     if path.parent == workdir():
-        raise LabError(f"{path} exists but was not made by the lab for you (no valid "
-                       f"{LOCATION_MARKER} marker); move it away or choose another location")
+        raise LabError(
+            f"{path} exists but was not made by the lab for you (no valid "
+            f"{LOCATION_MARKER} marker); move it away or choose another location"
+        )
     try:
         fresh = Path(tempfile.mkdtemp(prefix=_location_prefix() + "-", dir=path.parent))
         try:
@@ -296,11 +317,16 @@ def make_location_dir(path: Path) -> Path:
             os.rmdir(fresh)
             raise
     except OSError as err:
-        raise LabError(f"cannot create a private folder in {path.parent} ({err.strerror}); "
-                       "choose another location") from None
-    print(f"note: {path} is not a folder the lab made for you (another user's, a link, a "
-          "copy, or made by an older version of the lab), so the lab left it alone and works "
-          f"in {fresh} instead", file=sys.stderr)
+        raise LabError(
+            f"cannot create a private folder in {path.parent} ({err.strerror}); "
+            "choose another location"
+        ) from None
+    print(
+        f"note: {path} is not a folder the lab made for you (another user's, a link, a "
+        "copy, or made by an older version of the lab), so the lab left it alone and works "
+        f"in {fresh} instead",
+        file=sys.stderr,
+    )
     return fresh
 
 
@@ -354,8 +380,10 @@ def atomic_output(path: Path | str) -> Iterator[Path]:
         yield temporary
         os.replace(temporary, path)
     except OSError as err:
-        raise LabError(f"cannot write {path} ({err.strerror or err}); check that its folder is "
-                       "writable and has room") from None
+        raise LabError(
+            f"cannot write {path} ({err.strerror or err}); check that its folder is "
+            "writable and has room"
+        ) from None
     finally:
         temporary.unlink(missing_ok=True)
 
@@ -367,8 +395,9 @@ def replace_json(path: Path, value: dict, indent: int) -> None:
     with contextlib.suppress(FileNotFoundError):
         partial.unlink()  # a killed run's: the callers hold the folder's writer lock
     # Created afresh, never written through a link planted under the partial's name.
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    fd = os.open(
+        partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
     with os.fdopen(fd, "w") as handle:
         handle.write(json.dumps(value, indent=indent))
     os.replace(partial, path)
@@ -393,8 +422,9 @@ def _lab_named(level: Path, target: Path) -> bool:
     if level == target:
         return True
     root = workdir()
-    return level == root or (level.parent == root and
-                             level.name in {entry.dirname for entry in WorkspaceEntry})
+    return level == root or (
+        level.parent == root and level.name in {entry.dirname for entry in WorkspaceEntry}
+    )
 
 
 def _make_level(level: Path, mark: bool) -> None:
@@ -417,9 +447,11 @@ def ensure_writable_dir(path: Path) -> Path:
     try:
         is_file = path.exists() and not path.is_dir()
     except OSError as err:  # a folder on the way that is not searchable
-        raise LabError(f"cannot reach {path} ({err.strerror}): a folder on its path is not "
-                       "readable by you; choose a writable location with --data or set "
-                       "IOLAB_WORKDIR to a directory you own") from None
+        raise LabError(
+            f"cannot reach {path} ({err.strerror}): a folder on its path is not "
+            "readable by you; choose a writable location with --data or set "
+            "IOLAB_WORKDIR to a directory you own"
+        ) from None
     if is_file:
         raise LabError(f"{path} exists but is not a directory; choose another location")
     try:
@@ -481,15 +513,19 @@ def lab_owned_dir(path: Path) -> Path:
     path = ensure_writable_dir(path)
     if not _marked_soon(path):
         if any(has_old_marker(path, marker) for marker in CREATION_MARKERS):
-            raise LabError(f"{path} was made by an older version of the lab, whose mark a copy "
-                           "restored from a backup carries too, so the lab no longer writes or "
-                           "deletes in it; check that nothing of yours is in it, delete it "
-                           f"(`rm -r {path}`) and run again")
-        raise LabError(f"{path} exists but was not made by the lab for you (it has no valid "
-                       f"{MADE_MARKER} marker; a copy of a lab folder, or one restored from a "
-                       "backup, has none), so the lab will not write or delete in it; move it "
-                       "away, or point IOLAB_WORKDIR at a folder of the lab's own, e.g. "
-                       "$SCRATCH/iolab")
+            raise LabError(
+                f"{path} was made by an older version of the lab, whose mark a copy "
+                "restored from a backup carries too, so the lab no longer writes or "
+                "deletes in it; check that nothing of yours is in it, delete it "
+                f"(`rm -r {path}`) and run again"
+            )
+        raise LabError(
+            f"{path} exists but was not made by the lab for you (it has no valid "
+            f"{MADE_MARKER} marker; a copy of a lab folder, or one restored from a "
+            "backup, has none), so the lab will not write or delete in it; move it "
+            "away, or point IOLAB_WORKDIR at a folder of the lab's own, e.g. "
+            "$SCRATCH/iolab"
+        )
     return path
 
 
@@ -515,8 +551,13 @@ def _empty_and_new(path: Path) -> bool:
     or the marker itself before its seal is recorded: iolab.core.owned.write_marker_at)."""
     try:
         with os.scandir(path) as entries:
-            if any(not (entry.name in CREATION_MARKERS or (entry.name.endswith(".partial")
-                        and entry.name.startswith(CREATION_MARKERS))) for entry in entries):
+            if any(
+                not (
+                    entry.name in CREATION_MARKERS
+                    or (entry.name.endswith(".partial") and entry.name.startswith(CREATION_MARKERS))
+                )
+                for entry in entries
+            ):
                 return False
         return time.time() - path.lstat().st_ctime < 2 * MARKER_WAIT_S
     except OSError:
@@ -558,6 +599,7 @@ def socket_dir(name: str, longest_socket: str) -> Path:
     where nobody sees it (a notebook kernel that never answers). The caller removes the
     folder (iolab.core.owned.discard_owned).
     """
+
     def fits(folder: Path) -> bool:
         return len(os.fsencode(folder / longest_socket)) <= SOCKET_PATH_MAX_BYTES
 
@@ -569,9 +611,11 @@ def socket_dir(name: str, longest_socket: str) -> Path:
         if fits(Path(base) / f"iolab-{name}-XXXXXXXX"):
             with contextlib.suppress(OSError):
                 return Path(tempfile.mkdtemp(prefix=f"iolab-{name}-", dir=base))  # 0700
-    raise LabError(f"no folder has a path short enough for Unix sockets (at most "
-                   f"{SOCKET_PATH_MAX_BYTES} bytes): set TMPDIR to a short writable folder, "
-                   "e.g. `export TMPDIR=/tmp`")
+    raise LabError(
+        f"no folder has a path short enough for Unix sockets (at most "
+        f"{SOCKET_PATH_MAX_BYTES} bytes): set TMPDIR to a short writable folder, "
+        "e.g. `export TMPDIR=/tmp`"
+    )
 
 
 def mounts_under(root: Path) -> list[Path]:
@@ -581,8 +625,11 @@ def mounts_under(root: Path) -> list[Path]:
     except OSError:
         return []
     root = Path(root)
-    points = [Path(_MOUNTS_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), line.split()[1]))
-              for line in lines if line.strip()]
+    points = [
+        Path(_MOUNTS_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), line.split()[1]))
+        for line in lines
+        if line.strip()
+    ]
     return [p for p in points if p == root or root in p.parents]
 
 
@@ -600,8 +647,10 @@ def remove_tree(path: Path) -> None:
         raise LabError(f"refusing to delete {path}: it is not inside the lab's workspace {root}")
     mounted = mounts_under(path)
     if mounted:
-        raise LabError(f"refusing to delete {path}: {mounted[0]} is mounted inside it; "
-                       f"unmount it (`fusermount3 -u {mounted[0]}` or `umount`) first")
+        raise LabError(
+            f"refusing to delete {path}: {mounted[0]} is mounted inside it; "
+            f"unmount it (`fusermount3 -u {mounted[0]}` or `umount`) first"
+        )
     remove_owned(path)
 
 
@@ -620,5 +669,6 @@ def fresh_run_dir(parent: Path, prefix: str) -> Iterator[Path]:
         yield path
     finally:
         if path is not None and not discard_owned(path):
-            warnings.warn(f"could not remove all of {public_text(path)}; delete it by hand",
-                          stacklevel=3)
+            warnings.warn(
+                f"could not remove all of {public_text(path)}; delete it by hand", stacklevel=3
+            )

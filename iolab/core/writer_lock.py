@@ -14,8 +14,9 @@ import os
 import socket
 import stat
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 from iolab.core.errors import LabError, forget_undo, interrupts_held, undo_if_cut_off
 from iolab.core.safe_input import file_kind, open_regular
@@ -32,7 +33,6 @@ LOCK_MODE = 0o600
 #: A holder line is under a hundred bytes; a longer lock file is not one of the lab's.
 HOLDER_MAX_BYTES = 4096
 T = TypeVar("T")
-
 
 
 def _holder_line() -> str:
@@ -82,8 +82,10 @@ def _held_message(directory: Path, path: Path, holder: tuple[int, str, str] | No
         pid, host, since = holder
         where = "" if host == socket.gethostname() else f" on {host}"
         who = f"since {since}, by PID {pid}{where}"
-    return (f"another run is writing {directory} {who}; wait for it to finish and try again "
-            f"(if that run no longer exists, delete {path})")
+    return (
+        f"another run is writing {directory} {who}; wait for it to finish and try again "
+        f"(if that run no longer exists, delete {path})"
+    )
 
 
 def _take_over_if_stale(directory: Path, path: Path, last: bool) -> None:
@@ -98,8 +100,10 @@ def _take_over_if_stale(directory: Path, path: Path, last: bool) -> None:
     except FileNotFoundError:
         return  # released meanwhile: try again
     if not stat.S_ISREG(seen.st_mode):
-        raise LabError(f"{path} is {file_kind(seen.st_mode)}, not a lock file of the lab, so "
-                       "the lab leaves it alone; remove it yourself and try again")
+        raise LabError(
+            f"{path} is {file_kind(seen.st_mode)}, not a lock file of the lab, so "
+            "the lab leaves it alone; remove it yourself and try again"
+        )
     holder = _read_holder(path)
     if last or not _is_stale(holder, seen):
         raise LabError(_held_message(directory, path, holder))
@@ -116,15 +120,17 @@ def _write_holder(directory: Path, path: Path, fd: int, line: str) -> None:
     try:
         try:
             while data:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
         finally:
             os.close(fd)
     except OSError as err:
         with contextlib.suppress(OSError):  # if even this fails, the empty lock goes stale
             path.unlink()
-        raise LabError(f"cannot write the lock file {path} ({err.strerror or err}): the file "
-                       f"system of {directory} is full, over quota or failing; free some space "
-                       "(`df -h`, and your quota) and try again") from None
+        raise LabError(
+            f"cannot write the lock file {path} ({err.strerror or err}): the file "
+            f"system of {directory} is full, over quota or failing; free some space "
+            "(`df -h`, and your quota) and try again"
+        ) from None
 
 
 def _claim(directory: Path, path: Path) -> str:
@@ -136,13 +142,15 @@ def _claim(directory: Path, path: Path) -> str:
     line = _holder_line()
     for attempt in range(2):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         LOCK_MODE)
+            fd = os.open(
+                path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, LOCK_MODE
+            )
         except FileExistsError:
             fd = None
         except OSError as err:
-            raise LabError(f"cannot write in {directory} ({err.strerror}); choose a writable "
-                           "location") from None
+            raise LabError(
+                f"cannot write in {directory} ({err.strerror}); choose a writable location"
+            ) from None
         if fd is None:
             _take_over_if_stale(directory, path, last=attempt == 1)
             continue
@@ -192,8 +200,13 @@ def _release(path: Path, line: str | None) -> None:
             path.unlink()
 
 
-def build_once(directory: Path, reuse: Callable[[Path], T | None], build: Callable[[Path], T],
-               *, create: bool = True) -> tuple[T, bool]:
+def build_once(
+    directory: Path,
+    reuse: Callable[[Path], T | None],
+    build: Callable[[Path], T],
+    *,
+    create: bool = True,
+) -> tuple[T, bool]:
     """What `reuse(directory)` finds, else what `build(directory)` makes under the writer lock;
     returns (result, reused).
 

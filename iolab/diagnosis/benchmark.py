@@ -33,12 +33,24 @@ from iolab.diagnosis.rules import Finding
 #: run cannot tell them apart).
 REPEATS = 5
 #: Drishti's insight codes (drishti/includes/config.py) that name a problem, as lab rules.
-CODES = {"S01": "stdio", "P05": "small-reads", "P15": "small-reads", "P06": "small-writes",
-         "P16": "small-writes", "P08": "misaligned", "P09": "reread", "P11": "random-reads",
-         "P13": "random-writes", "P17": "metadata", "P18": "rank-imbalance-bytes",
-         "P21": "rank-imbalance-bytes", "P22": "rank-imbalance-bytes",
-         "P19": "rank-imbalance-time", "M02": "no-collective-mpiio",
-         "M03": "no-collective-mpiio"}
+CODES = {
+    "S01": "stdio",
+    "P05": "small-reads",
+    "P15": "small-reads",
+    "P06": "small-writes",
+    "P16": "small-writes",
+    "P08": "misaligned",
+    "P09": "reread",
+    "P11": "random-reads",
+    "P13": "random-writes",
+    "P17": "metadata",
+    "P18": "rank-imbalance-bytes",
+    "P21": "rank-imbalance-bytes",
+    "P22": "rank-imbalance-bytes",
+    "P19": "rank-imbalance-time",
+    "M02": "no-collective-mpiio",
+    "M03": "no-collective-mpiio",
+}
 
 
 @dataclass
@@ -54,8 +66,9 @@ class Measured:
 def run_measured(cmd: list[str], cwd: Path | None = None) -> tuple[str, float, float, int]:
     """(stdout, wall seconds, peak resident MiB, exit code) of one fresh process."""
     start = time.perf_counter()
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
-                             text=True)
+    child = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, text=True
+    )
     out = child.stdout.read() if child.stdout else ""
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -63,8 +76,9 @@ def run_measured(cmd: list[str], cwd: Path | None = None) -> tuple[str, float, f
 
 
 def run_lab(log: Path) -> Measured:
-    out, seconds, peak, code = run_measured([sys.executable, "-m", "iolab", "diagnose", str(log),
-                                             "--json", "--top", "1"])
+    out, seconds, peak, code = run_measured(
+        [sys.executable, "-m", "iolab", "diagnose", str(log), "--json", "--top", "1"]
+    )
     if code:
         return Measured([], seconds, peak, f"exit {code}")
     return Measured([Finding(**f) for f in json.loads(out)["findings"]], seconds, peak)
@@ -72,32 +86,42 @@ def run_lab(log: Path) -> Measured:
 
 def run_drishti(drishti: Path, log: Path) -> Measured:
     with tempfile.TemporaryDirectory(prefix="iolab-drishti-") as folder:
-        _, seconds, peak, code = run_measured([os.path.abspath(drishti), "--csv", "--export_dir", folder,
-                                               str(log)], cwd=Path(folder))
+        _, seconds, peak, code = run_measured(
+            [os.path.abspath(drishti), "--csv", "--export_dir", folder, str(log)], cwd=Path(folder)
+        )
         tables = list(Path(folder).glob("*.csv"))
         if code or not tables:
             return Measured(set(), seconds, peak, f"exit {code}, no CSV")
         with open(tables[0], newline="") as handle:
             row = next(csv.DictReader(handle))
-    return Measured({CODES[c] for c, flag in row.items() if flag == "True" and c in CODES},
-                    seconds, peak)
+    return Measured(
+        {CODES[c] for c, flag in row.items() if flag == "True" and c in CODES}, seconds, peak
+    )
 
 
 def score(truth: dict, measured: Measured) -> dict:
     """Hits, misses and false alarms of one tool against one log's ground truth."""
     judged = judge(truth, measured.found)
-    return {"hits": len(judged.hits), "misses": [i["rule"] for i in judged.misses],
-            "false_alarms": sorted({i["rule"] for i in judged.false_alarms}),
-            "seconds": round(measured.seconds, 3), "peak_MiB": round(measured.peak_mib, 1),
-            "error": measured.error}
+    return {
+        "hits": len(judged.hits),
+        "misses": [i["rule"] for i in judged.misses],
+        "false_alarms": sorted({i["rule"] for i in judged.false_alarms}),
+        "seconds": round(measured.seconds, 3),
+        "peak_MiB": round(measured.peak_mib, 1),
+        "error": measured.error,
+    }
 
 
 def _median_of(runs: list[Measured]) -> Measured:
     """The first run's findings (both tools are deterministic), the median wall time and
     the largest peak."""
     first = runs[0]
-    return Measured(first.found, float(np.median([r.seconds for r in runs])),
-                    max(r.peak_mib for r in runs), first.error)
+    return Measured(
+        first.found,
+        float(np.median([r.seconds for r in runs])),
+        max(r.peak_mib for r in runs),
+        first.error,
+    )
 
 
 def compare(logs: Path, drishti: Path | None, repeats: int = REPEATS) -> list[dict]:
@@ -109,16 +133,24 @@ def compare(logs: Path, drishti: Path | None, repeats: int = REPEATS) -> list[di
         tools["drishti"] = lambda log: run_drishti(drishti, log)
     rows = []
     for name, expected in truth.items():
-        row = {"log": name.split("/")[-1][:40], "must": len(expected["must"]),
-               "must_not": len(expected["must_not"]), "repeats": repeats}
+        row = {
+            "log": name.split("/")[-1][:40],
+            "must": len(expected["must"]),
+            "must_not": len(expected["must_not"]),
+            "repeats": repeats,
+        }
         runs: dict[str, list[Measured]] = {tool: [] for tool in tools}
         for turn in range(repeats):
             order = list(tools) if turn % 2 == 0 else list(tools)[::-1]
             for tool in order:
                 runs[tool].append(tools[tool](logs / name))
         for tool in tools:
-            row.update({f"{tool}_{key}": value for key, value in
-                        score(expected, _median_of(runs[tool])).items()})
+            row.update(
+                {
+                    f"{tool}_{key}": value
+                    for key, value in score(expected, _median_of(runs[tool])).items()
+                }
+            )
         rows.append(row)
     return rows
 
@@ -130,21 +162,39 @@ def synthetic_run(records: int, ranks: int = 100, seed: int = 1):
 
     rng = np.random.default_rng(seed)
     reads = rng.integers(0, 5000, records).astype(float)
-    frame = pd.DataFrame({
-        "layer": "POSIX", "path": [f"/lus/f{i // ranks}" for i in range(records)],
-        "rank": np.arange(records) % ranks, "origin": "data",
-        "opens": rng.integers(1, 5, records).astype(float), "reads": reads,
-        "writes": rng.integers(0, 5000, records).astype(float),
-        "bytes_read": reads * rng.integers(1, 4 << 20, records),
-        "small_reads": reads * rng.random(records), "seq_reads": reads * rng.random(records),
-        "read_time_s": rng.random(records) * 10, "write_time_s": rng.random(records) * 10,
-        "meta_time_s": rng.random(records), "max_byte_read": rng.integers(1, 1 << 30, records)})
-    for column in ("stats", "syncs", "collective", "bytes_written", "small_writes", "seq_writes",
-                   "unaligned", "max_byte_written"):
+    frame = pd.DataFrame(
+        {
+            "layer": "POSIX",
+            "path": [f"/lus/f{i // ranks}" for i in range(records)],
+            "rank": np.arange(records) % ranks,
+            "origin": "data",
+            "opens": rng.integers(1, 5, records).astype(float),
+            "reads": reads,
+            "writes": rng.integers(0, 5000, records).astype(float),
+            "bytes_read": reads * rng.integers(1, 4 << 20, records),
+            "small_reads": reads * rng.random(records),
+            "seq_reads": reads * rng.random(records),
+            "read_time_s": rng.random(records) * 10,
+            "write_time_s": rng.random(records) * 10,
+            "meta_time_s": rng.random(records),
+            "max_byte_read": rng.integers(1, 1 << 30, records),
+        }
+    )
+    for column in (
+        "stats",
+        "syncs",
+        "collective",
+        "bytes_written",
+        "small_writes",
+        "seq_writes",
+        "unaligned",
+        "max_byte_written",
+    ):
         frame[column] = 0.0
     frame["alignment"] = 1048576.0
     osts = pd.DataFrame({"path": frame.path.unique()}).assign(
-        ost=lambda f: np.arange(len(f)) % 64, stripe_size=1 << 20, stripe_count=1)
+        ost=lambda f: np.arange(len(f)) % 64, stripe_size=1 << 20, stripe_count=1
+    )
     return Run("darshan", f"synthetic-{records}", ranks, 3600.0, complete(frame), osts)
 
 
@@ -161,6 +211,11 @@ def scaling(sizes: tuple[int, ...] = (1_000, 10_000, 100_000), repeats: int = 3)
             diagnose(run)
             times.append(time.perf_counter() - start)
         median = float(np.median(times))
-        rows.append({"records": records, "rules_s": round(median, 4),
-                     "us_per_record": round(1e6 * median / records, 2)})
+        rows.append(
+            {
+                "records": records,
+                "rules_s": round(median, 4),
+                "us_per_record": round(1e6 * median / records, 2),
+            }
+        )
     return rows

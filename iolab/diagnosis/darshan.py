@@ -44,12 +44,19 @@ import pandas as pd
 
 from iolab.core.errors import LabError
 from iolab.core.safe_input import open_regular, unreadable
-from iolab.diagnosis.facts import (MPI_COLUMNS, OST_COLUMNS, REQUEST_COLUMNS, Run, complete,
-                                   empty_records)
+from iolab.diagnosis.facts import (
+    MPI_COLUMNS,
+    OST_COLUMNS,
+    REQUEST_COLUMNS,
+    Run,
+    complete,
+    empty_records,
+)
 from iolab.diagnosis.origins import origins
 
-INSTALL_HINT = ("install PyDarshan with `make darshan` (PyPI `darshan`, wheels for CPython "
-                "3.7 to 3.12)")
+INSTALL_HINT = (
+    "install PyDarshan with `make darshan` (PyPI `darshan`, wheels for CPython 3.7 to 3.12)"
+)
 _SMALL_BINS = ("0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M")  # Darshan's bins below 1 MiB
 #: Seconds the child process may take to read one log (the corpus logs take 0.1 to 3).
 CHILD_TIMEOUT_S = 120
@@ -67,21 +74,37 @@ class _Decompressor(Protocol):
 
 #: Darshan 1.x and 2.x logs are one gzip or bzip2 stream (*.darshan.gz, *.darshan.bz2).
 _COMPRESSED: dict[bytes, Callable[[], _Decompressor]] = {
-    b"\x1f\x8b": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), b"BZh": bz2.BZ2Decompressor}
+    b"\x1f\x8b": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+    b"BZh": bz2.BZ2Decompressor,
+}
 #: Sentence ends of the refusals: what a user can do with a log that cannot be read.
-_FIX_COPY = ("copy it again from the job's Darshan log folder, or diagnose a complete log; "
-             "`darshan-parser` shows what libdarshan can still read")
+_FIX_COPY = (
+    "copy it again from the job's Darshan log folder, or diagnose a complete log; "
+    "`darshan-parser` shows what libdarshan can still read"
+)
 #: APMPI's counters of the calls in which a rank waits for others.
-MPI_WAIT_COUNTERS = ("MPI_BARRIER_TOTAL_TIME", "MPI_WAIT_TOTAL_TIME", "MPI_WAITALL_TOTAL_TIME",
-                     "MPI_WAITANY_TOTAL_TIME", "MPI_WAITSOME_TOTAL_TIME")
+MPI_WAIT_COUNTERS = (
+    "MPI_BARRIER_TOTAL_TIME",
+    "MPI_WAIT_TOTAL_TIME",
+    "MPI_WAITALL_TOTAL_TIME",
+    "MPI_WAITANY_TOTAL_TIME",
+    "MPI_WAITSOME_TOTAL_TIME",
+)
 #: See _small: a record whose mean request is at least this is not "small" in the last bin.
 MEDIUM_BYTES = 256 * 1024
 SIZE_BINS = (*_SMALL_BINS, "1M_4M", "4M_10M", "10M_100M", "100M_1G", "1G_PLUS")
 #: The layers read into records, with their counter prefix; HEATMAP, APMPI and APXC are
 #: listed among the modules but hold no per-file records (APMPI's per-rank MPI time is read
 #: by DarshanLog.mpi_frame; no log at hand has APXC's Cray network counters).
-LAYERS = {"POSIX": "POSIX", "MPI-IO": "MPIIO", "STDIO": "STDIO", "H5F": "H5F", "H5D": "H5D",
-          "PNETCDF_FILE": "PNETCDF_FILE", "PNETCDF_VAR": "PNETCDF_VAR"}
+LAYERS = {
+    "POSIX": "POSIX",
+    "MPI-IO": "MPIIO",
+    "STDIO": "STDIO",
+    "H5F": "H5F",
+    "H5D": "H5D",
+    "PNETCDF_FILE": "PNETCDF_FILE",
+    "PNETCDF_VAR": "PNETCDF_VAR",
+}
 
 
 def darshan_problem() -> str | None:
@@ -111,8 +134,10 @@ def log_version(head: bytes) -> str | None:
     if they are not a Darshan log's. A Darshan 1.x or 2.x log is refused by name: darshan-util
     3 and PyDarshan cannot read that format."""
     version = head[:8].split(b"\0")[0].decode("ascii", "replace")
-    if len(head) >= 16 and DARSHAN_MAGIC in (struct.unpack("<q", head[8:16])[0],
-                                             struct.unpack(">q", head[8:16])[0]):
+    if len(head) >= 16 and DARSHAN_MAGIC in (
+        struct.unpack("<q", head[8:16])[0],
+        struct.unpack(">q", head[8:16])[0],
+    ):
         return version
     for magic, decompressor in _COMPRESSED.items():
         if head.startswith(magic):
@@ -126,7 +151,8 @@ def log_version(head: bytes) -> str | None:
                     f"this is a Darshan {old} log (the 1.x/2.x format, written before Darshan "
                     "3.0), which PyDarshan and darshan-util 3.x cannot read; read it with "
                     "`darshan-parser` of darshan-util 2.x, or diagnose a log of Darshan 3 or "
-                    "later")
+                    "later"
+                )
     return None
 
 
@@ -139,14 +165,17 @@ def read_head(path: Path, what: str, size: int = HEAD_BYTES) -> bytes:
     except FileNotFoundError:
         raise LabError(f"{path} does not exist; pass {what}") from None
     except IsADirectoryError:
-        raise LabError(f"cannot read {path}: it is a folder, not a regular file; pass {what}"
-                       ) from None
+        raise LabError(
+            f"cannot read {path}: it is a folder, not a regular file; pass {what}"
+        ) from None
     except OSError as err:
         raise unreadable(path, err, f"pass {what}") from None
 
 
-LOG_WANTED = ("a Darshan log (*.darshan), usually in your centre's Darshan log folder or where "
-              "DARSHAN_LOGFILE pointed")
+LOG_WANTED = (
+    "a Darshan log (*.darshan), usually in your centre's Darshan log folder or where "
+    "DARSHAN_LOGFILE pointed"
+)
 
 
 def read_log(path: Path | str) -> DarshanLog:
@@ -162,10 +191,11 @@ def read_log(path: Path | str) -> DarshanLog:
     except LabError as err:
         raise LabError(f"{path}: {err}") from None
     if version is None:
-        raise LabError(f"{path} could not be read as a Darshan log: "
-                       + ("it is empty (0 bytes)" if not head else
-                          "it does not begin with a Darshan header")
-                       + f"; pass {LOG_WANTED}")
+        raise LabError(
+            f"{path} could not be read as a Darshan log: "
+            + ("it is empty (0 bytes)" if not head else "it does not begin with a Darshan header")
+            + f"; pass {LOG_WANTED}"
+        )
     report, incomplete = _read_in_child(path)
     return DarshanLog(report, path.name, path, incomplete)
 
@@ -203,8 +233,11 @@ def _missing(header: HeaderMap, present: dict, size: int) -> list[str]:
     # libdarshan numbers the modules of older formats differently, in the same order
     named = sorted(present, key=lambda name: present[name]["idx"])
     same = [present[name]["len"] for name in named] == [m[1] for m in header.modules]
-    cut = [named[number] if same else f"region {number + 1}"
-           for number, (offset, length) in enumerate(header.modules) if size < offset + length]
+    cut = [
+        named[number] if same else f"region {number + 1}"
+        for number, (offset, length) in enumerate(header.modules)
+        if size < offset + length
+    ]
     if cut:
         missing.append(f"the {', '.join(cut)} module{'s' if len(cut) > 1 else ''}")
     return missing
@@ -222,8 +255,12 @@ def _stderr_lines() -> Callable[[], list[str]]:
         sink.seek(seen)
         text = sink.read().decode("utf-8", "replace")
         seen += len(text.encode("utf-8", "replace"))
-        return [line.strip() for line in text.splitlines()
-                if line.startswith(("Error", "darshan_log_open"))]
+        return [
+            line.strip()
+            for line in text.splitlines()
+            if line.startswith(("Error", "darshan_log_open"))
+        ]
+
     return errors
 
 
@@ -264,9 +301,15 @@ def _read_here(path: Path) -> tuple[str | None, object, tuple[str, ...]]:
         backend.log_close(log)
     if missing:
         parts = " and ".join(filter(None, (", ".join(missing[:-1]), missing[-1])))
-        return (f"{path} is cut short or damaged: it ends at byte {size:,}, before the end of "
+        return (
+            (
+                f"{path} is cut short or damaged: it ends at byte {size:,}, before the end of "
                 f"{parts} (a job killed while Darshan wrote the log, or an interrupted copy), so "
-                f"it cannot be diagnosed; {_FIX_COPY}"), None, ()
+                f"it cannot be diagnosed; {_FIX_COPY}"
+            ),
+            None,
+            (),
+        )
     report = darshan.DarshanReport(str(path), read_all=False)
     unread = ["the job record"] if errors() else []
     report.read_name_records()
@@ -279,12 +322,21 @@ def _read_here(path: Path) -> tuple[str | None, object, tuple[str, ...]]:
             continue
         if errors():
             unread.append(f"the {module} module")
-    if ("APMPI" in report.modules and "the APMPI module" not in unread and apmpi_rows(
-            report.records.get("APMPI"), int(report.metadata["job"]["nprocs"])) is None):
+    if (
+        "APMPI" in report.modules
+        and "the APMPI module" not in unread
+        and apmpi_rows(report.records.get("APMPI"), int(report.metadata["job"]["nprocs"])) is None
+    ):
         unread.append("the APMPI module (not one record per rank)")
     if unread:  # said before closing the log: libdarshan may abort in its close too
-        return (f"{path} is damaged: libdarshan could not read {', '.join(unread)} whole, so it "
-                f"cannot be diagnosed; {_FIX_COPY}"), None, ()
+        return (
+            (
+                f"{path} is damaged: libdarshan could not read {', '.join(unread)} whole, so it "
+                f"cannot be diagnosed; {_FIX_COPY}"
+            ),
+            None,
+            (),
+        )
     report._cleanup()  # closes libdarshan's handle, which cannot be pickled
     partial = tuple(name for name, info in report.modules.items() if info.get("partial_flag"))
     return None, report, partial
@@ -303,8 +355,9 @@ def _read_in_child(path: Path) -> tuple[object, tuple[str, ...]]:
             sent = pickle.dumps(_read_here(path), protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as err:  # noqa: BLE001  (anything, as one sentence for the parent)
             why = f"{type(err).__name__}: {err}"
-            sent = pickle.dumps((f"{path} could not be read as a Darshan log ({why}); {_FIX_COPY}",
-                                 None, ()))
+            sent = pickle.dumps(
+                (f"{path} could not be read as a Darshan log ({why}); {_FIX_COPY}", None, ())
+            )
             code = 1
         with os.fdopen(writer, "wb") as out:
             out.write(sent)
@@ -316,9 +369,11 @@ def _read_in_child(path: Path) -> tuple[object, tuple[str, ...]]:
             while True:
                 ready, _, _ = select.select([incoming], [], [], max(deadline - time.monotonic(), 0))
                 if not ready:
-                    raise LabError(f"reading {path} took more than {CHILD_TIMEOUT_S} s and was "
-                                   f"stopped: the log is damaged or far larger than a job's log; "
-                                   f"{_FIX_COPY}")
+                    raise LabError(
+                        f"reading {path} took more than {CHILD_TIMEOUT_S} s and was "
+                        f"stopped: the log is damaged or far larger than a job's log; "
+                        f"{_FIX_COPY}"
+                    )
                 chunk = incoming.read(1 << 20)
                 if not chunk:
                     break
@@ -330,9 +385,11 @@ def _read_in_child(path: Path) -> tuple[object, tuple[str, ...]]:
         _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
-        raise LabError(f"{path} is damaged: libdarshan was killed by {name} while reading it "
-                       f"(exit {128 + os.WTERMSIG(status)}), so it cannot be diagnosed; "
-                       f"{_FIX_COPY}")
+        raise LabError(
+            f"{path} is damaged: libdarshan was killed by {name} while reading it "
+            f"(exit {128 + os.WTERMSIG(status)}), so it cannot be diagnosed; "
+            f"{_FIX_COPY}"
+        )
     problem, report, partial = pickle.loads(b"".join(chunks))
     if problem:
         raise LabError(problem)
@@ -400,9 +457,14 @@ def apmpi_rows(collection, processes: int | None = None) -> list[tuple] | None:
         for index in range(1, len(collection)):
             record = collection[index]
             counters = record["all_counters"]
-            rows.append((int(record["rank"]), str(record["node_name"]),
-                         float(counters.get("MPI_TOTAL_COMM_TIME", 0.0)),
-                         float(sum(counters.get(name, 0.0) for name in MPI_WAIT_COUNTERS))))
+            rows.append(
+                (
+                    int(record["rank"]),
+                    str(record["node_name"]),
+                    float(counters.get("MPI_TOTAL_COMM_TIME", 0.0)),
+                    float(sum(counters.get(name, 0.0) for name in MPI_WAIT_COUNTERS)),
+                )
+            )
     except KeyError:
         return None
     if processes is not None and sorted(row[0] for row in rows) != list(range(processes)):
@@ -413,8 +475,9 @@ def apmpi_rows(collection, processes: int | None = None) -> list[tuple] | None:
 class DarshanLog:
     """One Darshan log: its records as Run facts, and tidy frames for tables and plots."""
 
-    def __init__(self, report, name: str, path: Path | None = None,
-                 incomplete: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, report, name: str, path: Path | None = None, incomplete: tuple[str, ...] = ()
+    ) -> None:
         self.report = report
         self.name = name
         self.path = path
@@ -452,13 +515,21 @@ class DarshanLog:
         job = self.report.metadata["job"]
         run_time = job.get("run_time")
         if run_time is None:
-            run_time = (job["end_time_sec"] + job.get("end_time_nsec", 0) / 1e9
-                        - job["start_time_sec"] - job.get("start_time_nsec", 0) / 1e9)
+            run_time = (
+                job["end_time_sec"]
+                + job.get("end_time_nsec", 0) / 1e9
+                - job["start_time_sec"]
+                - job.get("start_time_nsec", 0) / 1e9
+            )
         exe = self.report.metadata.get("exe", "")
-        return {"processes": int(job["nprocs"]), "run_time_s": float(run_time),
-                "modules": ", ".join(self.report.modules), "jobid": job.get("jobid"),
-                "executable": exe.split()[0] if exe else "",
-                "darshan_version": job.get("metadata", {}).get("lib_ver", "")}
+        return {
+            "processes": int(job["nprocs"]),
+            "run_time_s": float(run_time),
+            "modules": ", ".join(self.report.modules),
+            "jobid": job.get("jobid"),
+            "executable": exe.split()[0] if exe else "",
+            "darshan_version": job.get("metadata", {}).get("lib_ver", ""),
+        }
 
     def run(self) -> Run:
         """Every layer's records as Run facts (computed once)."""
@@ -468,12 +539,22 @@ class DarshanLog:
             layers = [frame for frame in layers if not frame.empty]
             records = pd.concat(layers, ignore_index=True) if layers else empty_records()
             records["origin"] = origins(records["path"])  # once for all layers' paths
-            self._run = Run("darshan", self.name, job["processes"], job["run_time_s"],
-                            complete(records), self.ost_layout(),
-                            tuple(self.report.modules), job,
-                            tuple((str(point), str(kind))
-                                  for point, kind in self.report.data.get("mounts") or ()),
-                            self.dxt_frame, self.mpi_frame(), self.incomplete)
+            self._run = Run(
+                "darshan",
+                self.name,
+                job["processes"],
+                job["run_time_s"],
+                complete(records),
+                self.ost_layout(),
+                tuple(self.report.modules),
+                job,
+                tuple(
+                    (str(point), str(kind)) for point, kind in self.report.data.get("mounts") or ()
+                ),
+                self.dxt_frame,
+                self.mpi_frame(),
+                self.incomplete,
+            )
         return self._run
 
     def _layer_records(self, layer: str, p: str) -> pd.DataFrame:
@@ -484,44 +565,80 @@ class DarshanLog:
         shared = rank < 0
         has_sizes = f"{p}_SIZE_READ_0_100" in frame or f"{p}_SIZE_READ_AGG_0_100" in frame
         agg = "AGG_" if f"{p}_SIZE_READ_AGG_0_100" in frame else ""
-        bytes_read, bytes_written = _sum(frame, f"{p}_BYTES_READ"), _sum(frame, f"{p}_BYTES_WRITTEN")
-        records = pd.DataFrame({
-            "layer": layer, "path": frame["path"], "rank": rank,
-            "opens": _sum(frame, f"{p}_OPENS", f"{p}_CREATES", f"{p}_FDOPENS",
-                          f"{p}_INDEP_OPENS", f"{p}_COLL_OPENS"),
-            "stats": _sum(frame, f"{p}_STATS"),
-            "reads": _sum(frame, f"{p}_READS", f"{p}_INDEP_READS", f"{p}_COLL_READS",
-                          f"{p}_SPLIT_READS", f"{p}_NB_READS"),
-            "writes": _sum(frame, f"{p}_WRITES", f"{p}_INDEP_WRITES", f"{p}_COLL_WRITES",
-                           f"{p}_SPLIT_WRITES", f"{p}_NB_WRITES"),
-            "syncs": _sum(frame, f"{p}_FSYNCS", f"{p}_FDSYNCS", f"{p}_SYNCS", f"{p}_FLUSHES"),
-            "mmaps": _or_nan(frame, f"{p}_MMAPS").clip(lower=0),
-            "collective": _collective(frame, p),
-            "bytes_read": bytes_read, "bytes_written": bytes_written,
-            "small_reads": _small(frame, f"{p}_SIZE_READ_{agg}", bytes_read,
-                                  _sum(frame, f"{p}_READS", f"{p}_INDEP_READS", f"{p}_COLL_READS"))
-            if has_sizes else np.nan,
-            "small_writes": _small(frame, f"{p}_SIZE_WRITE_{agg}", bytes_written,
-                                   _sum(frame, f"{p}_WRITES", f"{p}_INDEP_WRITES",
-                                        f"{p}_COLL_WRITES"))
-            if has_sizes else np.nan,
-            "seq_reads": _or_nan(frame, f"{p}_SEQ_READS"),
-            "seq_writes": _or_nan(frame, f"{p}_SEQ_WRITES"),
-            "unaligned": _or_nan(frame, f"{p}_FILE_NOT_ALIGNED"),
-            "alignment": _or_nan(frame, f"{p}_FILE_ALIGNMENT"),
-            # MAX_BYTE is the offset of the last byte touched: + 1 is the range used.
-            "max_byte_read": np.where(bytes_read > 0, _sum(frame, f"{p}_MAX_BYTE_READ") + 1, 0),
-            "max_byte_written": np.where(bytes_written > 0,
-                                         _sum(frame, f"{p}_MAX_BYTE_WRITTEN") + 1, 0),
-            # Darshan keeps each record's slowest single read and write, and its size
-            "slowest_read_s": _or_nan(frame, f"{p}_F_MAX_READ_TIME"),
-            "slowest_read_bytes": _or_nan(frame, f"{p}_MAX_READ_TIME_SIZE"),
-            "slowest_write_s": _or_nan(frame, f"{p}_F_MAX_WRITE_TIME"),
-            "slowest_write_bytes": _or_nan(frame, f"{p}_MAX_WRITE_TIME_SIZE"),
-            "read_time_s": _sum(frame, f"{p}_F_READ_TIME"),
-            "write_time_s": _sum(frame, f"{p}_F_WRITE_TIME"),
-            "meta_time_s": _sum(frame, f"{p}_F_META_TIME", f"{p}_F_WAIT_TIME"),
-        })
+        bytes_read, bytes_written = (
+            _sum(frame, f"{p}_BYTES_READ"),
+            _sum(frame, f"{p}_BYTES_WRITTEN"),
+        )
+        records = pd.DataFrame(
+            {
+                "layer": layer,
+                "path": frame["path"],
+                "rank": rank,
+                "opens": _sum(
+                    frame,
+                    f"{p}_OPENS",
+                    f"{p}_CREATES",
+                    f"{p}_FDOPENS",
+                    f"{p}_INDEP_OPENS",
+                    f"{p}_COLL_OPENS",
+                ),
+                "stats": _sum(frame, f"{p}_STATS"),
+                "reads": _sum(
+                    frame,
+                    f"{p}_READS",
+                    f"{p}_INDEP_READS",
+                    f"{p}_COLL_READS",
+                    f"{p}_SPLIT_READS",
+                    f"{p}_NB_READS",
+                ),
+                "writes": _sum(
+                    frame,
+                    f"{p}_WRITES",
+                    f"{p}_INDEP_WRITES",
+                    f"{p}_COLL_WRITES",
+                    f"{p}_SPLIT_WRITES",
+                    f"{p}_NB_WRITES",
+                ),
+                "syncs": _sum(frame, f"{p}_FSYNCS", f"{p}_FDSYNCS", f"{p}_SYNCS", f"{p}_FLUSHES"),
+                "mmaps": _or_nan(frame, f"{p}_MMAPS").clip(lower=0),
+                "collective": _collective(frame, p),
+                "bytes_read": bytes_read,
+                "bytes_written": bytes_written,
+                "small_reads": _small(
+                    frame,
+                    f"{p}_SIZE_READ_{agg}",
+                    bytes_read,
+                    _sum(frame, f"{p}_READS", f"{p}_INDEP_READS", f"{p}_COLL_READS"),
+                )
+                if has_sizes
+                else np.nan,
+                "small_writes": _small(
+                    frame,
+                    f"{p}_SIZE_WRITE_{agg}",
+                    bytes_written,
+                    _sum(frame, f"{p}_WRITES", f"{p}_INDEP_WRITES", f"{p}_COLL_WRITES"),
+                )
+                if has_sizes
+                else np.nan,
+                "seq_reads": _or_nan(frame, f"{p}_SEQ_READS"),
+                "seq_writes": _or_nan(frame, f"{p}_SEQ_WRITES"),
+                "unaligned": _or_nan(frame, f"{p}_FILE_NOT_ALIGNED"),
+                "alignment": _or_nan(frame, f"{p}_FILE_ALIGNMENT"),
+                # MAX_BYTE is the offset of the last byte touched: + 1 is the range used.
+                "max_byte_read": np.where(bytes_read > 0, _sum(frame, f"{p}_MAX_BYTE_READ") + 1, 0),
+                "max_byte_written": np.where(
+                    bytes_written > 0, _sum(frame, f"{p}_MAX_BYTE_WRITTEN") + 1, 0
+                ),
+                # Darshan keeps each record's slowest single read and write, and its size
+                "slowest_read_s": _or_nan(frame, f"{p}_F_MAX_READ_TIME"),
+                "slowest_read_bytes": _or_nan(frame, f"{p}_MAX_READ_TIME_SIZE"),
+                "slowest_write_s": _or_nan(frame, f"{p}_F_MAX_WRITE_TIME"),
+                "slowest_write_bytes": _or_nan(frame, f"{p}_MAX_WRITE_TIME_SIZE"),
+                "read_time_s": _sum(frame, f"{p}_F_READ_TIME"),
+                "write_time_s": _sum(frame, f"{p}_F_WRITE_TIME"),
+                "meta_time_s": _sum(frame, f"{p}_F_META_TIME", f"{p}_F_WAIT_TIME"),
+            }
+        )
         for side in ("fastest", "slowest"):
             upper = side.upper()
             records[f"{side}_rank"] = _or_nan(frame, f"{p}_{upper}_RANK").where(shared)
@@ -541,25 +658,40 @@ class DarshanLog:
         if frame is None or frame.empty or "LUSTRE_OST_IDS" not in frame:
             return pd.DataFrame(columns=OST_COLUMNS)
         frame = frame.assign(path=frame["id"].map(self.names).fillna(frame["id"].astype(str)))
-        keys = [key for key in ("id", "LUSTRE_COMP_EXT_START", "LUSTRE_COMP_MIRROR_ID")
-                if key in frame]
+        keys = [
+            key for key in ("id", "LUSTRE_COMP_EXT_START", "LUSTRE_COMP_MIRROR_ID") if key in frame
+        ]
         frame = frame.drop_duplicates(subset=keys)
-        size = "LUSTRE_COMP_STRIPE_SIZE" if "LUSTRE_COMP_STRIPE_SIZE" in frame else "LUSTRE_STRIPE_SIZE"
-        count = ("LUSTRE_COMP_STRIPE_COUNT" if "LUSTRE_COMP_STRIPE_COUNT" in frame
-                 else "LUSTRE_STRIPE_WIDTH")
+        size = (
+            "LUSTRE_COMP_STRIPE_SIZE"
+            if "LUSTRE_COMP_STRIPE_SIZE" in frame
+            else "LUSTRE_STRIPE_SIZE"
+        )
+        count = (
+            "LUSTRE_COMP_STRIPE_COUNT"
+            if "LUSTRE_COMP_STRIPE_COUNT" in frame
+            else "LUSTRE_STRIPE_WIDTH"
+        )
         layout = frame[["path", "LUSTRE_OST_IDS", size, count]].explode("LUSTRE_OST_IDS")
         layout = layout.dropna(subset=["LUSTRE_OST_IDS"])
         layout.columns = ["path", "ost", "stripe_size", "stripe_count"]
-        return layout.astype({"ost": "int64", "stripe_size": "int64", "stripe_count": "int64"}
-                             ).drop_duplicates(["path", "ost"]).reset_index(drop=True)
+        return (
+            layout.astype({"ost": "int64", "stripe_size": "int64", "stripe_count": "int64"})
+            .drop_duplicates(["path", "ost"])
+            .reset_index(drop=True)
+        )
 
     def modules_frame(self) -> pd.DataFrame:
         """Per I/O layer: records (file x rank), opens, reads, writes, bytes."""
         records = self.run().records
         frame = records.groupby("layer", sort=False).agg(
-            records=("path", "size"), opens=("opens", "sum"), reads=("reads", "sum"),
-            writes=("writes", "sum"), bytes_read=("bytes_read", "sum"),
-            bytes_written=("bytes_written", "sum"))
+            records=("path", "size"),
+            opens=("opens", "sum"),
+            reads=("reads", "sum"),
+            writes=("writes", "sum"),
+            bytes_read=("bytes_read", "sum"),
+            bytes_written=("bytes_written", "sum"),
+        )
         return frame.astype("int64").rename_axis("module").reset_index()
 
     def files_frame(self) -> pd.DataFrame:
@@ -567,10 +699,14 @@ class DarshanLog:
         posix = self.run().records
         posix = posix[posix.layer == "POSIX"]
         frame = posix.groupby("path").agg(
-            origin=("origin", "first"), ranks=("rank", "nunique"),
-            bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
-            read_time_s=("read_time_s", "sum"), write_time_s=("write_time_s", "sum"),
-            meta_time_s=("meta_time_s", "sum"))
+            origin=("origin", "first"),
+            ranks=("rank", "nunique"),
+            bytes_read=("bytes_read", "sum"),
+            bytes_written=("bytes_written", "sum"),
+            read_time_s=("read_time_s", "sum"),
+            write_time_s=("write_time_s", "sum"),
+            meta_time_s=("meta_time_s", "sum"),
+        )
         shared = (posix["rank"] < 0).groupby(posix["path"]).any()
         frame.loc[shared, "ranks"] = self.run().processes  # one record for all ranks
         frame = frame.astype({"bytes_read": "int64", "bytes_written": "int64"})
@@ -582,10 +718,14 @@ class DarshanLog:
         prefix = LAYERS.get(module, module)
         frame = self._frames(module)
         agg = "AGG_" if f"{prefix}_SIZE_READ_AGG_0_100" in frame else ""
-        rows = [{"request_size": size.replace("_", "-"),
-                 "reads": int(_sum(frame, f"{prefix}_SIZE_READ_{agg}{size}").sum()),
-                 "writes": int(_sum(frame, f"{prefix}_SIZE_WRITE_{agg}{size}").sum())}
-                for size in SIZE_BINS]
+        rows = [
+            {
+                "request_size": size.replace("_", "-"),
+                "reads": int(_sum(frame, f"{prefix}_SIZE_READ_{agg}{size}").sum()),
+                "writes": int(_sum(frame, f"{prefix}_SIZE_WRITE_{agg}{size}").sum()),
+            }
+            for size in SIZE_BINS
+        ]
         return pd.DataFrame(rows)
 
     def mpi_frame(self) -> pd.DataFrame:
@@ -601,9 +741,16 @@ class DarshanLog:
         mpi = self.run().mpi
         if mpi.empty:
             return pd.DataFrame()
-        return mpi.groupby("node", as_index=False, sort=True).agg(
-            ranks=("rank", "size"), mpi_median_s=("mpi_s", "median"),
-            wait_median_s=("wait_s", "median"), wait_max_s=("wait_s", "max")).round(2)
+        return (
+            mpi.groupby("node", as_index=False, sort=True)
+            .agg(
+                ranks=("rank", "size"),
+                mpi_median_s=("mpi_s", "median"),
+                wait_median_s=("wait_s", "median"),
+                wait_max_s=("wait_s", "max"),
+            )
+            .round(2)
+        )
 
     def dxt_frame(self) -> pd.DataFrame:
         """Every traced request (DXT), in REQUEST_COLUMNS."""
@@ -615,13 +762,19 @@ class DarshanLog:
                 for operation in ("read", "write"):
                     segments = record[f"{operation}_segments"]
                     if len(segments):
-                        pieces.append(segments.assign(
-                            rank=int(record["rank"]), layer=module[4:], operation=operation,
-                            path=self.names.get(record["id"], str(record["id"]))))
+                        pieces.append(
+                            segments.assign(
+                                rank=int(record["rank"]),
+                                layer=module[4:],
+                                operation=operation,
+                                path=self.names.get(record["id"], str(record["id"])),
+                            )
+                        )
         if not pieces:
             return pd.DataFrame(columns=REQUEST_COLUMNS)
         frame = pd.concat(pieces, ignore_index=True).rename(
-            columns={"start_time": "start_s", "end_time": "end_s"})
+            columns={"start_time": "start_s", "end_time": "end_s"}
+        )
         return frame[REQUEST_COLUMNS]
 
     def ost_frame(self) -> pd.DataFrame:
@@ -635,20 +788,26 @@ class DarshanLog:
         posix = posix[posix.layer == "POSIX"]
         if layout.empty or posix.empty:
             return pd.DataFrame(columns=["ost", "files", "bytes", "seconds", "median_MiBps"])
-        per_file = posix.groupby("path").agg(bytes_read=("bytes_read", "sum"),
-                                             bytes_written=("bytes_written", "sum"),
-                                             read_time_s=("read_time_s", "sum"),
-                                             write_time_s=("write_time_s", "sum"))
+        per_file = posix.groupby("path").agg(
+            bytes_read=("bytes_read", "sum"),
+            bytes_written=("bytes_written", "sum"),
+            read_time_s=("read_time_s", "sum"),
+            write_time_s=("write_time_s", "sum"),
+        )
         per_file["bytes"] = per_file.bytes_read + per_file.bytes_written
         per_file["seconds"] = per_file.read_time_s + per_file.write_time_s
         placed = layout.merge(per_file[["bytes", "seconds"]], left_on="path", right_index=True)
         width = placed.groupby("path")["ost"].transform("size")
         placed["rate"] = (placed.bytes / placed.seconds / 1024**2).where(
-            (placed.bytes > 0) & (placed.seconds > 0))
+            (placed.bytes > 0) & (placed.seconds > 0)
+        )
         placed["bytes"] = placed.bytes / width
         placed["seconds"] = placed.seconds / width
-        frame = placed.groupby("ost").agg(files=("path", "nunique"), bytes=("bytes", "sum"),
-                                          seconds=("seconds", "sum"),
-                                          median_MiBps=("rate", "median"))
+        frame = placed.groupby("ost").agg(
+            files=("path", "nunique"),
+            bytes=("bytes", "sum"),
+            seconds=("seconds", "sum"),
+            median_MiBps=("rate", "median"),
+        )
         frame["bytes"] = frame.bytes.round().astype("int64")
         return frame.reset_index().sort_values("ost", ignore_index=True)

@@ -10,8 +10,8 @@ whole-column operations, so a log of 100,000 records costs the same per record a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pandas as pd
 
@@ -24,7 +24,7 @@ RECORD_COLUMNS = {
     "path": "the file",
     "rank": "MPI rank or traced process index; -1 for a record shared by all ranks",
     "origin": "'data' (the application's), 'environment' (interpreter, libraries, "
-              "site-packages, conda) or 'system' (/proc, /etc, /dev, ...)",
+    "site-packages, conda) or 'system' (/proc, /etc, /dev, ...)",
     "opens": "opens (and creates)",
     "stats": "metadata lookups without an open: stat, access, readlink",
     "reads": "read requests",
@@ -34,7 +34,7 @@ RECORD_COLUMNS = {
     "direct_opens": "opens with O_DIRECT (nan where unknown)",
     "mmaps": "memory mappings of the file: its reads then happen as page faults, unseen",
     "collective": "collective reads and writes: MPI-IO and PNETCDF_VAR count them; an H5D "
-                  "dataset's all count if it used collective MPI-IO (0 in other layers)",
+    "dataset's all count if it used collective MPI-IO (0 in other layers)",
     "bytes_read": "bytes read",
     "bytes_written": "bytes written",
     "small_reads": "reads of less than 1 MiB (nan where the layer keeps no size histogram)",
@@ -96,16 +96,20 @@ class Run:
 
     def file_system(self, path: str) -> str:
         """The type of the file system holding `path`, by the mount table ("" if unknown)."""
-        holding = [(point, kind) for point, kind in self.mounts
-                   if path == point or path.startswith(point.rstrip("/") + "/")]
+        holding = [
+            (point, kind)
+            for point, kind in self.mounts
+            if path == point or path.startswith(point.rstrip("/") + "/")
+        ]
         return max(holding, key=lambda mount: len(mount[0]))[1] if holding else ""
 
     def requests(self) -> pd.DataFrame:
         """Every traced request (REQUEST_COLUMNS), empty without DXT; read the first time a
         rule asks, as most rules never need it."""
         if self._requests is None:
-            self._requests = (self.dxt() if self.dxt is not None
-                              else pd.DataFrame(columns=REQUEST_COLUMNS))
+            self._requests = (
+                self.dxt() if self.dxt is not None else pd.DataFrame(columns=REQUEST_COLUMNS)
+            )
         return self._requests
 
     def data(self, layer: str | None = None) -> pd.DataFrame:
@@ -119,8 +123,12 @@ class Run:
 
 def empty_records() -> pd.DataFrame:
     """A records frame with every column and no row."""
-    return pd.DataFrame({name: pd.Series(dtype="object" if name in ("layer", "path", "origin")
-                                         else "float64") for name in RECORD_COLUMNS})
+    return pd.DataFrame(
+        {
+            name: pd.Series(dtype="object" if name in ("layer", "path", "origin") else "float64")
+            for name in RECORD_COLUMNS
+        }
+    )
 
 
 def complete(records: pd.DataFrame) -> pd.DataFrame:

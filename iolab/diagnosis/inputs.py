@@ -4,9 +4,9 @@ tables and the figures of the report."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -27,15 +27,18 @@ class Diagnosis:
     output: str = ""  # the traced command's stdout and stderr
 
 
-def _figures(run: Run, sizes: pd.DataFrame, osts: pd.DataFrame | None = None,
-             dxt: pd.DataFrame | None = None) -> dict[str, object]:
+def _figures(
+    run: Run, sizes: pd.DataFrame, osts: pd.DataFrame | None = None, dxt: pd.DataFrame | None = None
+) -> dict[str, object]:
     from iolab.diagnosis import plots  # matplotlib only for a report with figures
 
-    drawn = {"Request sizes (the application's files)": plots.size_bars(sizes),
-             "Time per rank": plots.rank_time_bars(plots.rank_seconds(run)),
-             "Bytes and time per OST": plots.ost_bars(osts if osts is not None else pd.DataFrame()),
-             "DXT timeline": plots.dxt_timeline(dxt if dxt is not None else pd.DataFrame()),
-             "I/O and MPI waiting per rank (APMPI)": plots.io_and_wait(run)}
+    drawn = {
+        "Request sizes (the application's files)": plots.size_bars(sizes),
+        "Time per rank": plots.rank_time_bars(plots.rank_seconds(run)),
+        "Bytes and time per OST": plots.ost_bars(osts if osts is not None else pd.DataFrame()),
+        "DXT timeline": plots.dxt_timeline(dxt if dxt is not None else pd.DataFrame()),
+        "I/O and MPI waiting per rank (APMPI)": plots.io_and_wait(run),
+    }
     return {title: figure for title, figure in drawn.items() if figure is not None}
 
 
@@ -46,9 +49,13 @@ def from_darshan(path: Path | str, *, figures: bool = True) -> Diagnosis:
     log = read_log(path)
     run = log.run()
     osts = log.ost_frame()
-    tables = {"I/O per layer": log.modules_frame(), "Files by bytes moved": log.files_frame(),
-              "POSIX request sizes": log.size_histogram("POSIX"), "Bytes and time per OST": osts,
-              "MPI time per node (APMPI)": log.mpi_nodes_frame()}
+    tables = {
+        "I/O per layer": log.modules_frame(),
+        "Files by bytes moved": log.files_frame(),
+        "POSIX request sizes": log.size_histogram("POSIX"),
+        "Bytes and time per OST": osts,
+        "MPI time per node (APMPI)": log.mpi_nodes_frame(),
+    }
     drawn = _figures(run, tables["POSIX request sizes"], osts, log.dxt_frame()) if figures else {}
     return Diagnosis(run, diagnose(run), tables, drawn)
 
@@ -59,8 +66,10 @@ def from_trace(path: Path | str, cwd: Path | str = ".", *, figures: bool = True)
     from iolab.diagnosis.trace import profile_saved_trace
 
     if input_kind(Path(path).expanduser()) != "trace":
-        raise LabError(f"{path} is a Darshan log, not a trace; diagnose it as a log "
-                       "(python -m iolab diagnose LOG)")
+        raise LabError(
+            f"{path} is a Darshan log, not a trace; diagnose it as a log "
+            "(python -m iolab diagnose LOG)"
+        )
     return _from_profile(profile_saved_trace(path, cwd), figures)
 
 
@@ -73,16 +82,19 @@ def from_command(command: Sequence[str], *, figures: bool = True) -> Diagnosis:
 
 def _from_profile(profile, figures: bool) -> Diagnosis:
     run = profile.run()
-    tables = {"Totals by origin": profile.by_origin(), "Busiest files": profile.frame().head(20),
-              "Request sizes (data files)": profile.size_histogram()}
+    tables = {
+        "Totals by origin": profile.by_origin(),
+        "Busiest files": profile.frame().head(20),
+        "Request sizes (data files)": profile.size_histogram(),
+    }
     drawn = _figures(run, tables["Request sizes (data files)"]) if figures else {}
-    return Diagnosis(run, diagnose(run), tables, drawn, profile.exit_code,
-                     profile.stdout + profile.stderr)
+    return Diagnosis(
+        run, diagnose(run), tables, drawn, profile.exit_code, profile.stdout + profile.stderr
+    )
 
 
 #: What `diagnose` takes as a file, for the sentence that refuses anything else.
-INPUT_WANTED = ("a Darshan log (*.darshan) or a trace saved with `strace -f -y -T -o FILE "
-                "CMD`")
+INPUT_WANTED = "a Darshan log (*.darshan) or a trace saved with `strace -f -y -T -o FILE CMD`"
 #: The lines and bytes of a file looked at to tell an strace trace from other text (a
 #: traced command's execve line alone can be long).
 TRACE_SNIFF_LINES = 50
@@ -113,8 +125,9 @@ def input_kind(path: Path) -> str:
     if is_strace_text(head):
         return "trace"
     what = "it is empty (0 bytes)" if not head else "it holds no Darshan header and no strace call"
-    raise LabError(f"{path} is neither a Darshan log nor an strace trace: {what}; pass "
-                   f"{INPUT_WANTED}")
+    raise LabError(
+        f"{path} is neither a Darshan log nor an strace trace: {what}; pass {INPUT_WANTED}"
+    )
 
 
 def from_path(path: Path | str, cwd: Path | str = ".", *, figures: bool = True) -> Diagnosis:

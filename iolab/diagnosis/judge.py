@@ -27,8 +27,14 @@ def names(finding: Finding) -> str:
     """Everything a finding names, where an item's "about" is looked for: its files, ranks
     ("rank 0"), OSTs ("OST 14") and evidence, one per line so that no "about" matches across
     two of them."""
-    return "\n".join([*finding.files, *(f"rank {r}" for r in finding.ranks),
-                      *(f"OST {o}" for o in finding.osts), finding.evidence])
+    return "\n".join(
+        [
+            *finding.files,
+            *(f"rank {r}" for r in finding.ranks),
+            *(f"OST {o}" for o in finding.osts),
+            finding.evidence,
+        ]
+    )
 
 
 def judge(truth: dict, found: Sequence[Finding] | set[str]) -> Judgement:
@@ -47,6 +53,8 @@ def judge(truth: dict, found: Sequence[Finding] | set[str]) -> Judgement:
 
     must, must_not = truth["must"], truth["must_not"]
     checkable = [i for i in must_not if not (by_rule_only and i.get("about"))]
-    return Judgement(hits=[i for i in must if raised(i)],
-                     misses=[i for i in must if not raised(i)],
-                     false_alarms=[i for i in checkable if raised(i)])
+    return Judgement(
+        hits=[i for i in must if raised(i)],
+        misses=[i for i in must if not raised(i)],
+        false_alarms=[i for i in checkable if raised(i)],
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,13 +22,32 @@ _ENVIRONMENT = re.compile(
     r"\.(?:py|pyc|pyo|pyi|pth|so|egg-link)$|\.so\.[0-9.]+$|/__pycache__/|/site-packages/"
     r"|/dist-packages/|/lib/python[0-9.]+/|/(?:mini|ana)?conda[0-9]*/|/\.conda/"
     r"|/envs/[^/]+/(?:lib|bin|share)/|/spack/opt/|/\.spack-env/|/easybuild/software/"
-    r"|/(?:\.?venv|virtualenvs?)/|/pyvenv\.cfg$|/modules?/software/|\.dist-info/|\.egg-info/|/nix/store/")
+    r"|/(?:\.?venv|virtualenvs?)/|/pyvenv\.cfg$|/modules?/software/|\.dist-info/|\.egg-info/|/nix/store/"
+)
 #: Folders of the operating system, not of the job.
-_SYSTEM_ROOTS = ("/proc", "/sys", "/dev", "/etc", "/run", "/var/lib", "/var/cache", "/usr",
-                 "/lib", "/lib64", "/bin", "/sbin")
+_SYSTEM_ROOTS = (
+    "/proc",
+    "/sys",
+    "/dev",
+    "/etc",
+    "/run",
+    "/var/lib",
+    "/var/cache",
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/bin",
+    "/sbin",
+)
 #: Names Darshan records for streams, not files.
-_STREAMS = ("<STDIN>", "<STDOUT>", "<STDERR>", "<STDIN_FILENO>", "<STDOUT_FILENO>",
-            "<STDERR_FILENO>")
+_STREAMS = (
+    "<STDIN>",
+    "<STDOUT>",
+    "<STDERR>",
+    "<STDIN_FILENO>",
+    "<STDOUT_FILENO>",
+    "<STDERR_FILENO>",
+)
 
 
 def this_interpreter() -> tuple[str, ...]:

@@ -49,9 +49,14 @@ def rank_time_bars(seconds: pd.DataFrame) -> Figure | None:
         return None
     figure, ax = plt.subplots(figsize=(7, 3))
     bottom = pd.Series(0.0, index=seconds.index)
-    for column, colour, label in (("read_time_s", READ, "read"), ("write_time_s", WRITE, "write"),
-                                  ("meta_time_s", META, "metadata")):
-        ax.bar(seconds["rank"], seconds[column], bottom=bottom, color=colour, label=label, width=1.0)
+    for column, colour, label in (
+        ("read_time_s", READ, "read"),
+        ("write_time_s", WRITE, "write"),
+        ("meta_time_s", META, "metadata"),
+    ):
+        ax.bar(
+            seconds["rank"], seconds[column], bottom=bottom, color=colour, label=label, width=1.0
+        )
         bottom += seconds[column]
     ax.set_xlabel("rank")
     ax.set_ylabel("time in I/O calls (s)")
@@ -67,8 +72,9 @@ def io_and_wait(run: Run) -> Figure | None:
     if len(run.mpi) < 2:
         return None
     figure, ax = plt.subplots(figsize=(7, 3))
-    ax.scatter(rank_io_seconds(run).to_numpy(), run.mpi.wait_s.to_numpy(), s=12, color=WRITE,
-               alpha=0.6)
+    ax.scatter(
+        rank_io_seconds(run).to_numpy(), run.mpi.wait_s.to_numpy(), s=12, color=WRITE, alpha=0.6
+    )
     ax.set_xlabel("time in POSIX and STDIO calls (s)")
     ax.set_ylabel("time in MPI_Barrier and MPI_Wait (s)")
     ax.set_title("I/O and MPI waiting, one dot per rank (APMPI)")
@@ -103,12 +109,15 @@ def dxt_timeline(dxt: pd.DataFrame, max_requests: int = 200_000) -> Figure | Non
     for operation, colour in (("read", READ), ("write", WRITE)):
         part = shown[shown.operation == operation]
         if len(part):
-            ax.hlines(part["rank"], part.start_s, part.end_s, colors=colour, label=operation,
-                      linewidth=4)
+            ax.hlines(
+                part["rank"], part.start_s, part.end_s, colors=colour, label=operation, linewidth=4
+            )
     ax.set_xlabel("time since the job started (s)")
     ax.set_ylabel("rank")
     title = "DXT timeline"
-    ax.set_title(title if len(shown) == len(dxt) else f"{title} ({len(shown):,} of {len(dxt):,} requests)")
+    ax.set_title(
+        title if len(shown) == len(dxt) else f"{title} ({len(shown):,} of {len(dxt):,} requests)"
+    )
     ax.legend()
     plt.close(figure)
     return figure

@@ -26,9 +26,9 @@ SCHEMA_VERSION = 1
 VERDICTS = {
     "io-costs-time": "at least one finding costs enough to be worth changing",
     "nothing-worth-changing": "no finding costs enough: the file I/O is not what makes this "
-                              "run slow",
+    "run slow",
     "incomplete-log": "no finding costs enough in what the log holds, but Darshan dropped "
-                      "records of a module (it marked it partial), so the run is not cleared",
+    "records of a module (it marked it partial), so the run is not cleared",
 }
 
 
@@ -67,16 +67,28 @@ def findings_records(findings: list[Finding]) -> list[dict]:
 
 def findings_frame(findings: list[Finding]) -> pd.DataFrame:
     """One row per finding: rule, cost, minor, evidence, advice."""
-    return pd.DataFrame([{"rule": f.rule, "cost_s": round(f.cost_s, 3), "minor": f.minor,
-                          "evidence": f.evidence, "advice": f.advice} for f in findings],
-                        columns=["rule", "cost_s", "minor", "evidence", "advice"])
+    return pd.DataFrame(
+        [
+            {
+                "rule": f.rule,
+                "cost_s": round(f.cost_s, 3),
+                "minor": f.minor,
+                "evidence": f.evidence,
+                "advice": f.advice,
+            }
+            for f in findings
+        ],
+        columns=["rule", "cost_s", "minor", "evidence", "advice"],
+    )
 
 
 def job_line(run: Run) -> str:
     """One line on what was measured: source, name, processes, run time, layers."""
     layers = ", ".join(run.modules) if run.modules else "POSIX calls"
-    return (f"{run.source}: {run.name}: {run.processes:,} process(es), "
-            f"{run.run_time_s:,.1f} s run time, layers: {layers}")
+    return (
+        f"{run.source}: {run.name}: {run.processes:,} process(es), "
+        f"{run.run_time_s:,.1f} s run time, layers: {layers}"
+    )
 
 
 def _number(value: float) -> str:
@@ -112,15 +124,22 @@ def format_findings(findings: list[Finding], run: Run | None = None) -> str:
         lines.append("   proof: " + ", ".join(f"{k} = {_number(v)}" for k, v in f.counters.items()))
         lines.append(f"   what to do: {f.advice}.")
     if run is not None and run.incomplete:
-        lines.insert(1, "Incomplete log: Darshan ran out of memory for "
-                        f"{', '.join(run.incomplete)} and kept only part of the records; what it "
-                        "dropped is not judged, and the costs below are lower bounds")
+        lines.insert(
+            1,
+            "Incomplete log: Darshan ran out of memory for "
+            f"{', '.join(run.incomplete)} and kept only part of the records; what it "
+            "dropped is not judged, and the costs below are lower bounds",
+        )
     if not major and run is not None and run.incomplete:
-        lines.append("- no finding costs enough in the records the log holds, but it is "
-                     "incomplete: it cannot clear this run's file I/O")
+        lines.append(
+            "- no finding costs enough in the records the log holds, but it is "
+            "incomplete: it cannot clear this run's file I/O"
+        )
     elif not major:
-        lines.append("- nothing costs enough to be worth changing: the file I/O is not what "
-                     "makes this run slow")
+        lines.append(
+            "- nothing costs enough to be worth changing: the file I/O is not what "
+            "makes this run slow"
+        )
     if minor:
         lines.append(f"Minor (under {MINOR_SHARE:.0%} of the run time or {MINOR_S:g} s):")
         lines += [f"- {f.title} [{f.rule}] ({_share(f, run)}): {f.evidence}" for f in minor]
@@ -129,13 +148,23 @@ def format_findings(findings: list[Finding], run: Run | None = None) -> str:
 
 def report_dict(run: Run, findings: list[Finding], tables: dict[str, pd.DataFrame]) -> dict:
     """The whole report as one JSON-ready object, in the layout lesson 12 documents."""
-    return json_ready({
-        "schema_version": SCHEMA_VERSION, "source": run.source, "name": run.name,
-        "processes": run.processes, "run_time_s": run.run_time_s, "modules": list(run.modules),
-        "verdict": verdict(run, findings), "incomplete_modules": list(run.incomplete),
-        "job": {k: v for k, v in run.facts.items() if isinstance(v, (str, int, float, np.number))},
-        "findings": findings_records(findings),
-        **{name: frame.to_dict(orient="records") for name, frame in tables.items()}})
+    return json_ready(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "source": run.source,
+            "name": run.name,
+            "processes": run.processes,
+            "run_time_s": run.run_time_s,
+            "modules": list(run.modules),
+            "verdict": verdict(run, findings),
+            "incomplete_modules": list(run.incomplete),
+            "job": {
+                k: v for k, v in run.facts.items() if isinstance(v, (str, int, float, np.number))
+            },
+            "findings": findings_records(findings),
+            **{name: frame.to_dict(orient="records") for name, frame in tables.items()},
+        }
+    )
 
 
 #: Job facts the page's table already shows under its own names.
@@ -148,52 +177,79 @@ def _png(figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def html_report(run: Run, findings: list[Finding], tables: dict[str, pd.DataFrame],
-                figures: dict[str, object]) -> str:
+def html_report(
+    run: Run, findings: list[Finding], tables: dict[str, pd.DataFrame], figures: dict[str, object]
+) -> str:
     """One self-contained page: job facts, ranked findings with evidence, tables, plots."""
+
     def esc(text: object) -> str:
         return html.escape(str(text))
 
     items = []
     for f in findings:
-        proof = "".join(f"<li><code>{esc(k)}</code> = {_number(v)}</li>" for k, v in f.counters.items())
+        proof = "".join(
+            f"<li><code>{esc(k)}</code> = {_number(v)}</li>" for k, v in f.counters.items()
+        )
         items.append(
             f"<li class='{'minor' if f.minor else 'major'}'><h3>{esc(f.title)} "
             f"<small>[{esc(f.rule)}]</small> — {esc(_share(f, run))}"
             f"{' (minor)' if f.minor else ''}</h3><p>{esc(f.evidence)}.</p>"
             + (f"<p><b>Where:</b> {esc(_where(f))}</p>" if _where(f) else "")
-            + f"<p><b>Proof:</b></p><ul>{proof}</ul><p><b>What to do:</b> {esc(f.advice)}.</p></li>")
+            + f"<p><b>Proof:</b></p><ul>{proof}</ul><p><b>What to do:</b> {esc(f.advice)}.</p></li>"
+        )
     body = "".join(items) or (
         "<li>No rule fired in the records the log holds, but it is incomplete: it cannot clear "
-        "this run's file I/O.</li>" if run.incomplete else
-        "<li>No rule fired: the file I/O is not what makes this run slow.</li>")
-    note = (f"<p><b>Incomplete log:</b> Darshan ran out of memory for "
-            f"{esc(', '.join(run.incomplete))} and kept only part of the records; what it "
-            "dropped is not judged, and the costs are lower bounds.</p>" if run.incomplete else "")
-    plots = "".join(f"<figure><img alt='{esc(title)}' src='data:image/png;base64,{_png(fig)}'>"
-                    f"<figcaption>{esc(title)}</figcaption></figure>"
-                    for title, fig in figures.items())
-    frames = "".join(f"<h2>{esc(title)}</h2>{frame.to_html(index=False, border=0)}"
-                     for title, frame in tables.items() if len(frame))
-    facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>"
-                    for k, v in (("source", run.source), ("name", run.name),
-                                 ("processes", f"{run.processes:,}"),
-                                 ("run time", f"{run.run_time_s:,.2f} s"),
-                                 ("layers", ", ".join(run.modules)),
-                                 *((k, v) for k, v in run.facts.items()
-                                   if isinstance(v, (str, int, float)) and v != ""
-                                   and k not in _SHOWN)))
-    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
-             "li.major{border-left:4px solid #d95f02;padding-left:.6em;margin:.8em 0;list-style:none}"
-             "li.minor{border-left:4px solid #999;padding-left:.6em;color:#555;list-style:none}"
-             "table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}"
-             "td,th{padding:.2em .6em;text-align:left}"
-             "img{max-width:100%}")
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>I/O diagnosis: {esc(run.name)}</title><style>{style}</style></head><body>"
-            f"<h1>Why is this job slow on the file system?</h1><table>{facts}</table>"
-            f"<h2>Findings, costliest first</h2><p>Cost: seconds in the calls each finding "
-            f"concerns, on the busiest rank. Minor: under {MINOR_SHARE:.0%} of the run time "
-            f"or {MINOR_S:g} s.</p>{note}<ol>{body}</ol>{plots}{frames}"
-            "<p><small>Made by iolab (the lab's diagnosis rules, iolab.diagnosis).</small></p>"
-            "</body></html>")
+        "this run's file I/O.</li>"
+        if run.incomplete
+        else "<li>No rule fired: the file I/O is not what makes this run slow.</li>"
+    )
+    note = (
+        f"<p><b>Incomplete log:</b> Darshan ran out of memory for "
+        f"{esc(', '.join(run.incomplete))} and kept only part of the records; what it "
+        "dropped is not judged, and the costs are lower bounds.</p>"
+        if run.incomplete
+        else ""
+    )
+    plots = "".join(
+        f"<figure><img alt='{esc(title)}' src='data:image/png;base64,{_png(fig)}'>"
+        f"<figcaption>{esc(title)}</figcaption></figure>"
+        for title, fig in figures.items()
+    )
+    frames = "".join(
+        f"<h2>{esc(title)}</h2>{frame.to_html(index=False, border=0)}"
+        for title, frame in tables.items()
+        if len(frame)
+    )
+    facts = "".join(
+        f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>"
+        for k, v in (
+            ("source", run.source),
+            ("name", run.name),
+            ("processes", f"{run.processes:,}"),
+            ("run time", f"{run.run_time_s:,.2f} s"),
+            ("layers", ", ".join(run.modules)),
+            *(
+                (k, v)
+                for k, v in run.facts.items()
+                if isinstance(v, (str, int, float)) and v != "" and k not in _SHOWN
+            ),
+        )
+    )
+    style = (
+        "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
+        "li.major{border-left:4px solid #d95f02;padding-left:.6em;margin:.8em 0;list-style:none}"
+        "li.minor{border-left:4px solid #999;padding-left:.6em;color:#555;list-style:none}"
+        "table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}"
+        "td,th{padding:.2em .6em;text-align:left}"
+        "img{max-width:100%}"
+    )
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>I/O diagnosis: {esc(run.name)}</title><style>{style}</style></head><body>"
+        f"<h1>Why is this job slow on the file system?</h1><table>{facts}</table>"
+        f"<h2>Findings, costliest first</h2><p>Cost: seconds in the calls each finding "
+        f"concerns, on the busiest rank. Minor: under {MINOR_SHARE:.0%} of the run time "
+        f"or {MINOR_S:g} s.</p>{note}<ol>{body}</ol>{plots}{frames}"
+        "<p><small>Made by iolab (the lab's diagnosis rules, iolab.diagnosis).</small></p>"
+        "</body></html>"
+    )

@@ -26,9 +26,9 @@ import os
 import re
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -37,12 +37,33 @@ from iolab.core.workspace import public_text
 from iolab.diagnosis.facts import Run, complete
 from iolab.diagnosis.origins import origins as path_origins
 from iolab.diagnosis.origins import this_interpreter
-from iolab.measure.strace_parse import (COPIES, DUPS, FORKS, MMAPS, OPENS, PROFILE_OPTIONS, READS,
-                                        SEEKS, STATS, SYNCS, WRITES, TraceCall, TraceReader,
-                                        annotation_path, fd_annotation, fd_number, offset_arg,
-                                        string_arg)
-from iolab.measure.strace_run import (check_command, require_strace, run_scratch, run_strace,
-                                      strace_status)
+from iolab.measure.strace_parse import (
+    COPIES,
+    DUPS,
+    FORKS,
+    MMAPS,
+    OPENS,
+    PROFILE_OPTIONS,
+    READS,
+    SEEKS,
+    STATS,
+    SYNCS,
+    WRITES,
+    TraceCall,
+    TraceReader,
+    annotation_path,
+    fd_annotation,
+    fd_number,
+    offset_arg,
+    string_arg,
+)
+from iolab.measure.strace_run import (
+    check_command,
+    require_strace,
+    run_scratch,
+    run_strace,
+    strace_status,
+)
 from iolab.measure.syscall_fallback import run_counting_io
 
 METHODS = ("auto", "strace", "proc-io")
@@ -50,16 +71,36 @@ METHODS = ("auto", "strace", "proc-io")
 #: learner can read at a glance. They are not Darshan's bins, whose bounds are decimal (100 B,
 #: 1 KB, 10 KB, 100 KB, 1 MB, 4 MB, 10 MB, 100 MB, 1 GB); only the 1 MiB bound is shared in
 #: spirit (Darshan's 1 MB, Drishti's small-request limit).
-SIZE_BINS = ((4 * 1024, "<4KiB"), (64 * 1024, "4KiB-64KiB"), (1024**2, "64KiB-1MiB"),
-             (16 * 1024**2, "1MiB-16MiB"), (float("inf"), ">=16MiB"))
+SIZE_BINS = (
+    (4 * 1024, "<4KiB"),
+    (64 * 1024, "4KiB-64KiB"),
+    (1024**2, "64KiB-1MiB"),
+    (16 * 1024**2, "1MiB-16MiB"),
+    (float("inf"), ">=16MiB"),
+)
 #: A small request, as Darshan's histogram and Drishti count it: under 1 MiB.
 SMALL_BYTES = 1024**2
 #: The alignment a transfer's offset is checked against: the page size, and a divisor of
 #: every Lustre stripe size and GPFS block size (Darshan checks the file system's own).
 ALIGNMENT = 4096
-_PATH_ARG = {"open": 0, "creat": 0, "openat": 1, "openat2": 1, "stat": 0, "lstat": 0,
-             "stat64": 0, "lstat64": 0, "newfstatat": 1, "fstatat64": 1, "statx": 1,
-             "access": 0, "faccessat": 1, "faccessat2": 1, "readlink": 0, "readlinkat": 1}
+_PATH_ARG = {
+    "open": 0,
+    "creat": 0,
+    "openat": 1,
+    "openat2": 1,
+    "stat": 0,
+    "lstat": 0,
+    "stat64": 0,
+    "lstat64": 0,
+    "newfstatat": 1,
+    "fstatat64": 1,
+    "statx": 1,
+    "access": 0,
+    "faccessat": 1,
+    "faccessat2": 1,
+    "readlink": 0,
+    "readlinkat": 1,
+}
 _FLAGS_ARG = {"open": 1, "openat": 2, "openat2": 2}
 _DUP_COMMANDS = ("F_DUPFD", "F_DUPFD_CLOEXEC")
 _SYNC_FLAGS = {"O_SYNC", "O_DSYNC", "O_RSYNC"}
@@ -111,8 +152,16 @@ class FileProfile:
 
     @property
     def calls(self) -> int:
-        return (self.opens + self.lookups + self.reads + self.writes + self.seeks + self.syncs
-                + self.mmaps + self.other)
+        return (
+            self.opens
+            + self.lookups
+            + self.reads
+            + self.writes
+            + self.seeks
+            + self.syncs
+            + self.mmaps
+            + self.other
+        )
 
     @property
     def io_time_s(self) -> float:
@@ -131,8 +180,15 @@ class FileProfile:
         a file twice shows as bytes read beyond its size, not as random access)."""
         self._read_end = self._write_end = None
 
-    def transfer(self, is_read: bool, offset: int | None, nbytes: int, seconds: float,
-                 succeeded: bool = True, appended: bool = False) -> None:
+    def transfer(
+        self,
+        is_read: bool,
+        offset: int | None,
+        nbytes: int,
+        seconds: float,
+        succeeded: bool = True,
+        appended: bool = False,
+    ) -> None:
         """Count one read or write of `nbytes` at `offset` (None: unknown); an appended
         write is sequential wherever the end of the file was."""
         if is_read:
@@ -316,9 +372,16 @@ class _Tally:
             return
         record.opens += 1
         where = _FLAGS_ARG.get(name)
-        flags = set(re.findall(r"O_[A-Z]+", "O_TRUNC" if name == "creat" else
-                               call.args[where] if where is not None and len(call.args) > where
-                               else ""))
+        flags = set(
+            re.findall(
+                r"O_[A-Z]+",
+                "O_TRUNC"
+                if name == "creat"
+                else call.args[where]
+                if where is not None and len(call.args) > where
+                else "",
+            )
+        )
         record.sync_opens += bool(flags & _SYNC_FLAGS)
         record.direct_opens += "O_DIRECT" in flags
         fd = _result(call)
@@ -332,8 +395,9 @@ class _Tally:
         """A call on the descriptor in its first argument."""
         table = self.tables[call.pid]
         description = self._description(call.pid, call.args[0])
-        if name in DUPS or (name.startswith("fcntl") and len(call.args) > 1
-                            and call.args[1] in _DUP_COMMANDS):
+        if name in DUPS or (
+            name.startswith("fcntl") and len(call.args) > 1 and call.args[1] in _DUP_COMMANDS
+        ):
             fd = _result(call)
             if fd is not None and description is None:
                 table.pop(fd, None)  # the new descriptor is now a pipe's, or a socket's
@@ -357,13 +421,17 @@ class _Tally:
             record.meta_time_s += seconds
             self._meta(call, name, record, description)
 
-    def _meta(self, call: TraceCall, name: str, record: FileProfile,
-              description: _Description) -> None:
+    def _meta(
+        self, call: TraceCall, name: str, record: FileProfile, description: _Description
+    ) -> None:
         if name in SEEKS:
             record.seeks += 1
             if call.succeeded:  # _llseek returns 0 and prints the new offset as [N]
-                description.position = call.ret if name == "lseek" else next(
-                    (offset_arg(a) for a in call.args[1:] if a.startswith("[")), None)
+                description.position = (
+                    call.ret
+                    if name == "lseek"
+                    else next((offset_arg(a) for a in call.args[1:] if a.startswith("[")), None)
+                )
         elif name in STATS:
             record.lookups += 1
         else:
@@ -373,15 +441,27 @@ class _Tally:
             elif name.startswith("fcntl") and call.args[1:2] == ["F_SETFL"] and call.succeeded:
                 description.append = "O_APPEND" in call.args[2]
 
-    def _move(self, record: FileProfile, description: _Description, is_read: bool,
-              explicit: int | None, call: TraceCall, seconds: float) -> None:
+    def _move(
+        self,
+        record: FileProfile,
+        description: _Description,
+        is_read: bool,
+        explicit: int | None,
+        call: TraceCall,
+        seconds: float,
+    ) -> None:
         """A transfer at `explicit` (pread, pwrite: the position stays) or at the file
         position, which it moves; an O_APPEND write lands at the end, if the size is known."""
         nbytes = _result(call) or 0
         explicit = None if explicit is not None and explicit < 0 else explicit  # preadv2(-1)
         appended = not is_read and description.append
-        offset = (explicit if explicit is not None else
-                  self.sizes.get(description.path) if appended else description.position)
+        offset = (
+            explicit
+            if explicit is not None
+            else self.sizes.get(description.path)
+            if appended
+            else description.position
+        )
         if explicit is None and call.succeeded:
             description.position = None if offset is None else offset + nbytes
         if not is_read and offset is not None and description.path in self.sizes:
@@ -401,14 +481,24 @@ class _Tally:
             sides = ((args[1], args[2], True), (args[0], "NULL", False))
         else:  # copy_file_range and splice: (fd_in, off_in, fd_out, off_out, len, flags)
             sides = ((args[0], args[1], True), (args[2], args[3], False))
-        found = [(self._description(call.pid, fd), offset, is_read)
-                 for fd, offset, is_read in sides]
-        files = [(d, offset, is_read) for d, offset, is_read in found
-                 if d is not None and (is_read or call.ret != 0)]
+        found = [
+            (self._description(call.pid, fd), offset, is_read) for fd, offset, is_read in sides
+        ]
+        files = [
+            (d, offset, is_read)
+            for d, offset, is_read in found
+            if d is not None and (is_read or call.ret != 0)
+        ]
         for description, offset, is_read in files:
             record = self.record(description.path, call.pid)
-            self._move(record, description, is_read, offset_arg(offset), call,
-                       (call.duration_s or 0.0) / len(files))
+            self._move(
+                record,
+                description,
+                is_read,
+                offset_arg(offset),
+                call,
+                (call.duration_s or 0.0) / len(files),
+            )
 
     def _close_range(self, call: TraceCall) -> None:
         """close_range(first, last, flags) closes a whole range (unless it only marks them)."""
@@ -422,8 +512,9 @@ class _Tally:
             del table[fd]
 
 
-def read_trace(lines: Iterable[str], cwd: str | os.PathLike
-               ) -> tuple[dict[tuple[str, str], FileProfile], float]:
+def read_trace(
+    lines: Iterable[str], cwd: str | os.PathLike
+) -> tuple[dict[tuple[str, str], FileProfile], float]:
     """(file, pid) -> FileProfile from the text of `strace` with PROFILE_OPTIONS, in order of
     first touch, and the busiest process's seconds in traced calls."""
     tally = _Tally(os.path.abspath(cwd))
@@ -479,12 +570,32 @@ class Profile:
     def frame(self) -> pd.DataFrame:
         """One row per file, the busiest first; units in the column names."""
         origins = self.origins()
-        columns = ["path", "origin", "calls", "opens", "lookups", "reads", "writes", "seeks",
-                   "syncs", "mmaps", "bytes_read", "bytes_written", "sequential", "random",
-                   "io_time_ms"]
-        rows = [{**{name: getattr(f, name) for name in columns[2:-1]},
-                 "path": public_text(f.path), "origin": origins[f.path],
-                 "io_time_ms": round(f.io_time_s * 1000, 3)} for f in self.files.values()]
+        columns = [
+            "path",
+            "origin",
+            "calls",
+            "opens",
+            "lookups",
+            "reads",
+            "writes",
+            "seeks",
+            "syncs",
+            "mmaps",
+            "bytes_read",
+            "bytes_written",
+            "sequential",
+            "random",
+            "io_time_ms",
+        ]
+        rows = [
+            {
+                **{name: getattr(f, name) for name in columns[2:-1]},
+                "path": public_text(f.path),
+                "origin": origins[f.path],
+                "io_time_ms": round(f.io_time_s * 1000, 3),
+            }
+            for f in self.files.values()
+        ]
         frame = pd.DataFrame(rows, columns=columns)
         return frame.sort_values(["calls", "path"], ascending=[False, True], ignore_index=True)
 
@@ -504,8 +615,13 @@ class Profile:
                 reads.update(f.read_sizes)
                 writes.update(f.write_sizes)
         labels = [label for _, label in SIZE_BINS]
-        return pd.DataFrame({"request_size": labels, "reads": [reads[x] for x in labels],
-                             "writes": [writes[x] for x in labels]})
+        return pd.DataFrame(
+            {
+                "request_size": labels,
+                "reads": [reads[x] for x in labels],
+                "writes": [writes[x] for x in labels],
+            }
+        )
 
     def run(self) -> Run:
         """The trace as the diagnosis's facts: one POSIX record per file and process, ranked
@@ -513,29 +629,54 @@ class Profile:
         origins = self.origins()
         ranks = {pid: rank for rank, pid in enumerate(dict.fromkeys(p for _, p in self.records))}
         small = [label for bound, label in SIZE_BINS if bound <= SMALL_BYTES]
-        rows = [{"layer": "POSIX", "path": public_text(path), "rank": ranks[pid],
-                 "origin": origins[path], "opens": r.opens, "stats": r.lookups, "reads": r.reads,
-                 "writes": r.writes, "syncs": r.syncs, "sync_opens": r.sync_opens,
-                 "direct_opens": r.direct_opens, "mmaps": r.mmaps, "collective": 0,
-                 "bytes_read": r.bytes_read, "bytes_written": r.bytes_written,
-                 "small_reads": sum(r.read_sizes[x] for x in small),
-                 "small_writes": sum(r.write_sizes[x] for x in small),
-                 # a request at an unknown offset (a descriptor older than the trace) is no
-                 # evidence of random access: only the steps seen going back count
-                 "seq_reads": r.reads - r.random_reads, "seq_writes": r.writes - r.random_writes,
-                 "unaligned": r.unaligned,
-                 "alignment": ALIGNMENT, "max_byte_read": r.max_byte_read,
-                 "max_byte_written": r.max_byte_written, "read_time_s": r.read_time_s,
-                 "slowest_read_s": r.slowest_read_s, "slowest_read_bytes": r.slowest_read_bytes,
-                 "slowest_write_s": r.slowest_write_s,
-                 "slowest_write_bytes": r.slowest_write_bytes,
-                 "write_time_s": r.write_time_s, "meta_time_s": r.meta_time_s,
-                 "sync_time_s": r.sync_time_s} for (path, pid), r in self.records.items()]
+        rows = [
+            {
+                "layer": "POSIX",
+                "path": public_text(path),
+                "rank": ranks[pid],
+                "origin": origins[path],
+                "opens": r.opens,
+                "stats": r.lookups,
+                "reads": r.reads,
+                "writes": r.writes,
+                "syncs": r.syncs,
+                "sync_opens": r.sync_opens,
+                "direct_opens": r.direct_opens,
+                "mmaps": r.mmaps,
+                "collective": 0,
+                "bytes_read": r.bytes_read,
+                "bytes_written": r.bytes_written,
+                "small_reads": sum(r.read_sizes[x] for x in small),
+                "small_writes": sum(r.write_sizes[x] for x in small),
+                # a request at an unknown offset (a descriptor older than the trace) is no
+                # evidence of random access: only the steps seen going back count
+                "seq_reads": r.reads - r.random_reads,
+                "seq_writes": r.writes - r.random_writes,
+                "unaligned": r.unaligned,
+                "alignment": ALIGNMENT,
+                "max_byte_read": r.max_byte_read,
+                "max_byte_written": r.max_byte_written,
+                "read_time_s": r.read_time_s,
+                "slowest_read_s": r.slowest_read_s,
+                "slowest_read_bytes": r.slowest_read_bytes,
+                "slowest_write_s": r.slowest_write_s,
+                "slowest_write_bytes": r.slowest_write_bytes,
+                "write_time_s": r.write_time_s,
+                "meta_time_s": r.meta_time_s,
+                "sync_time_s": r.sync_time_s,
+            }
+            for (path, pid), r in self.records.items()
+        ]
         records = complete(pd.DataFrame(rows))
         numbers = [c for c in records.columns if c not in ("layer", "path", "origin")]
-        return Run("strace", " ".join(public_text(part) for part in self.command), len(ranks),
-                   self.wall_time_s, records.astype({c: "float64" for c in numbers}),
-                   facts={"method": self.method, "exit_code": self.exit_code})
+        return Run(
+            "strace",
+            " ".join(public_text(part) for part in self.command),
+            len(ranks),
+            self.wall_time_s,
+            records.astype({c: "float64" for c in numbers}),
+            facts={"method": self.method, "exit_code": self.exit_code},
+        )
 
     def to_json_dict(self) -> dict:
         findings = []
@@ -544,17 +685,26 @@ class Profile:
             from iolab.diagnosis.rules import diagnose
 
             findings = findings_records(diagnose(self.run()))
-        return {"command": [public_text(part) for part in self.command], "method": self.method,
-                "exit_code": self.exit_code, "note": self.note,
-                "wall_time_s": self.wall_time_s,
-                "files": self.frame().to_dict(orient="records"),
-                "by_origin": self.by_origin().to_dict(orient="records"),
-                "data_request_sizes": self.size_histogram().to_dict(orient="records"),
-                "findings": findings, "process_io": self.process_io}
+        return {
+            "command": [public_text(part) for part in self.command],
+            "method": self.method,
+            "exit_code": self.exit_code,
+            "note": self.note,
+            "wall_time_s": self.wall_time_s,
+            "files": self.frame().to_dict(orient="records"),
+            "by_origin": self.by_origin().to_dict(orient="records"),
+            "data_request_sizes": self.size_histogram().to_dict(orient="records"),
+            "findings": findings,
+            "process_io": self.process_io,
+        }
 
 
-def profile_command(cmd: Sequence[str], cwd: str | os.PathLike | None = None,
-                    env: Mapping[str, str] | None = None, method: str = "auto") -> Profile:
+def profile_command(
+    cmd: Sequence[str],
+    cwd: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    method: str = "auto",
+) -> Profile:
     """Run `cmd` once and profile its file I/O (see the module docstring)."""
     if method not in METHODS:
         raise LabError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -567,11 +717,14 @@ def profile_command(cmd: Sequence[str], cwd: str | os.PathLike | None = None,
         started = time.perf_counter()
         finished, io = run_counting_io(cmd, cwd, env, scratch)
         wall = time.perf_counter() - started
-    note = (f"strace not used ({why}): whole-process counters from /proc/<pid>/io, no "
-            "per-file split" if io else f"strace not used ({why}) and /proc/<pid>/io "
-            "unreadable: nothing could be measured")
-    return Profile(cmd, "proc-io", finished.exit_code, {}, io, note,
-                   finished.stdout, finished.stderr, wall)
+    note = (
+        f"strace not used ({why}): whole-process counters from /proc/<pid>/io, no per-file split"
+        if io
+        else f"strace not used ({why}) and /proc/<pid>/io unreadable: nothing could be measured"
+    )
+    return Profile(
+        cmd, "proc-io", finished.exit_code, {}, io, note, finished.stdout, finished.stderr, wall
+    )
 
 
 def _traced(cmd: list[str], cwd, env) -> Profile:
@@ -583,9 +736,17 @@ def _traced(cmd: list[str], cwd, env) -> Profile:
         wall = time.perf_counter() - started
         with open(trace, encoding="utf-8", errors="replace") as lines:
             records, _ = read_trace(lines, Path(cwd or ".").resolve())
-    return Profile(cmd, "strace", finished.exit_code, records, None,
-                   "strace -f -y -T: every call on a file, with the time spent in it",
-                   finished.stdout, finished.stderr, wall)
+    return Profile(
+        cmd,
+        "strace",
+        finished.exit_code,
+        records,
+        None,
+        "strace -f -y -T: every call on a file, with the time spent in it",
+        finished.stdout,
+        finished.stderr,
+        wall,
+    )
 
 
 def profile_saved_trace(path: str | os.PathLike, cwd: str | os.PathLike = ".") -> Profile:
@@ -594,9 +755,15 @@ def profile_saved_trace(path: str | os.PathLike, cwd: str | os.PathLike = ".") -
     lower bound."""
     with open(path, encoding="utf-8", errors="replace") as lines:
         records, busiest_s = read_trace(lines, Path(cwd).resolve())
-    return Profile([str(path)], "strace", 0, records, None,
-                   "a saved strace trace; run time: the busiest process's seconds in its calls",
-                   wall_time_s=busiest_s)
+    return Profile(
+        [str(path)],
+        "strace",
+        0,
+        records,
+        None,
+        "a saved strace trace; run time: the busiest process's seconds in its calls",
+        wall_time_s=busiest_s,
+    )
 
 
 def format_profile(profile: Profile, top: int = 10) -> str:
@@ -604,24 +771,38 @@ def format_profile(profile: Profile, top: int = 10) -> str:
     and the diagnosis of the run."""
     from iolab.core.tables import to_markdown
 
-    lines = [f"command:   {' '.join(public_text(p) for p in profile.command)}",
-             f"method:    {profile.method} ({profile.note})",
-             f"exit code: {profile.exit_code}", f"wall time: {profile.wall_time_s:.3f} s", ""]
+    lines = [
+        f"command:   {' '.join(public_text(p) for p in profile.command)}",
+        f"method:    {profile.method} ({profile.note})",
+        f"exit code: {profile.exit_code}",
+        f"wall time: {profile.wall_time_s:.3f} s",
+        "",
+    ]
     if profile.method == "proc-io":
         io = profile.process_io or {}
-        for key, label in (("syscr", "read calls"), ("syscw", "write calls"),
-                           ("rchar", "bytes read (any source)"),
-                           ("wchar", "bytes written (any target)"),
-                           ("read_bytes", "bytes read from storage")):
+        for key, label in (
+            ("syscr", "read calls"),
+            ("syscw", "write calls"),
+            ("rchar", "bytes read (any source)"),
+            ("wchar", "bytes written (any target)"),
+            ("read_bytes", "bytes read from storage"),
+        ):
             lines.append(f"  {label:<28}{io.get(key, 'n/a'):>14}")
         return "\n".join(lines)
     from iolab.diagnosis.report import format_findings
     from iolab.diagnosis.rules import diagnose
 
     run = profile.run()
-    lines += ["Totals by origin (data = your program's files)", to_markdown(profile.by_origin()),
-              "", f"Busiest files (top {top} by calls)",
-              to_markdown(profile.frame().head(top)), "",
-              "Request sizes on data files", to_markdown(profile.size_histogram()), "",
-              format_findings(diagnose(run), run)]
+    lines += [
+        "Totals by origin (data = your program's files)",
+        to_markdown(profile.by_origin()),
+        "",
+        f"Busiest files (top {top} by calls)",
+        to_markdown(profile.frame().head(top)),
+        "",
+        "Request sizes on data files",
+        to_markdown(profile.size_histogram()),
+        "",
+        format_findings(diagnose(run), run),
+    ]
     return "\n".join(lines)

@@ -39,10 +39,14 @@ class CephLayout:
     object_size: int
 
     def __post_init__(self) -> None:
-        if min(self.stripe_unit, self.stripe_count, self.object_size) <= 0 \
-                or self.object_size % self.stripe_unit:
-            raise LabError(f"{self} is not a CephFS layout: all three must be positive and the "
-                           "object size a multiple of the stripe unit")
+        if (
+            min(self.stripe_unit, self.stripe_count, self.object_size) <= 0
+            or self.object_size % self.stripe_unit
+        ):
+            raise LabError(
+                f"{self} is not a CephFS layout: all three must be positive and the "
+                "object size a multiple of the stripe unit"
+            )
 
     @property
     def set_bytes(self) -> int:
@@ -76,17 +80,22 @@ def object_name(inode: int, number: int) -> str:
 
 def set_dir_layout(folder: Path, layout: CephLayout) -> None:
     """Give `folder` a layout that files created in it inherit (the ceph.dir.layout xattrs)."""
-    for field, value in (("stripe_unit", layout.stripe_unit), ("stripe_count", layout.stripe_count),
-                         ("object_size", layout.object_size)):
+    for field, value in (
+        ("stripe_unit", layout.stripe_unit),
+        ("stripe_count", layout.stripe_count),
+        ("object_size", layout.object_size),
+    ):
         os.setxattr(folder, f"ceph.dir.layout.{field}", str(value).encode())
 
 
 def file_layout(path: Path) -> CephLayout:
     """The layout CephFS gave a file, read back from its ceph.file.layout xattr."""
-    fields = dict(part.split("=", 1) for part in
-                  os.getxattr(path, "ceph.file.layout").decode().split())
-    return CephLayout(int(fields["stripe_unit"]), int(fields["stripe_count"]),
-                      int(fields["object_size"]))
+    fields = dict(
+        part.split("=", 1) for part in os.getxattr(path, "ceph.file.layout").decode().split()
+    )
+    return CephLayout(
+        int(fields["stripe_unit"]), int(fields["stripe_count"]), int(fields["object_size"])
+    )
 
 
 def check_file(cluster: cephfs.Cluster, path: Path) -> pd.DataFrame:
@@ -95,21 +104,32 @@ def check_file(cluster: cephfs.Cluster, path: Path) -> pd.DataFrame:
     layout, inode, size = file_layout(path), os.stat(path).st_ino, os.stat(path).st_size
     predicted = {object_name(inode, n): s for n, s in predicted_objects(layout, size).items()}
     prefix = f"{inode:x}."
-    stored = {name: _object_size(cluster, name)
-              for name in _rados(cluster, "ls").split() if name.startswith(prefix)}
+    stored = {
+        name: _object_size(cluster, name)
+        for name in _rados(cluster, "ls").split()
+        if name.startswith(prefix)
+    }
     rows = []
     for name in sorted(predicted.keys() | stored.keys()):
-        rows.append({"object": name, "predicted_bytes": predicted.get(name),
-                     "stored_bytes": stored.get(name), "osd": _osd_of(cluster, name),
-                     "agrees": predicted.get(name) is not None
-                     and predicted.get(name) == stored.get(name)})
+        rows.append(
+            {
+                "object": name,
+                "predicted_bytes": predicted.get(name),
+                "stored_bytes": stored.get(name),
+                "osd": _osd_of(cluster, name),
+                "agrees": predicted.get(name) is not None
+                and predicted.get(name) == stored.get(name),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def bytes_per_osd(objects: pd.DataFrame) -> dict[int, int]:
     """The predicted bytes each OSD stores, from the per-object check."""
-    return {int(osd): int(total) for osd, total in
-            objects.groupby("osd")["predicted_bytes"].sum().items()}
+    return {
+        int(osd): int(total)
+        for osd, total in objects.groupby("osd")["predicted_bytes"].sum().items()
+    }
 
 
 def _object_size(cluster: cephfs.Cluster, name: str) -> int:
@@ -119,11 +139,13 @@ def _object_size(cluster: cephfs.Cluster, name: str) -> int:
 
 
 def _osd_of(cluster: cephfs.Cluster, name: str) -> int:
-    mapping = json.loads(cephfs.ceph_cli(cluster, "osd", "map", cephfs.DATA_POOL, name,
-                                      "--format", "json"))
+    mapping = json.loads(
+        cephfs.ceph_cli(cluster, "osd", "map", cephfs.DATA_POOL, name, "--format", "json")
+    )
     return int(mapping["acting_primary"])
 
 
 def _rados(cluster: cephfs.Cluster, *args: str) -> str:
-    return cephfs.run_tool(["rados", "-c", str(cluster.conf), "-n", "client.admin", "-p",
-                        cephfs.DATA_POOL, *args])
+    return cephfs.run_tool(
+        ["rados", "-c", str(cluster.conf), "-n", "client.admin", "-p", cephfs.DATA_POOL, *args]
+    )

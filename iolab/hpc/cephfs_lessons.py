@@ -35,11 +35,15 @@ def layout_check(cluster: cephfs.Cluster, stripe_count: int) -> dict:
         os.fsync(handle.fileno())  # the objects are on the OSDs when the counters are read
     after = {row["osd"]: row["write_bytes"] for row in cephfs.osd_counters(cluster)}
     objects = cl.check_file(cluster, path)
-    return {"stripe_count": stripe_count, "file_bytes": LAYOUT_FILE_BYTES,
-            "objects": objects.to_dict(orient="records"),
-            "agree": int(objects["agrees"].sum()), "objects_checked": len(objects),
-            "model_bytes_per_osd": {str(k): v for k, v in cl.bytes_per_osd(objects).items()},
-            "counted_write_bytes_per_osd": {str(osd): after[osd] - before[osd] for osd in after}}
+    return {
+        "stripe_count": stripe_count,
+        "file_bytes": LAYOUT_FILE_BYTES,
+        "objects": objects.to_dict(orient="records"),
+        "agree": int(objects["agrees"].sum()),
+        "objects_checked": len(objects),
+        "model_bytes_per_osd": {str(k): v for k, v in cl.bytes_per_osd(objects).items()},
+        "counted_write_bytes_per_osd": {str(osd): after[osd] - before[osd] for osd in after},
+    }
 
 
 def measure_all(cluster: cephfs.Cluster) -> dict:
@@ -51,7 +55,10 @@ def measure_all(cluster: cephfs.Cluster) -> dict:
     return {
         "recorded_on": datetime.date.today().isoformat(),
         "machine": {key: context.get(key) for key in ("cpu_model", "cpu_count", "kernel")},
-        "ceph_version": state["ceph_version"], "osds": cluster.osds,
-        "up_s": state["started_s"], "resident_mib": state["resident_mib"],
-        "layouts": layouts, "readers": readers.to_dict(orient="records"),
+        "ceph_version": state["ceph_version"],
+        "osds": cluster.osds,
+        "up_s": state["started_s"],
+        "resident_mib": state["resident_mib"],
+        "layouts": layouts,
+        "readers": readers.to_dict(orient="records"),
     }

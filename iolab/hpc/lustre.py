@@ -15,9 +15,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
@@ -45,8 +45,10 @@ def statfs_magic(path: Path | str) -> int:
     """
     libc_name = ctypes.util.find_library("c")
     if not sys.platform.startswith("linux") or libc_name is None:
-        raise LabError("statfs magic numbers are read on Linux only: check the file system "
-                       "type with `df -T` instead")
+        raise LabError(
+            "statfs magic numbers are read on Linux only: check the file system "
+            "type with `df -T` instead"
+        )
     libc = ctypes.CDLL(libc_name, use_errno=True)
     buffer = ctypes.create_string_buffer(512)  # larger than struct statfs on any Linux ABI
     if libc.statfs(os.fsencode(str(path)), buffer) != 0:
@@ -83,9 +85,14 @@ class LustreStatus:
 
     def frame(self) -> pd.DataFrame:
         """A two-column table (item, value) for a notebook."""
-        items = {"path": self.path, "on_lustre": str(self.on_lustre), "fs_type": self.fs_type,
-                 "statfs_magic": self.magic_hex, "lfs": self.lfs or "not found",
-                 "explanation": self.explanation}
+        items = {
+            "path": self.path,
+            "on_lustre": str(self.on_lustre),
+            "fs_type": self.fs_type,
+            "statfs_magic": self.magic_hex,
+            "lfs": self.lfs or "not found",
+            "explanation": self.explanation,
+        }
         return pd.DataFrame({"item": list(items), "value": list(items.values())})
 
 
@@ -100,13 +107,17 @@ def lustre_status(path: Path | str) -> LustreStatus:
     on_lustre = fs_type == "lustre" or magic_hex == f"{LL_SUPER_MAGIC:#x}"
     lfs = lfs_command()
     if not on_lustre:
-        explanation = (f"{path} is on {fs_type} (statfs magic {magic_hex}), not Lustre: run "
-                       "this on a cluster's Lustre file system (e.g. in $SCRATCH) to use lfs; "
-                       "here the lab shows recorded lfs outputs instead.")
+        explanation = (
+            f"{path} is on {fs_type} (statfs magic {magic_hex}), not Lustre: run "
+            "this on a cluster's Lustre file system (e.g. in $SCRATCH) to use lfs; "
+            "here the lab shows recorded lfs outputs instead."
+        )
     elif lfs is None:
-        explanation = (f"{path} is on Lustre but the lfs command is missing: install the "
-                       "Lustre client utilities (package lustre-client) or `module load` "
-                       "them, then try again.")
+        explanation = (
+            f"{path} is on Lustre but the lfs command is missing: install the "
+            "Lustre client utilities (package lustre-client) or `module load` "
+            "them, then try again."
+        )
     else:
         explanation = f"{path} is on Lustre and {lfs} can set and show its striping."
     return LustreStatus(str(path), on_lustre, fs_type, magic_hex, lfs, explanation)
@@ -126,8 +137,10 @@ def _run_lfs(argv: list[str]) -> str:
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=LFS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise LabError(f"`{' '.join(argv)}` took over {LFS_TIMEOUT_S:.0f} s: the file "
-                       "system may be unresponsive; ask the site's support") from None
+        raise LabError(
+            f"`{' '.join(argv)}` took over {LFS_TIMEOUT_S:.0f} s: the file "
+            "system may be unresponsive; ask the site's support"
+        ) from None
     if done.returncode != 0:
         first = (done.stderr.strip().splitlines() or ["no message"])[0]
         raise LabError(f"`{' '.join(argv)}` failed: {first}")
@@ -143,19 +156,28 @@ def _whole(value: object, name: str) -> int:
 def _check_size(size: object, name: str = "stripe size") -> int:
     size = _whole(size, name)
     if size <= 0 or size % STRIPE_SIZE_UNIT:
-        raise LabError(f"{name} {size} is not a positive multiple of 64 KiB (65536 bytes): "
-                       "use e.g. 1048576 (1 MiB) or 4194304 (4 MiB)")
+        raise LabError(
+            f"{name} {size} is not a positive multiple of 64 KiB (65536 bytes): "
+            "use e.g. 1048576 (1 MiB) or 4194304 (4 MiB)"
+        )
     return size
 
 
-def _stripe_options(count: object = None, size: object = None, index: object = None,
-                    ost_list: Iterable[int] | None = None, pool: str | None = None) -> list[str]:
+def _stripe_options(
+    count: object = None,
+    size: object = None,
+    index: object = None,
+    ost_list: Iterable[int] | None = None,
+    pool: str | None = None,
+) -> list[str]:
     """The -c/-S/-i/-o/-p options of one layout (a whole file or one component)."""
     options: list[str] = []
     if count is not None:
         if _whole(count, "stripe count") < -1:
-            raise LabError(f"stripe count {count} is below -1: use -1 (all OSTs), 0 (the "
-                           "file system default) or a positive count")
+            raise LabError(
+                f"stripe count {count} is below -1: use -1 (all OSTs), 0 (the "
+                "file system default) or a positive count"
+            )
         options += ["-c", str(count)]
     if size is not None:
         options += ["-S", str(_check_size(size))]
@@ -168,8 +190,10 @@ def _stripe_options(count: object = None, size: object = None, index: object = N
         if not osts or min(osts) < 0:
             raise LabError("ost_list must name at least one OST, all indices >= 0")
         if count is not None and count != len(osts):
-            raise LabError(f"stripe count {count} differs from the {len(osts)} OSTs in "
-                           "ost_list: give one or make them agree")
+            raise LabError(
+                f"stripe count {count} differs from the {len(osts)} OSTs in "
+                "ost_list: give one or make them agree"
+            )
         options += ["-o", ",".join(str(o) for o in osts)]
     if pool is not None:
         if not pool or any(c.isspace() for c in pool):
@@ -186,39 +210,61 @@ def _component_options(components: list) -> list[str]:
         spec = dict(zip(("end", "count", "size"), spec)) if isinstance(spec, tuple) else spec
         unknown = set(spec) - {"end", "count", "size", "index", "ost_list", "pool", "layout"}
         if unknown or "end" not in spec:
-            raise LabError(f"component {number} needs an 'end' and may have count, size, "
-                           f"index, ost_list, pool or layout='mdt' (got {sorted(spec)})")
+            raise LabError(
+                f"component {number} needs an 'end' and may have count, size, "
+                f"index, ost_list, pool or layout='mdt' (got {sorted(spec)})"
+            )
         end = spec["end"]
         last = number == len(components)
         if end in (None, -1, "eof", "EOF"):
             if not last:
-                raise LabError(f"component {number} runs to EOF but is not the last one: "
-                               "only the last component may end at EOF")
+                raise LabError(
+                    f"component {number} runs to EOF but is not the last one: "
+                    "only the last component may end at EOF"
+                )
             end_text = "-1"
         else:
             end = _whole(end, f"component {number} end")
             if end <= previous_end:
-                raise LabError(f"component {number} ends at {end}, not after the previous end "
-                               f"{previous_end}: component ends must increase")
+                raise LabError(
+                    f"component {number} ends at {end}, not after the previous end "
+                    f"{previous_end}: component ends must increase"
+                )
             unit = spec.get("size") or STRIPE_SIZE_UNIT
             if end % unit:
-                raise LabError(f"component {number} ends at {end}, not a multiple of its "
-                               f"stripe size {unit}: round the end to a multiple")
+                raise LabError(
+                    f"component {number} ends at {end}, not a multiple of its "
+                    f"stripe size {unit}: round the end to a multiple"
+                )
             previous_end, end_text = end, str(end)
         options += ["-E", end_text]
         if spec.get("layout") is not None:
             if spec["layout"] != "mdt" or spec.get("count") is not None:
-                raise LabError(f"component {number}: the only layout is 'mdt' (Data-on-MDT), "
-                               "and it takes no stripe count")
+                raise LabError(
+                    f"component {number}: the only layout is 'mdt' (Data-on-MDT), "
+                    "and it takes no stripe count"
+                )
             options += ["-L", "mdt"]
-        options += _stripe_options(spec.get("count"), spec.get("size"), spec.get("index"),
-                                   spec.get("ost_list"), spec.get("pool"))
+        options += _stripe_options(
+            spec.get("count"),
+            spec.get("size"),
+            spec.get("index"),
+            spec.get("ost_list"),
+            spec.get("pool"),
+        )
     return options
 
 
-def setstripe_command(path: Path | str, *, count: int | None = None, size: int | None = None,
-                      index: int | None = None, ost_list: Iterable[int] | None = None,
-                      pool: str | None = None, components: list | None = None) -> list[str]:
+def setstripe_command(
+    path: Path | str,
+    *,
+    count: int | None = None,
+    size: int | None = None,
+    index: int | None = None,
+    ost_list: Iterable[int] | None = None,
+    pool: str | None = None,
+    components: list | None = None,
+) -> list[str]:
     """The `lfs setstripe` argv for `path`, validated before anything runs.
 
     `components` makes a PFL layout: a list of dicts (end, count, size, index, ost_list,
@@ -227,16 +273,17 @@ def setstripe_command(path: Path | str, *, count: int | None = None, size: int |
     """
     if components is not None:
         if any(v is not None for v in (count, size, index, ost_list, pool)):
-            raise LabError("give either whole-file options (count, size, index, ost_list, "
-                           "pool) or components, not both")
+            raise LabError(
+                "give either whole-file options (count, size, index, ost_list, "
+                "pool) or components, not both"
+            )
         if not components:
             raise LabError("components is empty: give at least one component")
         options = _component_options(list(components))
     else:
         options = _stripe_options(count, size, index, ost_list, pool)
         if not options:
-            raise LabError("give at least one of count, size, index, ost_list, pool or "
-                           "components")
+            raise LabError("give at least one of count, size, index, ost_list, pool or components")
     return ["lfs", "setstripe", *options, str(path)]
 
 
@@ -274,14 +321,19 @@ def lfs_df(path: Path | str, inodes: bool = False) -> pd.DataFrame:
 
 def layout_frame(layout: Layout) -> pd.DataFrame:
     """One row per component: byte extent, stripe size and count, pattern and OST list."""
-    return pd.DataFrame([{
-        "component_id": c.component_id if c.component_id is not None else "-",
-        "start_bytes": c.start,
-        "end_bytes": "EOF" if c.end is None else str(c.end),
-        "stripe_size_bytes": c.stripe_size,
-        "stripe_count": c.stripe_count,
-        "pattern": c.pattern,
-        "pool": c.pool or "-",
-        "instantiated": c.instantiated,
-        "osts": ",".join(str(o) for o in c.osts) if c.osts else "-",
-    } for c in layout.components])
+    return pd.DataFrame(
+        [
+            {
+                "component_id": c.component_id if c.component_id is not None else "-",
+                "start_bytes": c.start,
+                "end_bytes": "EOF" if c.end is None else str(c.end),
+                "stripe_size_bytes": c.stripe_size,
+                "stripe_count": c.stripe_count,
+                "pattern": c.pattern,
+                "pool": c.pool or "-",
+                "instantiated": c.instantiated,
+                "osts": ",".join(str(o) for o in c.osts) if c.osts else "-",
+            }
+            for c in layout.components
+        ]
+    )

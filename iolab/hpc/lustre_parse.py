@@ -116,45 +116,62 @@ def _field(fields: dict, names: tuple[str, ...], what: str) -> str:
     for name in names:
         if name in fields:
             return fields[name]
-    raise LabError(f"the {what} has no {names[0]} field: pass the complete, unedited output "
-                   "of `lfs getstripe`")
+    raise LabError(
+        f"the {what} has no {names[0]} field: pass the complete, unedited output of `lfs getstripe`"
+    )
 
 
 def _int(value: str, name: str) -> int:
     try:
         return int(value, 0) if value.lower().startswith("0x") else int(value)
     except ValueError:
-        raise LabError(f"{name} is {value!r}, not a whole number: is this `lfs getstripe` "
-                       "output?") from None
+        raise LabError(
+            f"{name} is {value!r}, not a whole number: is this `lfs getstripe` output?"
+        ) from None
 
 
 def _pattern(value: str) -> str:
     return NUMERIC_PATTERNS.get(value, value)
 
 
-def _component(fields: dict, osts: list[int], *, start: int, end: int | None,
-               instantiated: bool, component_id: int | None, what: str,
-               allow_partial: bool) -> Component:
+def _component(
+    fields: dict,
+    osts: list[int],
+    *,
+    start: int,
+    end: int | None,
+    instantiated: bool,
+    component_id: int | None,
+    what: str,
+    allow_partial: bool,
+) -> Component:
     """One Component from its lmm_* (or one-line) fields, checking the OST list is complete."""
     count = _int(_field(fields, ("lmm_stripe_count", "stripe_count"), what), "stripe_count")
     extension = fields.get("lmm_extension_size")
-    if extension is not None and not any(k in fields for k in ("lmm_stripe_size",
-                                                               "stripe_size")):
+    if extension is not None and not any(k in fields for k in ("lmm_stripe_size", "stripe_size")):
         size = 0  # a self-extending placeholder has no stripes of its own
     else:
         size = _int(_field(fields, ("lmm_stripe_size", "stripe_size"), what), "stripe_size")
     pattern = _pattern(fields.get("lmm_pattern", fields.get("pattern", "raid0")))
     if osts and len(osts) != count and not allow_partial:
-        raise LabError(f"the {what} lists {len(osts)} OSTs but its stripe count is {count}: "
-                       "the output looks truncated; pass the complete output (or "
-                       "allow_partial=True / --allow-partial to keep the OSTs listed)")
+        raise LabError(
+            f"the {what} lists {len(osts)} OSTs but its stripe count is {count}: "
+            "the output looks truncated; pass the complete output (or "
+            "allow_partial=True / --allow-partial to keep the OSTs listed)"
+        )
     return Component(
-        start=start, end=end, stripe_size=size, stripe_count=count, osts=tuple(osts),
+        start=start,
+        end=end,
+        stripe_size=size,
+        stripe_count=count,
+        osts=tuple(osts),
         pattern=pattern,
-        stripe_offset=_int(fields.get("lmm_stripe_offset", fields.get("stripe_offset", "-1")),
-                           "stripe_offset"),
+        stripe_offset=_int(
+            fields.get("lmm_stripe_offset", fields.get("stripe_offset", "-1")), "stripe_offset"
+        ),
         pool=fields.get("lmm_pool", fields.get("pool")) or None,
-        instantiated=instantiated, component_id=component_id,
+        instantiated=instantiated,
+        component_id=component_id,
         extension_size=None if extension is None else _int(extension, "lmm_extension_size"),
     )
 
@@ -163,36 +180,52 @@ def _layout(record: _Record, allow_partial: bool) -> Layout:
     """A Layout from one record: composite when it has lcm_*/component fields."""
     if not (record.header or record.components):
         what = f"layout of {record.path}" if record.path else "layout"
-        component = _component(record.plain, record.osts, start=0, end=EOF,
-                               instantiated=bool(record.osts), component_id=None, what=what,
-                               allow_partial=allow_partial)
+        component = _component(
+            record.plain,
+            record.osts,
+            start=0,
+            end=EOF,
+            instantiated=bool(record.osts),
+            component_id=None,
+            what=what,
+            allow_partial=allow_partial,
+        )
         return Layout((component,), path=record.path)
     expected = record.header.get("lcm_entry_count")
     if expected is not None and _int(expected, "lcm_entry_count") != len(record.components):
-        raise LabError(f"lcm_entry_count is {expected} but {len(record.components)} components "
-                       "were found: the output looks truncated; pass all of it")
+        raise LabError(
+            f"lcm_entry_count is {expected} but {len(record.components)} components "
+            "were found: the output looks truncated; pass all of it"
+        )
     components = []
     for number, fields in enumerate(record.components, start=1):
         what = f"component {number}"
         end = _field(fields, ("lcme_extent.e_end",), what)
         flags = fields.get("lcme_flags", "0").split(",")
         cid = fields.get("lcme_id", "N/A")
-        components.append(_component(
-            fields, fields["osts"],
-            start=_int(_field(fields, ("lcme_extent.e_start",), what), "lcme_extent.e_start"),
-            end=EOF if end == "EOF" else _int(end, "lcme_extent.e_end"),
-            instantiated="init" in flags, component_id=None if cid == "N/A" else _int(cid,
-                                                                                       "lcme_id"),
-            what=what, allow_partial=allow_partial))
+        components.append(
+            _component(
+                fields,
+                fields["osts"],
+                start=_int(_field(fields, ("lcme_extent.e_start",), what), "lcme_extent.e_start"),
+                end=EOF if end == "EOF" else _int(end, "lcme_extent.e_end"),
+                instantiated="init" in flags,
+                component_id=None if cid == "N/A" else _int(cid, "lcme_id"),
+                what=what,
+                allow_partial=allow_partial,
+            )
+        )
     return Layout(tuple(components), path=record.path, composite=True)
 
 
 def _checked_records(text: str) -> list[_Record]:
     records = _records(text)
     if not any(r.header or r.components or r.plain for r in records):
-        raise LabError("no `lfs getstripe` fields (lmm_stripe_count, stripe_count or "
-                       "lcm_entry_count) found in the text: pass the output of "
-                       "`lfs getstripe FILE`")
+        raise LabError(
+            "no `lfs getstripe` fields (lmm_stripe_count, stripe_count or "
+            "lcm_entry_count) found in the text: pass the output of "
+            "`lfs getstripe FILE`"
+        )
     return records
 
 
@@ -207,8 +240,10 @@ def parse_getstripe_many(text: str, allow_partial: bool = False) -> dict[str, La
     for record in _checked_records(text):
         key = record.path or ""
         if key in layouts:
-            raise LabError(f"the path {key!r} appears twice in the output: pass one "
-                           "`lfs getstripe` listing at a time")
+            raise LabError(
+                f"the path {key!r} appears twice in the output: pass one "
+                "`lfs getstripe` listing at a time"
+            )
         layouts[key] = _layout(record, allow_partial)
     return layouts
 
@@ -221,8 +256,10 @@ def parse_getstripe(text: str, allow_partial: bool = False) -> Layout:
     """
     records = _checked_records(text)
     if len(records) > 1:
-        raise LabError(f"the output holds {len(records)} paths' layouts: use "
-                       "parse_getstripe_many, or run `lfs getstripe` on one file")
+        raise LabError(
+            f"the output holds {len(records)} paths' layouts: use "
+            "parse_getstripe_many, or run `lfs getstripe` on one file"
+        )
     return _layout(records[0], allow_partial)
 
 
@@ -245,27 +282,43 @@ def parse_dir_default(text: str) -> Component:
     """
     records = _checked_records(text)
     if len(records) > 1 or records[0].header or records[0].components:
-        raise LabError("this is not a single plain directory default (it has several paths "
-                       "or components): read it with parse_getstripe or parse_getstripe_many")
+        raise LabError(
+            "this is not a single plain directory default (it has several paths "
+            "or components): read it with parse_getstripe or parse_getstripe_many"
+        )
     record = records[0]
     if record.osts:
-        raise LabError("this output lists OST objects, so it is a file's layout, not a "
-                       "directory default: read it with parse_getstripe")
-    return _component(record.plain, [], start=0, end=EOF, instantiated=False,
-                      component_id=None, what="directory default", allow_partial=False)
+        raise LabError(
+            "this output lists OST objects, so it is a file's layout, not a "
+            "directory default: read it with parse_getstripe"
+        )
+    return _component(
+        record.plain,
+        [],
+        start=0,
+        end=EOF,
+        instantiated=False,
+        component_id=None,
+        what="directory default",
+        allow_partial=False,
+    )
 
 
 def _amount(value: str, scale: int, human_base: int | None) -> int:
     """A count from an lfs df column: plain numbers times `scale`, or -h suffixed values."""
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTPE]?)", value)
     if not match:
-        raise LabError(f"{value!r} is not an `lfs df` number: pass the output of "
-                       "`lfs df`, `lfs df -h` or `lfs df -i`")
+        raise LabError(
+            f"{value!r} is not an `lfs df` number: pass the output of "
+            "`lfs df`, `lfs df -h` or `lfs df -i`"
+        )
     number, suffix = match.groups()
     if suffix or "." in number:
         if human_base is None:
-            raise LabError("`lfs df -ih` rounds inode counts to K/M: run `lfs df -i` "
-                           "without -h to get exact counts")
+            raise LabError(
+                "`lfs df -ih` rounds inode counts to K/M: run `lfs df -i` "
+                "without -h to get exact counts"
+            )
         return round(float(number) * human_base ** " KMGTPE".index(suffix or " "))
     return int(number) * scale
 
@@ -299,28 +352,46 @@ def parse_lfs_df(text: str) -> pd.DataFrame:
         summary = tokens[0] == "filesystem_summary:" or tokens[:2] == ["filesystem", "summary:"]
         values = tokens[2:] if tokens[0] == "filesystem" else tokens[1:]
         if inodes is None or len(values) != 5 or not values[3].endswith("%"):
-            raise LabError(f"cannot read the `lfs df` line {raw.strip()!r}: pass the whole "
-                           "output, starting with its UUID header line")
+            raise LabError(
+                f"cannot read the `lfs df` line {raw.strip()!r}: pass the whole "
+                "output, starting with its UUID header line"
+            )
         mount = MOUNT.match(values[4])
         assert mount is not None  # MOUNT matches any text without a newline, as a token is
         if summary:
             kind, index, target = "summary", pd.NA, "filesystem_summary"
-            fs_name = rows[-1]["fs_name"] if rows and rows[-1]["mount"] == mount["mount"] \
+            fs_name = (
+                rows[-1]["fs_name"]
+                if rows and rows[-1]["mount"] == mount["mount"]
                 else mount["mount"]
+            )
         else:
             name = TARGET.match(tokens[0])
             if not name:
-                raise LabError(f"{tokens[0]!r} is not an MDT or OST UUID (like "
-                               "fsname-OST0000_UUID): pass the output of `lfs df`")
+                raise LabError(
+                    f"{tokens[0]!r} is not an MDT or OST UUID (like "
+                    "fsname-OST0000_UUID): pass the output of `lfs df`"
+                )
             kind, target, fs_name = name["kind"], tokens[0], name["fs"]
             index = int(mount["index"]) if mount["index"] else int(name["hex"], 16)
-        names = (("total_inodes", "used_inodes", "free_inodes") if inodes
-                 else ("total_bytes", "used_bytes", "available_bytes"))
+        names = (
+            ("total_inodes", "used_inodes", "free_inodes")
+            if inodes
+            else ("total_bytes", "used_bytes", "available_bytes")
+        )
         scale, base = (1, None) if inodes else (1024, 1024)
         amounts = {n: _amount(v, scale, base) for n, v in zip(names, values[:3])}
-        rows.append({"fs_name": fs_name, "target": target, "kind": kind, "index": index,
-                     **amounts, "used_pct": int(values[3].rstrip("%")),
-                     "mount": mount["mount"]})
+        rows.append(
+            {
+                "fs_name": fs_name,
+                "target": target,
+                "kind": kind,
+                "index": index,
+                **amounts,
+                "used_pct": int(values[3].rstrip("%")),
+                "mount": mount["mount"],
+            }
+        )
     if not rows:
         raise LabError("no MDT or OST rows found: pass the output of `lfs df` (or -h, -i)")
     frame = pd.DataFrame(rows)

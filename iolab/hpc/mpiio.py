@@ -33,16 +33,21 @@ import stat
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from iolab.core.errors import Interrupted, LabError, sigterm_as_interrupt
-from iolab.core.workspace import (check_capacity, ensure_writable_dir, remove_tree, repo_root,
-                                  scratch_dir)
+from iolab.core.workspace import (
+    check_capacity,
+    ensure_writable_dir,
+    remove_tree,
+    repo_root,
+    scratch_dir,
+)
 from iolab.measure.strace_parse import READS, TRACE_OPTIONS, WRITES, TraceReader, unescape_strace
 from iolab.measure.syscalls import strace_status
 
@@ -55,8 +60,14 @@ WORD = 8
 KIB = 1024
 MIB = 1024**2
 #: The hints the lesson explains, shown in every hints table even when left at their defaults.
-LESSON_HINTS = ("striping_unit", "cb_config_list", "cb_nodes", "romio_cb_write",
-                "romio_ds_write", "cb_buffer_size")
+LESSON_HINTS = (
+    "striping_unit",
+    "cb_config_list",
+    "cb_nodes",
+    "romio_cb_write",
+    "romio_ds_write",
+    "cb_buffer_size",
+)
 #: A run may not take longer than this (a hung MPI job must not hang a notebook).
 RUN_TIMEOUT_S = 600
 #: How long the ranks get to exit after SIGTERM before they are killed.
@@ -149,8 +160,10 @@ def read_hints_file(path: str | os.PathLike) -> dict[str, str]:
     """The `key value` lines of a ROMIO_HINTS file (comments and blank lines skipped)."""
     path = Path(path)
     if not path.is_file():
-        raise LabError(f"the ROMIO_HINTS file {path} does not exist; MPICH would silently "
-                       f"ignore it, so give an existing file such as {EXAMPLE_HINTS_FILE}")
+        raise LabError(
+            f"the ROMIO_HINTS file {path} does not exist; MPICH would silently "
+            f"ignore it, so give an existing file such as {EXAMPLE_HINTS_FILE}"
+        )
     hints = {}
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         text = line.split("#", 1)[0].strip()
@@ -158,8 +171,10 @@ def read_hints_file(path: str | os.PathLike) -> dict[str, str]:
             continue
         parts = text.split(None, 1)
         if len(parts) != 2:
-            raise LabError(f"line {number} of {path} is not `key value` (got {line.strip()!r}); "
-                           "write one hint per line, e.g. `cb_nodes 2`")
+            raise LabError(
+                f"line {number} of {path} is not `key value` (got {line.strip()!r}); "
+                "write one hint per line, e.g. `cb_nodes 2`"
+            )
         hints[parts[0]] = parts[1].strip()
     return hints
 
@@ -178,11 +193,18 @@ def parse_printed_hints(text: str) -> dict[str, str]:
     return hints
 
 
-def run_demo(ranks: int, mode: str, out_dir: str | os.PathLike | None = None,
-             hints: Mapping[str, str] | None = None,
-             hints_file: str | os.PathLike | None = None, print_hints: bool = False,
-             block_size: int = 4 * KIB, blocks_per_rank: int = 256, trace: bool = False,
-             label: str | None = None) -> DemoRun:
+def run_demo(
+    ranks: int,
+    mode: str,
+    out_dir: str | os.PathLike | None = None,
+    hints: Mapping[str, str] | None = None,
+    hints_file: str | os.PathLike | None = None,
+    print_hints: bool = False,
+    block_size: int = 4 * KIB,
+    blocks_per_rank: int = 256,
+    trace: bool = False,
+    label: str | None = None,
+) -> DemoRun:
     """Run `mpiexec -n ranks python mpiio_demo.py --mode mode ... --json` and collect the evidence.
 
     Without out_dir the files go to a fresh workspace scratch directory that is removed
@@ -204,11 +226,27 @@ def run_demo(ranks: int, mode: str, out_dir: str | os.PathLike | None = None,
             data_calls, other = None, None
         result = _result(stdout, stderr, code, cmd)
         wrong = count_wrong_bytes(directory, mode, ranks, block_size, blocks_per_rank)
-    run = DemoRun(label or mode, mode, ranks, block_size, blocks_per_rank, hints, file_hints,
-                  result, parse_printed_hints(stdout), wrong, cmd, data_calls, other, stdout)
+    run = DemoRun(
+        label or mode,
+        mode,
+        ranks,
+        block_size,
+        blocks_per_rank,
+        hints,
+        file_hints,
+        result,
+        parse_printed_hints(stdout),
+        wrong,
+        cmd,
+        data_calls,
+        other,
+        stdout,
+    )
     if not run.verified:
-        raise LabError(f"the {mode} run with {ranks} ranks wrote wrong data ({wrong} bytes differ "
-                       "from the expected pattern); check the file system and the hints")
+        raise LabError(
+            f"the {mode} run with {ranks} ranks wrote wrong data ({wrong} bytes differ "
+            "from the expected pattern); check the file system and the hints"
+        )
     return run
 
 
@@ -238,14 +276,33 @@ def _output_dir(out_dir: str | os.PathLike | None) -> Iterator[Path]:
         remove_tree(directory)
 
 
-def _demo_command(ranks: int, mode: str, directory: Path, hints: Mapping[str, str],
-                  block_size: int, blocks_per_rank: int) -> list[str]:
+def _demo_command(
+    ranks: int,
+    mode: str,
+    directory: Path,
+    hints: Mapping[str, str],
+    block_size: int,
+    blocks_per_rank: int,
+) -> list[str]:
     ok, reason = mpi_available()
     if not ok:
         raise LabError(reason)
-    cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(repo_root() / DEMO),
-           "--directory", str(directory), "--mode", mode, "--block-size", str(block_size),
-           "--blocks-per-rank", str(blocks_per_rank), "--json"]
+    cmd = [
+        find_mpiexec(),
+        "-n",
+        str(ranks),
+        sys.executable,
+        str(repo_root() / DEMO),
+        "--directory",
+        str(directory),
+        "--mode",
+        mode,
+        "--block-size",
+        str(block_size),
+        "--blocks-per-rank",
+        str(blocks_per_rank),
+        "--json",
+    ]
     for key, value in hints.items():
         cmd += ["--hint", f"{key}={value}"]
     return cmd
@@ -272,15 +329,24 @@ def _start(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     Killing only mpiexec would leave its ranks running and writing; the whole group is
     asked to stop (SIGTERM), then killed, before the output directory is removed.
     """
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace",
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         _stop_group(proc)
-        raise LabError(f"the MPI run did not finish within {RUN_TIMEOUT_S} s; run the command by "
-                       f"hand to see where it hangs: {' '.join(cmd)}") from None
+        raise LabError(
+            f"the MPI run did not finish within {RUN_TIMEOUT_S} s; run the command by "
+            f"hand to see where it hangs: {' '.join(cmd)}"
+        ) from None
     except BaseException:
         _stop_group(proc)
         raise
@@ -317,8 +383,11 @@ def shared_segments(root: int) -> set[tuple[str, int]]:
             with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
                 for line in maps:
                     fields = line.rstrip("\n").split(None, 5)
-                    if len(fields) == 6 and fields[5].startswith(prefix) \
-                            and not fields[5].endswith(" (deleted)"):
+                    if (
+                        len(fields) == 6
+                        and fields[5].startswith(prefix)
+                        and not fields[5].endswith(" (deleted)")
+                    ):
                         found.add((os.path.basename(fields[5]), int(fields[4])))
         except (OSError, ValueError):  # gone meanwhile
             continue
@@ -360,8 +429,9 @@ def remove_segments(segments: set[tuple[str, int]]) -> None:
         for name, inode in segments:
             try:
                 found = os.stat(name, dir_fd=folder, follow_symlinks=False)
-                if (found.st_ino, found.st_uid) == (inode, os.getuid()) and \
-                        stat.S_ISREG(found.st_mode):
+                if (found.st_ino, found.st_uid) == (inode, os.getuid()) and stat.S_ISREG(
+                    found.st_mode
+                ):
                     os.unlink(name, dir_fd=folder)
             except FileNotFoundError:  # MPICH removed it itself
                 continue
@@ -375,8 +445,10 @@ def _result(stdout: str, stderr: str, code: int, cmd: list[str]) -> dict:
         if line.startswith("{"):
             return json.loads(line)
     last = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["no output"])[-1]
-    raise LabError(f"the MPI demo failed (exit {code}: {last}); run it by hand to see why: "
-                   f"{' '.join(cmd[:3])} ... {DEMO}")
+    raise LabError(
+        f"the MPI demo failed (exit {code}: {last}); run it by hand to see why: "
+        f"{' '.join(cmd[:3])} ... {DEMO}"
+    )
 
 
 # --------------------------------------------------------------------------- tracing
@@ -425,8 +497,9 @@ def _descriptor_path(arg: str) -> str | None:
 # --------------------------------------------------------------------------- checking the bytes
 
 
-def count_wrong_bytes(directory: str | os.PathLike, mode: str, ranks: int, block_size: int,
-                      blocks_per_rank: int) -> int:
+def count_wrong_bytes(
+    directory: str | os.PathLike, mode: str, ranks: int, block_size: int, blocks_per_rank: int
+) -> int:
     """Bytes of the output files that differ from the pattern (a missing file counts fully).
 
     Checked from the file's side, independently of the demo: word k of the shared file must
@@ -435,10 +508,19 @@ def count_wrong_bytes(directory: str | os.PathLike, mode: str, ranks: int, block
     """
     directory = Path(directory)
     if mode == "file-per-process":
-        return sum(_wrong_in(directory / f"rank-{r:04d}.dat", _rank_words(r, ranks, block_size),
-                             block_size * blocks_per_rank) for r in range(ranks))
-    return _wrong_in(directory / "shared.dat", lambda first, n: np.arange(first, first + n, dtype=np.uint64),
-                     ranks * block_size * blocks_per_rank)
+        return sum(
+            _wrong_in(
+                directory / f"rank-{r:04d}.dat",
+                _rank_words(r, ranks, block_size),
+                block_size * blocks_per_rank,
+            )
+            for r in range(ranks)
+        )
+    return _wrong_in(
+        directory / "shared.dat",
+        lambda first, n: np.arange(first, first + n, dtype=np.uint64),
+        ranks * block_size * blocks_per_rank,
+    )
 
 
 def _rank_words(rank: int, ranks: int, block_size: int):
@@ -475,8 +557,11 @@ def hints_frame(run: DemoRun, keys: Sequence[str] | None = None) -> pd.DataFrame
     the file), "ROMIO_HINTS file", or "default" (nobody set it).
     """
     read_back = run.result.get("hints", {})
-    names = list(keys) if keys is not None else list(
-        dict.fromkeys([*LESSON_HINTS, *run.hints, *run.file_hints]))
+    names = (
+        list(keys)
+        if keys is not None
+        else list(dict.fromkeys([*LESSON_HINTS, *run.hints, *run.file_hints]))
+    )
     rows = []
     for name in names:
         if name in run.hints:
@@ -505,28 +590,42 @@ def syscall_frame(runs: Sequence[DemoRun]) -> pd.DataFrame:
         reads = calls[calls["syscall"].isin(READS)]
         rank_of = {pid: rank for rank, pid in enumerate(run.result["pids"])}
         writers = sorted(rank_of[pid] for pid in writes["pid"].unique() if pid in rank_of)
-        rows.append({
-            "run": run.label, "mode": run.mode, "ranks": run.ranks,
-            "data_bytes": run.total_bytes,
-            "data_write_calls": int(writes["calls"].sum()),
-            "data_read_calls": int(reads["calls"].sum()),
-            "data_write_bytes": int(writes["bytes"].sum()),
-            "data_read_bytes": int(reads["bytes"].sum()),
-            "writer_ranks": " ".join(map(str, writers)),
-            "aggregators_reported": " ".join(map(str, run.result.get("aggregators", []))),
-            "other_calls": run.other_calls,
-        })
+        rows.append(
+            {
+                "run": run.label,
+                "mode": run.mode,
+                "ranks": run.ranks,
+                "data_bytes": run.total_bytes,
+                "data_write_calls": int(writes["calls"].sum()),
+                "data_read_calls": int(reads["calls"].sum()),
+                "data_write_bytes": int(writes["bytes"].sum()),
+                "data_read_bytes": int(reads["bytes"].sum()),
+                "writer_ranks": " ".join(map(str, writers)),
+                "aggregators_reported": " ".join(map(str, run.result.get("aggregators", []))),
+                "other_calls": run.other_calls,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def timing_frame(runs: Sequence[DemoRun]) -> pd.DataFrame:
     """Wall time and bandwidth of untraced runs: shown to look at, never asserted."""
-    return pd.DataFrame([{
-        "run": run.label, "mode": run.mode, "ranks": run.ranks, "data_bytes": run.total_bytes,
-        "write_s": run.result["write_s"], "read_s": run.result["read_s"],
-        "write_MiBps": run.result["write_MiBps"], "read_MiBps": run.result["read_MiBps"],
-        "verified": run.verified,
-    } for run in runs])
+    return pd.DataFrame(
+        [
+            {
+                "run": run.label,
+                "mode": run.mode,
+                "ranks": run.ranks,
+                "data_bytes": run.total_bytes,
+                "write_s": run.result["write_s"],
+                "read_s": run.result["read_s"],
+                "write_MiBps": run.result["write_MiBps"],
+                "read_MiBps": run.result["read_MiBps"],
+                "verified": run.verified,
+            }
+            for run in runs
+        ]
+    )
 
 
 def collective_writes_one_aggregator(total_bytes: int, cb_buffer_size: int) -> int:
@@ -553,13 +652,35 @@ COMPARISON: tuple[tuple[str, str, dict[str, str]], ...] = (
 )
 
 
-def compare_modes(ranks: int = 4, block_size: int = 4 * KIB, blocks_per_rank: int = 256,
-                  trace: bool = True) -> tuple[list[DemoRun], list[DemoRun]]:
+def compare_modes(
+    ranks: int = 4, block_size: int = 4 * KIB, blocks_per_rank: int = 256, trace: bool = True
+) -> tuple[list[DemoRun], list[DemoRun]]:
     """Run every COMPARISON entry untraced (for timings) and, if trace, traced (for counts)."""
-    timed = [run_demo(ranks, mode, hints=hints, block_size=block_size,
-                      blocks_per_rank=blocks_per_rank, label=label)
-             for label, mode, hints in COMPARISON]
-    traced = [run_demo(ranks, mode, hints=hints, block_size=block_size,
-                       blocks_per_rank=blocks_per_rank, label=label, trace=True)
-              for label, mode, hints in COMPARISON] if trace else []
+    timed = [
+        run_demo(
+            ranks,
+            mode,
+            hints=hints,
+            block_size=block_size,
+            blocks_per_rank=blocks_per_rank,
+            label=label,
+        )
+        for label, mode, hints in COMPARISON
+    ]
+    traced = (
+        [
+            run_demo(
+                ranks,
+                mode,
+                hints=hints,
+                block_size=block_size,
+                blocks_per_rank=blocks_per_rank,
+                label=label,
+                trace=True,
+            )
+            for label, mode, hints in COMPARISON
+        ]
+        if trace
+        else []
+    )
     return timed, traced

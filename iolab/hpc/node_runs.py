@@ -50,8 +50,11 @@ class NodeRun:
     @property
     def label(self) -> str:
         nodes = len(self.nodes)
-        where = (f"{nodes} nodes on one machine" if self.shares_one_machine
-                 else f"{nodes} node{'s' * (nodes > 1)}")
+        where = (
+            f"{nodes} nodes on one machine"
+            if self.shares_one_machine
+            else f"{nodes} node{'s' * (nodes > 1)}"
+        )
         return f"job {self.job_id} on {self.cluster} ({where}: {' '.join(self.nodes)})"
 
 
@@ -59,16 +62,20 @@ def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as err:
-        raise LabError(f"{path} is not the JSON the job scripts write ({err}); delete "
-                       f"{path.parent} or run the job again") from None
+        raise LabError(
+            f"{path} is not the JSON the job scripts write ({err}); delete "
+            f"{path.parent} or run the job again"
+        ) from None
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path)
     except (OSError, ValueError) as err:
-        raise LabError(f"{path} is not the table the job scripts write ({err}); delete "
-                       f"{path.parent} or run the job again") from None
+        raise LabError(
+            f"{path} is not the table the job scripts write ({err}); delete "
+            f"{path.parent} or run the job again"
+        ) from None
 
 
 def completed_runs(results_root: Path) -> list[NodeRun]:
@@ -83,19 +90,37 @@ def completed_runs(results_root: Path) -> list[NodeRun]:
         try:
             finished = status.read_text().split()[:1] == ["COMPLETED"]
         except (OSError, UnicodeDecodeError) as err:
-            raise LabError(f"cannot read {status} ({err}); delete {folder} or run the job "
-                           "again") from None
+            raise LabError(
+                f"cannot read {status} ({err}); delete {folder} or run the job again"
+            ) from None
         if not finished:
             continue
         job = _read_json(facts)
         try:
-            runs.append(NodeRun(folder, str(job["job_id"]), job["script"], job["cluster"],
-                                tuple(job["nodes"]), int(job["tasks"]), job.get("machines")))
+            runs.append(
+                NodeRun(
+                    folder,
+                    str(job["job_id"]),
+                    job["script"],
+                    job["cluster"],
+                    tuple(job["nodes"]),
+                    int(job["tasks"]),
+                    job.get("machines"),
+                )
+            )
         except (KeyError, TypeError, ValueError):
-            raise LabError(f"{facts} lacks what the job scripts write (job_id, script, "
-                           f"cluster, nodes, tasks); delete {folder}") from None
-    return sorted(runs, key=lambda run: (not run.job_id.isdigit(), int(run.job_id)
-                                         if run.job_id.isdigit() else 0, run.job_id))
+            raise LabError(
+                f"{facts} lacks what the job scripts write (job_id, script, "
+                f"cluster, nodes, tasks); delete {folder}"
+            ) from None
+    return sorted(
+        runs,
+        key=lambda run: (
+            not run.job_id.isdigit(),
+            int(run.job_id) if run.job_id.isdigit() else 0,
+            run.job_id,
+        ),
+    )
 
 
 def latest(runs: list[NodeRun], script: str, min_nodes: int = 1) -> NodeRun | None:
@@ -118,8 +143,14 @@ def _untimed(run: NodeRun, frame: pd.DataFrame) -> pd.DataFrame:
 def stage_in_table(run: NodeRun) -> pd.DataFrame:
     """small-files-local: per node, the stage-in's counts, and their total."""
     frame = _read_csv(run.path / "stage-in-per-node.csv")
-    counts = ["tasks", "stage_ins", "shared_files_opened", "shared_bytes_read",
-              "local_files_created", "files_read_locally"]
+    counts = [
+        "tasks",
+        "stage_ins",
+        "shared_files_opened",
+        "shared_bytes_read",
+        "local_files_created",
+        "files_read_locally",
+    ]
     return _untimed(run, _with_total(frame, "node", counts))
 
 
@@ -131,10 +162,13 @@ def stage_in_saving(run: NodeRun) -> dict[str, int]:
     # fails unless that matches the manifest)
     readings = _read_csv(run.path / "readings.csv")
     files = int(readings.loc[readings["location"] == "shared", "files"].iloc[0])
-    return {"nodes": len(frame), "tasks": int(frame["tasks"].sum()),
-            "shared_opens_staged": int(frame["shared_files_opened"].sum()),
-            "shared_opens_per_task": int(frame["tasks"].sum()) * files,
-            "files_per_task": files}
+    return {
+        "nodes": len(frame),
+        "tasks": int(frame["tasks"].sum()),
+        "shared_opens_staged": int(frame["shared_files_opened"].sum()),
+        "shared_opens_per_task": int(frame["tasks"].sum()) * files,
+        "files_per_task": files,
+    }
 
 
 def mpiio_table(run: NodeRun) -> pd.DataFrame:
@@ -144,23 +178,27 @@ def mpiio_table(run: NodeRun) -> pd.DataFrame:
         result = _read_json(run.path / f"mpiio-{mode}.json")
         hosts = result["hosts"]
         hints = result["hints"]
-        rows.append({
-            "mode": mode, "ranks": result["ranks"],
-            "ranks_per_node": ", ".join(f"{h}: {n}" for h, n in Counter(hosts).items()),
-            "cb_config_list": hints.get("cb_config_list", ""),
-            "cb_nodes": hints.get("cb_nodes", ""),
-            "aggregators": " ".join(f"{rank} ({hosts[rank]})"
-                                    for rank in result["aggregators"]),
-            "bytes_written": result["bytes_written"], "verified": result["verified"],
-        })
+        rows.append(
+            {
+                "mode": mode,
+                "ranks": result["ranks"],
+                "ranks_per_node": ", ".join(f"{h}: {n}" for h, n in Counter(hosts).items()),
+                "cb_config_list": hints.get("cb_config_list", ""),
+                "cb_nodes": hints.get("cb_nodes", ""),
+                "aggregators": " ".join(
+                    f"{rank} ({hosts[rank]})" for rank in result["aggregators"]
+                ),
+                "bytes_written": result["bytes_written"],
+                "verified": result["verified"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def storm_table(run: NodeRun) -> pd.DataFrame:
     """metadata-storm: per node, the files created, statted and removed at once, and the total."""
     frame = _read_csv(run.path / "metadata-storm-per-node.csv")
-    return _untimed(run, _with_total(frame, "node", ["tasks", "files_created", "stats",
-                                                     "removes"]))
+    return _untimed(run, _with_total(frame, "node", ["tasks", "files_created", "stats", "removes"]))
 
 
 def fio_tables(run: NodeRun) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -13,8 +13,9 @@ def fio_per_node_bars(per_node: pd.DataFrame) -> plt.Figure:
     locations = list(dict.fromkeys(per_node["location"]))
     nodes = list(dict.fromkeys(per_node["node"]))
     jobs = list(dict.fromkeys(per_node["job"]))
-    fig, axes = plt.subplots(1, len(locations), figsize=(6.4 * len(locations), 3.2),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(locations), figsize=(6.4 * len(locations), 3.2), squeeze=False, sharey=True
+    )
     width = 0.8 / len(nodes)
     for ax, location in zip(axes[0], locations):
         rows = per_node[per_node["location"] == location].set_index(["job", "node"])

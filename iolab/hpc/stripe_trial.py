@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 
@@ -56,30 +56,50 @@ class TrialStep:
         ]
 
 
-def plan_trial(base: Path, stripe_counts: tuple[int, ...] = DEFAULT_COUNTS,
-               size_mib: int = DEFAULT_SIZE_MIB, stripe_size_bytes: int = MiB,
-               osts_available: int | None = None) -> list[TrialStep]:
+def plan_trial(
+    base: Path,
+    stripe_counts: tuple[int, ...] = DEFAULT_COUNTS,
+    size_mib: int = DEFAULT_SIZE_MIB,
+    stripe_size_bytes: int = MiB,
+    osts_available: int | None = None,
+) -> list[TrialStep]:
     """One step per stripe count, in `base`; counts above the OSTs there are are left out
     (Lustre would quietly use fewer and the check would fail for the wrong reason)."""
     checked_size(size_mib)
     if stripe_size_bytes < 64 * 1024 or stripe_size_bytes % (64 * 1024):
-        raise LabError(f"stripe size {stripe_size_bytes} is not a multiple of 64 KiB, which "
-                       "`lfs setstripe -S` requires; use e.g. 1048576 (1 MiB)")
-    counts = sorted({c for c in stripe_counts
-                     if c >= 1 and (osts_available is None or c <= osts_available)})
+        raise LabError(
+            f"stripe size {stripe_size_bytes} is not a multiple of 64 KiB, which "
+            "`lfs setstripe -S` requires; use e.g. 1048576 (1 MiB)"
+        )
+    counts = sorted(
+        {c for c in stripe_counts if c >= 1 and (osts_available is None or c <= osts_available)}
+    )
     if not counts:
-        raise LabError(f"none of the stripe counts {stripe_counts} fits the {osts_available} "
-                       "OSTs of this file system; choose counts from 1 up to the OST count")
-    return [TrialStep(c, stripe_size_bytes, size_mib, base / f"count{c}",
-                      base / f"count{c}" / "data.bin") for c in counts]
+        raise LabError(
+            f"none of the stripe counts {stripe_counts} fits the {osts_available} "
+            "OSTs of this file system; choose counts from 1 up to the OST count"
+        )
+    return [
+        TrialStep(
+            c, stripe_size_bytes, size_mib, base / f"count{c}", base / f"count{c}" / "data.bin"
+        )
+        for c in counts
+    ]
 
 
 def plan_frame(plan: list[TrialStep]) -> pd.DataFrame:
     """The plan as a table: what is written where, and how much."""
-    return pd.DataFrame([{"stripe_count": s.stripe_count,
-                          "stripe_size_bytes": s.stripe_size_bytes,
-                          "file_size_MiB": s.size_mib,
-                          "setstripe_command": s.commands()[1]} for s in plan])
+    return pd.DataFrame(
+        [
+            {
+                "stripe_count": s.stripe_count,
+                "stripe_size_bytes": s.stripe_size_bytes,
+                "file_size_MiB": s.size_mib,
+                "setstripe_command": s.commands()[1],
+            }
+            for s in plan
+        ]
+    )
 
 
 def layout_problems(layout: Layout, step: TrialStep) -> list[str]:
@@ -87,8 +107,10 @@ def layout_problems(layout: Layout, step: TrialStep) -> list[str]:
     parsed OST list and the model's answer for every stripe unit of the file (empty: all good)."""
     problems = []
     if len(layout.components) != 1:
-        return [f"{step.file.name}: expected a plain layout, got {len(layout.components)} "
-                "components (a PFL default on the directory's parent?)"]
+        return [
+            f"{step.file.name}: expected a plain layout, got {len(layout.components)} "
+            "components (a PFL default on the directory's parent?)"
+        ]
     comp = layout.components[0]
     if comp.stripe_count != step.stripe_count:
         problems.append(f"stripe count {comp.stripe_count}, asked for {step.stripe_count}")
@@ -101,8 +123,10 @@ def layout_problems(layout: Layout, step: TrialStep) -> list[str]:
         expected = comp.osts[unit % comp.stripe_count]
         found = locate(layout, unit * comp.stripe_size).ost
         if found != expected:
-            problems.append(f"stripe unit {unit}: model says OST {found}, getstripe row "
-                            f"{unit % comp.stripe_count} says {expected}")
+            problems.append(
+                f"stripe unit {unit}: model says OST {found}, getstripe row "
+                f"{unit % comp.stripe_count} says {expected}"
+            )
             break
     return problems
 
@@ -118,14 +142,18 @@ def lustre_location(extra: tuple[Path, ...] = ()) -> Location | None:
 @contextlib.contextmanager
 def trial_directory(location: Location, bytes_needed: int, files: int) -> Iterator[Path]:
     """A fresh directory on `location` for the trial, deleted with its contents afterwards."""
-    in_workspace = (location.name == "workspace"
-                    or workdir() in Path(location.base).resolve().parents)
+    in_workspace = (
+        location.name == "workspace" or workdir() in Path(location.base).resolve().parents
+    )
     cleanup = remove_tree if in_workspace else remove_owned
     base: Path | None = None
     try:
         with interrupts_held():  # made inside the try that removes it, even on a Ctrl-C
-            base = (scratch_dir("stripes") if in_workspace else
-                    Path(tempfile.mkdtemp(prefix="stripes-", dir=user_dir(location))))
+            base = (
+                scratch_dir("stripes")
+                if in_workspace
+                else Path(tempfile.mkdtemp(prefix="stripes-", dir=user_dir(location)))
+            )
         check_capacity(base, bytes_needed, files)
         yield base
     finally:
@@ -133,30 +161,43 @@ def trial_directory(location: Location, bytes_needed: int, files: int) -> Iterat
             cleanup(base)
 
 
-def run_trial(location: Location, stripe_counts: tuple[int, ...] = DEFAULT_COUNTS,
-              size_mib: int = DEFAULT_SIZE_MIB, stripe_size_bytes: int = MiB) -> pd.DataFrame:
+def run_trial(
+    location: Location,
+    stripe_counts: tuple[int, ...] = DEFAULT_COUNTS,
+    size_mib: int = DEFAULT_SIZE_MIB,
+    stripe_size_bytes: int = MiB,
+) -> pd.DataFrame:
     """Run the plan on a Lustre location: one row per stripe count with the layout read back,
     whether it matches the request and the model, and dd's write time (with fdatasync)."""
     osts_available = int((lustre.lfs_df(location.base)["kind"] == "OST").sum())
-    with trial_directory(location, len(stripe_counts) * size_mib * MiB,
-                         2 * len(stripe_counts)) as base:
+    with trial_directory(
+        location, len(stripe_counts) * size_mib * MiB, 2 * len(stripe_counts)
+    ) as base:
         plan = plan_trial(base, stripe_counts, size_mib, stripe_size_bytes, osts_available)
         rows = []
         for step in plan:
             step.directory.mkdir()
-            lustre.setstripe(step.directory, count=step.stripe_count,
-                             size=step.stripe_size_bytes)
-            dd = run_dd("if=/dev/zero", f"of={step.file}", "bs=1M", f"count={step.size_mib}",
-                        "conv=fdatasync")
+            lustre.setstripe(step.directory, count=step.stripe_count, size=step.stripe_size_bytes)
+            dd = run_dd(
+                "if=/dev/zero",
+                f"of={step.file}",
+                "bs=1M",
+                f"count={step.size_mib}",
+                "conv=fdatasync",
+            )
             layout = lustre.getstripe(step.file)
             problems = layout_problems(layout, step)
             comp = layout.components[0]
-            rows.append({"stripe_count": step.stripe_count,
-                         "stripe_size_bytes": comp.stripe_size,
-                         "osts_in_order": " ".join(str(o) for o in comp.osts),
-                         "matches_model": not problems,
-                         "problems": "; ".join(problems),
-                         "file_size_MiB": step.size_mib,
-                         "dd_write_s": dd.seconds,
-                         "dd_write_MBps": round(dd.mb_per_s, 1)})
+            rows.append(
+                {
+                    "stripe_count": step.stripe_count,
+                    "stripe_size_bytes": comp.stripe_size,
+                    "osts_in_order": " ".join(str(o) for o in comp.osts),
+                    "matches_model": not problems,
+                    "problems": "; ".join(problems),
+                    "file_size_MiB": step.size_mib,
+                    "dd_write_s": dd.seconds,
+                    "dd_write_MBps": round(dd.mb_per_s, 1),
+                }
+            )
     return pd.DataFrame(rows)

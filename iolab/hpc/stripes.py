@@ -55,12 +55,19 @@ class Layout:
     composite: bool = False
 
     @classmethod
-    def plain(cls, stripe_size: int, osts: tuple[int, ...] | list[int],
-              path: str | None = None) -> "Layout":
+    def plain(
+        cls, stripe_size: int, osts: tuple[int, ...] | list[int], path: str | None = None
+    ) -> Layout:
         """A plain RAID0 layout over `osts` (getstripe order) with one stripe size."""
         osts = tuple(osts)
-        return cls((Component(0, EOF, stripe_size, len(osts), osts,
-                              stripe_offset=osts[0] if osts else -1),), path=path)
+        return cls(
+            (
+                Component(
+                    0, EOF, stripe_size, len(osts), osts, stripe_offset=osts[0] if osts else -1
+                ),
+            ),
+            path=path,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -118,22 +125,29 @@ def check_layout(layout: Layout) -> None:
     expected_start = 0
     for number, comp in enumerate(layout.components):
         if comp.start != expected_start:
-            raise LabError(f"component {number} starts at byte {comp.start}, expected "
-                           f"{expected_start}: PFL components must cover the file without gaps")
+            raise LabError(
+                f"component {number} starts at byte {comp.start}, expected "
+                f"{expected_start}: PFL components must cover the file without gaps"
+            )
         # A placeholder (directory default, SEL extension) has no usable geometry yet;
         # locate() reports it as not instantiated when a byte falls in it.
         if comp.instantiated and comp.stripe_size <= 0:
-            raise LabError(f"component {number} has stripe size {comp.stripe_size}; "
-                           "a stripe size must be a positive number of bytes")
+            raise LabError(
+                f"component {number} has stripe size {comp.stripe_size}; "
+                "a stripe size must be a positive number of bytes"
+            )
         if comp.instantiated and not _is_dom(comp) and comp.stripe_count < 1:
-            raise LabError(f"component {number} has stripe count {comp.stripe_count}; "
-                           "an instantiated RAID0 component has at least one stripe")
+            raise LabError(
+                f"component {number} has stripe count {comp.stripe_count}; "
+                "an instantiated RAID0 component has at least one stripe"
+            )
         if comp.end is EOF:
             if number != len(layout.components) - 1:
                 raise LabError(f"component {number} runs to EOF but is not the last one")
         elif comp.end <= comp.start:
-            raise LabError(f"component {number} ends at {comp.end}, not after its start "
-                           f"{comp.start}")
+            raise LabError(
+                f"component {number} ends at {comp.end}, not after its start {comp.start}"
+            )
         else:
             expected_start = comp.end
 
@@ -145,23 +159,29 @@ def _component_at(layout: Layout, offset: int) -> int:
     for number, comp in enumerate(layout.components):
         if comp.end is EOF or offset < comp.end:
             return number
-    raise LabError(f"offset {offset} is past the last component, which ends at "
-                   f"{layout.components[-1].end}: Lustre would first have to extend the layout")
+    raise LabError(
+        f"offset {offset} is past the last component, which ends at "
+        f"{layout.components[-1].end}: Lustre would first have to extend the layout"
+    )
 
 
 def _stripe_place(comp: Component, number: int, offset: int) -> Placement:
     """The placement of `offset` inside component `comp` (index `number`), by Lustre's rule."""
     if not comp.instantiated:
-        raise LabError(f"component {number} (bytes from {comp.start}) is not instantiated: "
-                       "no OST has been chosen yet, so no byte has a place there")
+        raise LabError(
+            f"component {number} (bytes from {comp.start}) is not instantiated: "
+            "no OST has been chosen yet, so no byte has a place there"
+        )
     size = comp.stripe_size
     if _is_dom(comp):
         return Placement(MDT, offset, number, 0)
     index = (offset // size) % comp.stripe_count
     if index >= len(comp.osts):
-        raise LabError(f"byte {offset} is on stripe {index} of component {number}, but the "
-                       f"layout lists only {len(comp.osts)} of {comp.stripe_count} OSTs; use the "
-                       "complete `lfs getstripe` output")
+        raise LabError(
+            f"byte {offset} is on stripe {index} of component {number}, but the "
+            f"layout lists only {len(comp.osts)} of {comp.stripe_count} OSTs; use the "
+            "complete `lfs getstripe` output"
+        )
     width = size * comp.stripe_count
     return Placement(comp.osts[index], (offset // width) * size + offset % size, number, index)
 
@@ -219,11 +239,22 @@ def object_extents(layout: Layout, size_bytes: int) -> pd.DataFrame:
         span = spans[key]
         span[2] = max(span[2], end)
         span[3] += piece.length
-    rows = [(comp, stripe, ost, first, end, data, first)
-            for (comp, stripe), (ost, first, end, data) in sorted(spans.items())]
-    return pd.DataFrame(rows, columns=["component_index", "stripe_index", "ost",
-                                       "first_object_offset_bytes", "object_end_bytes",
-                                       "data_bytes", "leading_hole_bytes"])
+    rows = [
+        (comp, stripe, ost, first, end, data, first)
+        for (comp, stripe), (ost, first, end, data) in sorted(spans.items())
+    ]
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "component_index",
+            "stripe_index",
+            "ost",
+            "first_object_offset_bytes",
+            "object_end_bytes",
+            "data_bytes",
+            "leading_hole_bytes",
+        ],
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,8 +268,13 @@ SEGMENTED = "segmented"
 INTERLEAVED = "interleaved"
 
 
-def writer_blocks(writers: int, block_size: int, blocks_per_writer: int = 1, start: int = 0,
-                  pattern: str = SEGMENTED) -> Iterator[tuple[int, int, int]]:
+def writer_blocks(
+    writers: int,
+    block_size: int,
+    blocks_per_writer: int = 1,
+    start: int = 0,
+    pattern: str = SEGMENTED,
+) -> Iterator[tuple[int, int, int]]:
     """(writer, file offset, length) of every block P writers write, in writer order.
 
     segmented:   writer w writes [start + w*n*B, start + (w+1)*n*B) as n consecutive blocks;
@@ -246,34 +282,46 @@ def writer_blocks(writers: int, block_size: int, blocks_per_writer: int = 1, sta
     With one block per writer the two patterns are the same.
     """
     if writers < 1 or block_size < 1 or blocks_per_writer < 1 or start < 0:
-        raise LabError("writers, block size and blocks per writer must be positive and the "
-                       f"start offset non-negative (got {writers}, {block_size}, "
-                       f"{blocks_per_writer}, {start})")
+        raise LabError(
+            "writers, block size and blocks per writer must be positive and the "
+            f"start offset non-negative (got {writers}, {block_size}, "
+            f"{blocks_per_writer}, {start})"
+        )
     if pattern not in (SEGMENTED, INTERLEAVED):
-        raise LabError(f"unknown access pattern {pattern!r}; use {SEGMENTED!r} or "
-                       f"{INTERLEAVED!r}")
+        raise LabError(f"unknown access pattern {pattern!r}; use {SEGMENTED!r} or {INTERLEAVED!r}")
     for writer in range(writers):
         for block in range(blocks_per_writer):
-            number = (writer * blocks_per_writer + block if pattern == SEGMENTED
-                      else block * writers + writer)
+            number = (
+                writer * blocks_per_writer + block
+                if pattern == SEGMENTED
+                else block * writers + writer
+            )
             yield writer, start + number * block_size, block_size
 
 
-def writer_ost_grid(layout: Layout, writers: int, block_size: int, blocks_per_writer: int = 1,
-                    start: int = 0, pattern: str = SEGMENTED) -> pd.DataFrame:
+def writer_ost_grid(
+    layout: Layout,
+    writers: int,
+    block_size: int,
+    blocks_per_writer: int = 1,
+    start: int = 0,
+    pattern: str = SEGMENTED,
+) -> pd.DataFrame:
     """Tidy frame, one row per (writer, OST) pair that exchanges data: how many bytes and in
     how many separate pieces (stripe-unit fragments) that writer sends to that OST."""
     totals: dict[tuple[int, int | str], list[int]] = {}
-    for writer, offset, length in writer_blocks(writers, block_size, blocks_per_writer, start,
-                                                pattern):
+    for writer, offset, length in writer_blocks(
+        writers, block_size, blocks_per_writer, start, pattern
+    ):
         for piece in pieces(layout, offset, length):
             cell = totals.setdefault((writer, piece.ost), [0, 0])
             cell[0] += piece.length
             cell[1] += 1
     rows = [(writer, ost, data, count) for (writer, ost), (data, count) in totals.items()]
     frame = pd.DataFrame(rows, columns=["writer", "ost", "data_bytes", "pieces_count"])
-    return frame.sort_values(["writer", "data_bytes"], ascending=[True, False],
-                             kind="stable").reset_index(drop=True)
+    return frame.sort_values(
+        ["writer", "data_bytes"], ascending=[True, False], kind="stable"
+    ).reset_index(drop=True)
 
 
 def grid_summary(grid: pd.DataFrame) -> dict[str, float | int]:

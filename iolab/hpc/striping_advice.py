@@ -57,8 +57,12 @@ def stripe_count_sqrt_rule(size_bytes: int) -> Advice:
     _checked(size_bytes)
     root = math.sqrt(size_bytes / GB)
     count = max(1, math.floor(root))
-    return Advice(count, f"sqrt({size_bytes / GB:g} GB) = {root:.2f}, so at least {count} "
-                         f"OST{'s' if count > 1 else ''}", CSC)
+    return Advice(
+        count,
+        f"sqrt({size_bytes / GB:g} GB) = {root:.2f}, so at least {count} "
+        f"OST{'s' if count > 1 else ''}",
+        CSC,
+    )
 
 
 def factors(number: int) -> list[int]:
@@ -74,18 +78,32 @@ def factor_of_writers(count: int, writers: int) -> Advice:
     if count < 1:
         raise LabError(f"a stripe count must be at least 1 (got {count})")
     if count >= writers:
-        return Advice(writers, f"{count} is more than the {writers} writers; CSC caps the "
-                               f"stripe count at the number of writers", CSC)
+        return Advice(
+            writers,
+            f"{count} is more than the {writers} writers; CSC caps the "
+            f"stripe count at the number of writers",
+            CSC,
+        )
     chosen = next(d for d in factors(writers) if d >= count)
-    note = ("a factor" if chosen == count
-            else f"the smallest factor of the {writers} writers that is >= {count}")
+    note = (
+        "a factor"
+        if chosen == count
+        else f"the smallest factor of the {writers} writers that is >= {count}"
+    )
     share = writers // chosen
-    return Advice(chosen, f"{chosen} is {note}, so each OST serves {share} "
-                          f"writer{'s' if share > 1 else ''}", CSC)
+    return Advice(
+        chosen,
+        f"{chosen} is {note}, so each OST serves {share} writer{'s' if share > 1 else ''}",
+        CSC,
+    )
 
 
-def advise_stripe_count(size_bytes: int, writers: int = 1, file_per_process: bool = False,
-                        osts_available: int | None = None) -> Advice:
+def advise_stripe_count(
+    size_bytes: int,
+    writers: int = 1,
+    file_per_process: bool = False,
+    osts_available: int | None = None,
+) -> Advice:
     """One stripe count for a file, combining the rules in this order:
 
     file per process -> 1 (CSC: no need to stripe); under 1 MiB -> 1 (Lustre wiki); otherwise
@@ -96,12 +114,19 @@ def advise_stripe_count(size_bytes: int, writers: int = 1, file_per_process: boo
     """
     _checked(size_bytes, writers)
     if file_per_process:
-        return Advice(1, "one file per process: each file lies whole on one OST and the files "
-                         "spread over the OSTs (more files than OSTs share some), so striping "
-                         "each adds no bandwidth", CSC)
+        return Advice(
+            1,
+            "one file per process: each file lies whole on one OST and the files "
+            "spread over the OSTs (more files than OSTs share some), so striping "
+            "each adds no bandwidth",
+            CSC,
+        )
     if size_bytes < MiB:
-        return Advice(1, "under 1 MiB: the file fits in one stripe, striping only adds "
-                         "OST round trips", LUSTRE_WIKI)
+        return Advice(
+            1,
+            "under 1 MiB: the file fits in one stripe, striping only adds OST round trips",
+            LUSTRE_WIKI,
+        )
     minimum = stripe_count_sqrt_rule(size_bytes)
     chosen = factor_of_writers(minimum.stripe_count, writers)
     reason = f"{minimum.reason}; {chosen.reason}"
@@ -121,8 +146,13 @@ def nersc_stripe_helper(size_bytes: int) -> Advice:
     size_gb = size_bytes / GB
     if size_gb < 1:
         return Advice(1, "under 1 GB: keep the default single stripe", NERSC)
-    name, count = (("stripe_small", 8) if size_gb <= 10 else
-                   ("stripe_medium", 24) if size_gb <= 100 else ("stripe_large", 72))
+    name, count = (
+        ("stripe_small", 8)
+        if size_gb <= 10
+        else ("stripe_medium", 24)
+        if size_gb <= 100
+        else ("stripe_large", 72)
+    )
     return Advice(count, f"{size_gb:g} GB shared file: {name}", NERSC)
 
 
@@ -141,13 +171,16 @@ def advice_table(sizes_bytes: list[int], writers: int) -> pd.DataFrame:
     rows = []
     for size in sizes_bytes:
         low, high = lustre_wiki_range(size, writers)
-        rows.append({
-            "size_GB": round(size / GB, 3),
-            "csc_sqrt_count": stripe_count_sqrt_rule(size).stripe_count,
-            "csc_factor_count": advise_stripe_count(size, writers).stripe_count,
-            "nersc_count": nersc_stripe_helper(size).stripe_count,
-            "lustre_wiki_count": (f"{low}" if low == high
-                                  else f"{low} to {'all' if high < 0 else high}"),
-            "olcf_manual_striping": size >= 512 * GB,
-        })
+        rows.append(
+            {
+                "size_GB": round(size / GB, 3),
+                "csc_sqrt_count": stripe_count_sqrt_rule(size).stripe_count,
+                "csc_factor_count": advise_stripe_count(size, writers).stripe_count,
+                "nersc_count": nersc_stripe_helper(size).stripe_count,
+                "lustre_wiki_count": (
+                    f"{low}" if low == high else f"{low} to {'all' if high < 0 else high}"
+                ),
+                "olcf_manual_striping": size >= 512 * GB,
+            }
+        )
     return pd.DataFrame(rows)

@@ -87,7 +87,7 @@ class OpenCounter:
                 return "."
             prefix = root.rstrip("/") + "/"
             if absolute.startswith(prefix):
-                return absolute[len(prefix):]
+                return absolute[len(prefix) :]
         return None
 
     def write(self, out: str) -> None:
@@ -95,15 +95,22 @@ class OpenCounter:
         import json  # only now: with the hook off, this import is not counted
 
         with open(out, "w", encoding="utf-8") as fh:
-            json.dump({**self.counts, "dataset_open_counts": dict(sorted(self.per_path.items()))}, fh)
+            json.dump(
+                {**self.counts, "dataset_open_counts": dict(sorted(self.per_path.items()))}, fh
+            )
 
 
 def run_program(program: list[str]) -> None:
     """Run a script, `-c CODE` or `-m MODULE` as __main__, with sys.argv and sys.path as python sets them."""
     # sys.path[0] is this file's directory: put the program's in its place (unless -P, 3.11+).
     if not getattr(sys.flags, "safe_path", False):
-        sys.path[0] = "" if program[0] == "-c" else os.getcwd() if program[0] == "-m" else \
-            os.path.dirname(os.path.abspath(program[0]))
+        sys.path[0] = (
+            ""
+            if program[0] == "-c"
+            else os.getcwd()
+            if program[0] == "-m"
+            else os.path.dirname(os.path.abspath(program[0]))
+        )
     if program[0] == "-c":
         sys.argv = ["-c", *program[2:]]
         main = types.ModuleType("__main__")
@@ -130,8 +137,10 @@ def _exit_code(code: object) -> int:
 def _parse(argv: list[str]) -> tuple[str, str, tuple[str, ...], list[str]]:
     """Parse `--data D --out F [--bookkeeping N,..] -- PROGRAM...` without argparse, whose
     imports would be cached."""
-    usage = ("usage: audit_open.py --data DIR --out COUNTS.json "
-             "[--bookkeeping N1,N2] -- PROGRAM [ARGS...]")
+    usage = (
+        "usage: audit_open.py --data DIR --out COUNTS.json "
+        "[--bookkeeping N1,N2] -- PROGRAM [ARGS...]"
+    )
     if "--" not in argv:
         raise SystemExit(usage)
     split = argv.index("--")
@@ -140,7 +149,7 @@ def _parse(argv: list[str]) -> tuple[str, str, tuple[str, ...], list[str]]:
     if dataset_dir is None or "--out" not in options:
         raise SystemExit(usage)
     bookkeeping = tuple(name for name in options.get("--bookkeeping", "").split(",") if name)
-    return dataset_dir, options["--out"], bookkeeping, argv[split + 1:]
+    return dataset_dir, options["--out"], bookkeeping, argv[split + 1 :]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,8 +99,14 @@ def _libc() -> ctypes.CDLL:
         )
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long]
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
     libc.mincore.restype = ctypes.c_int
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
     libc.munmap.restype = ctypes.c_int
@@ -135,8 +141,10 @@ def _resident_in_window(fd: int, offset: int, length: int) -> int:
 
 def _fd_residency(fd: int, size: int) -> int:
     """Resident bytes of an open file of `size` bytes, window by window."""
-    return sum(_resident_in_window(fd, offset, min(MINCORE_WINDOW_BYTES, size - offset))
-               for offset in range(0, size, MINCORE_WINDOW_BYTES))
+    return sum(
+        _resident_in_window(fd, offset, min(MINCORE_WINDOW_BYTES, size - offset))
+        for offset in range(0, size, MINCORE_WINDOW_BYTES)
+    )
 
 
 def residency_visible(fd: int) -> bool:
@@ -263,8 +271,12 @@ def evict(path: Path | str) -> Eviction:
         before += cached_before
         after += cached_after
     shown = public_text(top)
-    return Eviction(shown, EVICT_METHOD, Residency(shown, files, total, before, skipped, hidden),
-                    Residency(shown, files, total, after, skipped, hidden))
+    return Eviction(
+        shown,
+        EVICT_METHOD,
+        Residency(shown, files, total, before, skipped, hidden),
+        Residency(shown, files, total, after, skipped, hidden),
+    )
 
 
 def drop_caches_permitted() -> bool:
@@ -298,7 +310,9 @@ def _fincore_resident(fincore: str, files: list[Path]) -> int | None:
     try:
         proc = subprocess.run(
             [fincore, "--bytes", "--noheadings", "--output", "RES", *map(str, files)],
-            capture_output=True, text=True, timeout=FINCORE_TIMEOUT_S,
+            capture_output=True,
+            text=True,
+            timeout=FINCORE_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -320,7 +334,7 @@ def fincore_bytes(path: Path | str) -> int | None:
     files = list(_regular_files(_existing(path)))
     total = 0
     for start in range(0, len(files), FINCORE_BATCH):
-        resident = _fincore_resident(fincore, files[start:start + FINCORE_BATCH])
+        resident = _fincore_resident(fincore, files[start : start + FINCORE_BATCH])
         if resident is None:
             return None
         total += resident

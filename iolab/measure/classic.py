@@ -59,9 +59,11 @@ def classic_scripts(checkout: Path) -> dict[str, Path]:
     folder = Path(checkout) / SCRIPTS_DIR
     missing = [script for _lab, script in PAIRS if not (folder / script).is_file()]
     if missing:
-        raise LabError(f"{checkout} is not a checkout of the classic demo ({SCRIPTS_DIR}/"
-                       f"{missing[0]} is missing): clone {REPOSITORY} and give its folder, "
-                       "e.g. `make bench CLASSIC=~/ttt4hpc-io-examples`")
+        raise LabError(
+            f"{checkout} is not a checkout of the classic demo ({SCRIPTS_DIR}/"
+            f"{missing[0]} is missing): clone {REPOSITORY} and give its folder, "
+            "e.g. `make bench CLASSIC=~/ttt4hpc-io-examples`"
+        )
     return {lab: folder / script for lab, script in PAIRS}
 
 
@@ -79,16 +81,21 @@ def classic_own_time(script: Path, output: str, expected_mean: float) -> float:
     dataset; a LabError in one sentence otherwise."""
     times, means = _OWN_TIME.findall(output), _MEAN.findall(output)
     if not times or not means:
-        raise LabError(f"{script} printed no 'Time taken: ... seconds' and 'Mean: ...' lines: it "
-                       f"is not the classic reader the bench knows; use a checkout of {REPOSITORY}")
+        raise LabError(
+            f"{script} printed no 'Time taken: ... seconds' and 'Mean: ...' lines: it "
+            f"is not the classic reader the bench knows; use a checkout of {REPOSITORY}"
+        )
     if abs(float(means[-1]) - expected_mean) > 1e-9:
-        raise LabError(f"{script} printed the mean {means[-1]}, the dataset's is {expected_mean!r}: "
-                       "it did not read the same data, so its time is not comparable")
+        raise LabError(
+            f"{script} printed the mean {means[-1]}, the dataset's is {expected_mean!r}: "
+            "it did not read the same data, so its time is not comparable"
+        )
     return float(times[-1])
 
 
-def take_turns(dataset_dir: Path, scripts: dict[str, Path], workdir: Path, expected_mean: float,
-               repeats: int) -> list[Turn]:
+def take_turns(
+    dataset_dir: Path, scripts: dict[str, Path], workdir: Path, expected_mean: float, repeats: int
+) -> list[Turn]:
     """Run every pair `repeats` times, lab and classic taking turns (which goes first
     alternates from round to round), after one untimed warm-up of each."""
     turns = []
@@ -96,20 +103,30 @@ def take_turns(dataset_dir: Path, scripts: dict[str, Path], workdir: Path, expec
         for lab_name, script in scripts.items():
             sides: list[tuple[str, str | Path]] = [("lab", lab_name), ("classic", script)]
             for side, what in sides if round_number % 2 == 0 else sides[::-1]:
-                turn = _one_turn(lab_name, side, what, dataset_dir, workdir, expected_mean,
-                                 round_number)
+                turn = _one_turn(
+                    lab_name, side, what, dataset_dir, workdir, expected_mean, round_number
+                )
                 if round_number > 0:  # round 0 warms the page cache and the interpreter
                     turns.append(turn)
     return turns
 
 
-def _one_turn(pair: str, side: str, what: str | Path, dataset_dir: Path, workdir: Path,
-              expected_mean: float, round_number: int) -> Turn:
+def _one_turn(
+    pair: str,
+    side: str,
+    what: str | Path,
+    dataset_dir: Path,
+    workdir: Path,
+    expected_mean: float,
+    round_number: int,
+) -> Turn:
     if side == "lab":
         run = run_once(reader_command(str(what), dataset_dir))
         if run.result is None or run.result.get("mean") != expected_mean:
-            raise LabError(f"the lab's {what} did not print the dataset's mean; run "
-                           f"`python demos/{what}.py --data {dataset_dir}` to see why")
+            raise LabError(
+                f"the lab's {what} did not print the dataset's mean; run "
+                f"`python demos/{what}.py --data {dataset_dir}` to see why"
+            )
         own_s = float(run.result["time_s"])
     else:
         run = run_once([sys.executable, str(what)], cwd=workdir)
@@ -131,15 +148,20 @@ def ratio_table(frame: pd.DataFrame) -> pd.DataFrame:
         classic = runs[runs.side == "classic"].set_index("round")
         own = (lab.own_s / classic.own_s).dropna()
         wall = (lab.wall_s / classic.wall_s).dropna()
-        rows.append({
-            "reader": pair, "rounds": len(own),
-            "lab_own_median_s": statistics.median(lab.own_s),
-            "classic_own_median_s": statistics.median(classic.own_s),
-            "own_ratio_median": statistics.median(own), "own_ratio_min": own.min(),
-            "own_ratio_max": own.max(),
-            "lab_wall_median_s": statistics.median(lab.wall_s),
-            "classic_wall_median_s": statistics.median(classic.wall_s),
-            "wall_ratio_median": statistics.median(wall), "wall_ratio_min": wall.min(),
-            "wall_ratio_max": wall.max(),
-        })
+        rows.append(
+            {
+                "reader": pair,
+                "rounds": len(own),
+                "lab_own_median_s": statistics.median(lab.own_s),
+                "classic_own_median_s": statistics.median(classic.own_s),
+                "own_ratio_median": statistics.median(own),
+                "own_ratio_min": own.min(),
+                "own_ratio_max": own.max(),
+                "lab_wall_median_s": statistics.median(lab.wall_s),
+                "classic_wall_median_s": statistics.median(classic.wall_s),
+                "wall_ratio_median": statistics.median(wall),
+                "wall_ratio_min": wall.min(),
+                "wall_ratio_max": wall.max(),
+            }
+        )
     return pd.DataFrame(rows)

@@ -282,8 +282,9 @@ def machine_context(
     return context
 
 
-def machine_tag(machine_id: Path = Path("/etc/machine-id"), kernel: str | None = None,
-                host: str | None = None) -> str:
+def machine_tag(
+    machine_id: Path = Path("/etc/machine-id"), kernel: str | None = None, host: str | None = None
+) -> str:
     """A short, stable tag telling machines apart without naming them: 8 hex digits of a
     hash of /etc/machine-id, the kernel release and the host name. Virtual machines cloned
     from one image share a machine-id (seen: two machines with different kernels got one
@@ -300,10 +301,14 @@ def machine_tag(machine_id: Path = Path("/etc/machine-id"), kernel: str | None =
 
 def machine_label(context: dict) -> str:
     """One line naming the machine a notebook ran on, for the site's "recorded on" column."""
-    parts = [context.get("cpu_model") or context.get("machine"),
-             f"{context.get('cpu_count_usable') or context.get('cpu_count')} CPUs",
-             f"{context.get('memory_gib')} GiB", context.get("os"),
-             f"kernel {context.get('kernel')}", f"machine {machine_tag()}"]
+    parts = [
+        context.get("cpu_model") or context.get("machine"),
+        f"{context.get('cpu_count_usable') or context.get('cpu_count')} CPUs",
+        f"{context.get('memory_gib')} GiB",
+        context.get("os"),
+        f"kernel {context.get('kernel')}",
+        f"machine {machine_tag()}",
+    ]
     return ", ".join(str(part) for part in parts if part)
 
 

@@ -34,9 +34,11 @@ class Footprint:
 
     def larger(self, other: Footprint) -> Footprint:
         """Each field's maximum: a peak over two samples."""
-        return Footprint(max(self.bytes, other.bytes),
-                         max(self.allocated_bytes, other.allocated_bytes),
-                         max(self.files, other.files))
+        return Footprint(
+            max(self.bytes, other.bytes),
+            max(self.allocated_bytes, other.allocated_bytes),
+            max(self.files, other.files),
+        )
 
 
 def footprint(paths: Path | str | Iterable[Path], skip: Iterable[Path] = ()) -> Footprint:
@@ -79,10 +81,19 @@ class Phase:
     status: str = "running"
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "seconds": self.seconds, "status": self.status,
-                **{when: {place: asdict(size) for place, size in sizes.items()}
-                   for when, sizes in (("start", self.start), ("peak", self.peak),
-                                       ("end", self.end or {}))}}
+        return {
+            "name": self.name,
+            "seconds": self.seconds,
+            "status": self.status,
+            **{
+                when: {place: asdict(size) for place, size in sizes.items()}
+                for when, sizes in (
+                    ("start", self.start),
+                    ("peak", self.peak),
+                    ("end", self.end or {}),
+                )
+            },
+        }
 
 
 class PhaseSampler:
@@ -90,11 +101,17 @@ class PhaseSampler:
     kept per phase. Use as a context manager; `begin(name)` ends the running phase and
     starts the next, `finish(status)` ends the running one."""
 
-    def __init__(self, places: Mapping[str, Path | Iterable[Path] | Callable[[], Iterable[Path]]],
-                 interval_s: float = SAMPLE_INTERVAL_S, skip: Iterable[Path] = ()) -> None:
+    def __init__(
+        self,
+        places: Mapping[str, Path | Iterable[Path] | Callable[[], Iterable[Path]]],
+        interval_s: float = SAMPLE_INTERVAL_S,
+        skip: Iterable[Path] = (),
+    ) -> None:
         # a callable is asked again at each sample: the folders may come and go
-        self.places = {name: where if isinstance(where, (str, Path)) or callable(where)
-                       else tuple(where) for name, where in places.items()}
+        self.places = {
+            name: where if isinstance(where, (str, Path)) or callable(where) else tuple(where)
+            for name, where in places.items()
+        }
         self.interval_s = interval_s
         self.skip = tuple(skip)
         self.phases: list[Phase] = []
@@ -113,8 +130,10 @@ class PhaseSampler:
         self._thread.join()
 
     def sizes(self) -> dict[str, Footprint]:
-        return {name: footprint(where() if callable(where) else where, self.skip)
-                for name, where in self.places.items()}
+        return {
+            name: footprint(where() if callable(where) else where, self.skip)
+            for name, where in self.places.items()
+        }
 
     def begin(self, name: str) -> None:
         self.finish("done")

@@ -42,27 +42,39 @@ class LabBudget:
     /dev/shm, at the start, at most and at the end of each. Saved after every phase, so the
     budget page (executed after the notebooks) quotes this run."""
 
-    def __init__(self, path: Path, interval_s: float = SAMPLE_INTERVAL_S,
-                 missing: Sequence[str] = ()) -> None:
+    def __init__(
+        self, path: Path, interval_s: float = SAMPLE_INTERVAL_S, missing: Sequence[str] = ()
+    ) -> None:
         self.path = path
         # The lab's own entries only: the workspace may be $HOME, whose other files are not
         # the lab's to walk. The executed notebooks and the site are in `lab`.
         workspace = tuple(workdir() / entry.dirname for entry in WorkspaceEntry)
-        self.sampler = PhaseSampler({"workspace": workspace,
-                                     "shm": lambda: lab_entries(SHM)}, interval_s)
+        self.sampler = PhaseSampler(
+            {"workspace": workspace, "shm": lambda: lab_entries(SHM)}, interval_s
+        )
         environment = Path(sys.prefix)
         joined = active_class()
         self.facts = {
             "machine": machine_label(machine_context(tools=())),
             "date": time.strftime("%Y-%m-%d"),
-            "environment": {**asdict(footprint(environment)),
-                            "build_seconds": environment_build_seconds(environment),
-                            "torch": importlib.util.find_spec("torch") is not None,
-                            # in a class, the environment is the class's, built once for all
-                            "shared_by_class": joined.name if joined is not None else None},
+            "environment": {
+                **asdict(footprint(environment)),
+                "build_seconds": environment_build_seconds(environment),
+                "torch": importlib.util.find_spec("torch") is not None,
+                # in a class, the environment is the class's, built once for all
+                "shared_by_class": joined.name if joined is not None else None,
+            },
             "missing": list(missing),  # the optional tools and packages not here
-            "checkout": asdict(footprint(repo_root(), skip=(
-                environment, workdir(), *(repo_root() / name for name in NOT_THE_CHECKOUT)))),
+            "checkout": asdict(
+                footprint(
+                    repo_root(),
+                    skip=(
+                        environment,
+                        workdir(),
+                        *(repo_root() / name for name in NOT_THE_CHECKOUT),
+                    ),
+                )
+            ),
         }
 
     def __enter__(self) -> LabBudget:
@@ -83,8 +95,9 @@ class LabBudget:
 
     def save(self) -> None:
         with atomic_output(self.path) as partial:
-            partial.write_text(json.dumps({**self.facts, "phases": self.sampler.as_list()},
-                                          indent=1) + "\n")
+            partial.write_text(
+                json.dumps({**self.facts, "phases": self.sampler.as_list()}, indent=1) + "\n"
+            )
 
 
 def environment_build_seconds(environment: Path) -> float | None:
@@ -126,15 +139,17 @@ def budget_frame(budget: dict) -> pd.DataFrame:
     rows = []
     for phase in budget["phases"]:
         start, peak, end = (phase[when]["workspace"] for when in ("start", "peak", "end"))
-        rows.append({
-            "step": phase["name"],
-            "status": phase["status"],
-            "time_s": round(phase["seconds"], 1) if phase["seconds"] is not None else None,
-            "workspace_peak_MB": round(peak["bytes"] / MB, 1),
-            "workspace_peak_over_start_MB": round((peak["bytes"] - start["bytes"]) / MB, 1),
-            "workspace_peak_files": peak["files"],
-            "workspace_kept_MB": round((end["bytes"] - start["bytes"]) / MB, 1),
-            "shm_peak_MB": round(phase["peak"]["shm"]["allocated_bytes"] / MB, 1),
-            "shm_peak_files": phase["peak"]["shm"]["files"],
-        })
+        rows.append(
+            {
+                "step": phase["name"],
+                "status": phase["status"],
+                "time_s": round(phase["seconds"], 1) if phase["seconds"] is not None else None,
+                "workspace_peak_MB": round(peak["bytes"] / MB, 1),
+                "workspace_peak_over_start_MB": round((peak["bytes"] - start["bytes"]) / MB, 1),
+                "workspace_peak_files": peak["files"],
+                "workspace_kept_MB": round((end["bytes"] - start["bytes"]) / MB, 1),
+                "shm_peak_MB": round(phase["peak"]["shm"]["allocated_bytes"] / MB, 1),
+                "shm_peak_files": phase["peak"]["shm"]["files"],
+            }
+        )
     return pd.DataFrame(rows)

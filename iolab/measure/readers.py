@@ -43,8 +43,9 @@ def reader_command(name: str, dataset_dir: Path, *extra: str) -> list[str]:
     return [sys.executable, str(script), "--data", str(dataset_dir), "--json", *extra]
 
 
-def time_readers(dataset_dir: Path, names=READER_NAMES, repeats: int = 5,
-                 cache: str = "warm") -> list:
+def time_readers(
+    dataset_dir: Path, names=READER_NAMES, repeats: int = 5, cache: str = "warm"
+) -> list:
     """Time each reader, warm or cold, returning iolab.measure.timing Measurements.
 
     "warm": one untimed warm-up run first, so every timed repeat reads from the page cache.
@@ -57,11 +58,18 @@ def time_readers(dataset_dir: Path, names=READER_NAMES, repeats: int = 5,
     from iolab.measure.timing import time_command
 
     cold = cache == "cold"
-    return [time_command(reader_command(name, dataset_dir), repeats=repeats,
-                         warmup=0 if cold else 1, label=name, location=dataset_dir,
-                         cache_state=cache,
-                         before_each=(lambda: evict(dataset_dir)) if cold else None)
-            for name in names]
+    return [
+        time_command(
+            reader_command(name, dataset_dir),
+            repeats=repeats,
+            warmup=0 if cold else 1,
+            label=name,
+            location=dataset_dir,
+            cache_state=cache,
+            before_each=(lambda: evict(dataset_dir)) if cold else None,
+        )
+        for name in names
+    ]
 
 
 def timing_frame(measurements: list) -> pd.DataFrame:
@@ -76,8 +84,11 @@ def timing_frame(measurements: list) -> pd.DataFrame:
     from iolab.measure.timing import summarize
 
     frame = summarize(measurements).rename(columns={"label": "reader"})
-    frame.insert(frame.columns.get_loc("cpu_median_s") + 1, "in_reader_median_s",
-                 [median(r["time_s"] for r in m.results if r) for m in measurements])
+    frame.insert(
+        frame.columns.get_loc("cpu_median_s") + 1,
+        "in_reader_median_s",
+        [median(r["time_s"] for r in m.results if r) for m in measurements],
+    )
     return frame
 
 
@@ -85,31 +96,36 @@ def count_reader_syscalls(dataset_dir: Path, names=READER_NAMES, method: str = "
     """Attributed system-call counts of each reader: {name: SyscallReport}."""
     from iolab.measure.syscalls import count_syscalls
 
-    return {name: count_syscalls(reader_command(name, dataset_dir), dataset_dir, method=method)
-            for name in names}
+    return {
+        name: count_syscalls(reader_command(name, dataset_dir), dataset_dir, method=method)
+        for name in names
+    }
 
 
-def reader_syscalls_or_recorded(recordings, key: str, dataset_dir: Path,
-                                names=READER_NAMES) -> dict:
+def reader_syscalls_or_recorded(
+    recordings, key: str, dataset_dir: Path, names=READER_NAMES
+) -> dict:
     """Each reader traced with strace, or (where strace cannot trace) the recorded traces."""
     from iolab.measure.syscalls import traced_or_recorded
 
-    return traced_or_recorded(recordings, key,
-                              {name: reader_command(name, dataset_dir) for name in names},
-                              dataset_dir)
+    return traced_or_recorded(
+        recordings, key, {name: reader_command(name, dataset_dir) for name in names}, dataset_dir
+    )
 
 
 def syscalls_frame(reports: dict) -> pd.DataFrame:
     """One row per reader: method, opens on dataset files and elsewhere, total calls."""
     rows = []
     for name, report in reports.items():
-        rows.append({
-            "reader": name,
-            "method": report.method,
-            "dataset_file_opens": report.dataset_opens,
-            "dataset_dir_opens": report.dataset_dir_opens,
-            "dataset_calls": report.dataset_calls,
-            "other_calls": report.other_calls,
-            "total_calls": report.total_calls,
-        })
+        rows.append(
+            {
+                "reader": name,
+                "method": report.method,
+                "dataset_file_opens": report.dataset_opens,
+                "dataset_dir_opens": report.dataset_dir_opens,
+                "dataset_calls": report.dataset_calls,
+                "other_calls": report.other_calls,
+                "total_calls": report.total_calls,
+            }
+        )
     return pd.DataFrame(rows)

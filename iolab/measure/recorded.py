@@ -17,8 +17,9 @@ import datetime
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -61,16 +62,22 @@ def _frame_to_json(frame: pd.DataFrame) -> dict:
     """A frame as plain JSON with its dtypes and index names, so it reads back equal
     (floats keep every digit, unlike DataFrame.to_json)."""
     split = frame.to_dict(orient="split")
-    return {"columns": list(split["columns"]), "index": [list(i) if isinstance(i, tuple) else i
-                                                         for i in split["index"]],
-            "index_names": list(frame.index.names), "data": split["data"],
-            "dtypes": [str(t) for t in frame.dtypes]}
+    return {
+        "columns": list(split["columns"]),
+        "index": [list(i) if isinstance(i, tuple) else i for i in split["index"]],
+        "index_names": list(frame.index.names),
+        "data": split["data"],
+        "dtypes": [str(t) for t in frame.dtypes],
+    }
 
 
 def _frame_from_json(value: dict) -> pd.DataFrame:
     names = value["index_names"]
-    index = (pd.MultiIndex.from_tuples([tuple(i) for i in value["index"]], names=names)
-             if len(names) > 1 else pd.Index(value["index"], name=names[0]))
+    index = (
+        pd.MultiIndex.from_tuples([tuple(i) for i in value["index"]], names=names)
+        if len(names) > 1
+        else pd.Index(value["index"], name=names[0])
+    )
     frame = pd.DataFrame(value["data"], columns=value["columns"], index=index)
     return frame.astype(dict(zip(value["columns"], value["dtypes"])))
 
@@ -93,8 +100,9 @@ class Recordings:
         self.notebook = notebook
         self.path = (directory or recordings_dir()) / f"{notebook}.json"
 
-    def frame(self, key: str, measure: Callable[[], pd.DataFrame],
-              missing: str | None) -> pd.DataFrame:
+    def frame(
+        self, key: str, measure: Callable[[], pd.DataFrame], missing: str | None
+    ) -> pd.DataFrame:
         """A table measured live, or the recorded one."""
         return self._live_or_recorded("frame", key, measure, missing)
 
@@ -110,23 +118,34 @@ class Recordings:
         """The stored entry for `key`: kind, value, machine and date."""
         entries = self._load()
         if key not in entries:
-            raise LabError(f"no recorded result '{key}' in {self.path}; run this notebook on a "
-                           "machine that has the tools it needs, with `make record`")
+            raise LabError(
+                f"no recorded result '{key}' in {self.path}; run this notebook on a "
+                "machine that has the tools it needs, with `make record`"
+            )
         return entries[key]
 
-    def _live_or_recorded(self, kind: str, key: str, measure: Callable[[], Any],
-                          missing: str | None) -> Any:
+    def _live_or_recorded(
+        self, kind: str, key: str, measure: Callable[[], Any], missing: str | None
+    ) -> Any:
         to_json, from_json = _KINDS[kind]
         if missing is None:
             value = measure()
             if os.environ.get(RECORD_ENV) == "1":
-                self._save(key, {"kind": kind, "value": _public(to_json(value)),
-                                 "machine": machine_label(machine_context(tools=())),
-                                 "date": datetime.date.today().isoformat()})
+                self._save(
+                    key,
+                    {
+                        "kind": kind,
+                        "value": _public(to_json(value)),
+                        "machine": machine_label(machine_context(tools=())),
+                        "date": datetime.date.today().isoformat(),
+                    },
+                )
             return value
         entry = self.recorded(key)
-        print(f"{missing.rstrip('.')}; shown instead: the result recorded on {entry['date']} "
-              f"on {entry['machine']}.")
+        print(
+            f"{missing.rstrip('.')}; shown instead: the result recorded on {entry['date']} "
+            f"on {entry['machine']}."
+        )
         _log_fallback(f"{self.notebook}: {key}: {missing.rstrip('.')}")
         return from_json(entry["value"])
 
@@ -136,16 +155,19 @@ class Recordings:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as err:
-            raise LabError(f"cannot read the recordings {self.path} ({err}); restore it with "
-                           f"`git checkout -- {self.path.name}` in notebooks/recorded") from None
+            raise LabError(
+                f"cannot read the recordings {self.path} ({err}); restore it with "
+                f"`git checkout -- {self.path.name}` in notebooks/recorded"
+            ) from None
 
     def _save(self, key: str, entry: dict) -> None:
         """Add one entry, replacing the file atomically (an interrupted save keeps the old one)."""
         entries = self._load()
         entries[key] = entry
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(prefix=self.path.name, suffix=".partial",
-                                           dir=self.path.parent)
+        handle, partial = tempfile.mkstemp(
+            prefix=self.path.name, suffix=".partial", dir=self.path.parent
+        )
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 # Keys in a stable order; inside a value the order is the result's own.

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import pandas as pd
 
@@ -37,21 +37,50 @@ FORKS = frozenset({"clone", "clone3", "fork", "vfork"})
 #: (not in %desc) so inherited descriptors keep their file positions. `?name` lets strace
 #: skip a call this architecture lacks (fork and vfork on arm64) instead of failing.
 PROFILE_OPTIONS = (
-    "-f", "-y", "-T", "-qq", "-s", "1", "-e",
-    "trace=%file,%desc," + ",".join(f"?{name}" for name in sorted(
-        COPIES | SYNCS | MMAPS | DUPS | FORKS | {"fcntl", "fcntl64", "close_range", "lseek",
-                                                 "_llseek", "ftruncate"})),
-    "-e", "signal=none")
+    "-f",
+    "-y",
+    "-T",
+    "-qq",
+    "-s",
+    "1",
+    "-e",
+    "trace=%file,%desc,"
+    + ",".join(
+        f"?{name}"
+        for name in sorted(
+            COPIES
+            | SYNCS
+            | MMAPS
+            | DUPS
+            | FORKS
+            | {"fcntl", "fcntl64", "close_range", "lseek", "_llseek", "ftruncate"}
+        )
+    ),
+    "-e",
+    "signal=none",
+)
 
 #: Families of system calls, by the names strace prints on x86-64 and other architectures.
 OPENS = frozenset({"open", "openat", "openat2", "creat"})
 READS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
 WRITES = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2"})
 SEEKS = frozenset({"lseek", "_llseek"})
-STATS = frozenset({
-    "stat", "lstat", "fstat", "newfstatat", "fstatat64", "statx",
-    "stat64", "lstat64", "fstat64", "oldstat", "oldlstat", "oldfstat",
-})
+STATS = frozenset(
+    {
+        "stat",
+        "lstat",
+        "fstat",
+        "newfstatat",
+        "fstatat64",
+        "statx",
+        "stat64",
+        "lstat64",
+        "fstat64",
+        "oldstat",
+        "oldlstat",
+        "oldfstat",
+    }
+)
 
 _CALL_START = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|\?\?\?)\(")
 _RESUMED = re.compile(r"<\.\.\. ([A-Za-z0-9_?]+) resumed>(.*)$")
@@ -103,13 +132,15 @@ def _summary_row(header: list[str], cells: list[str]) -> dict[str, str] | None:
 def _summary_frame(rows: list[dict[str, str]]) -> pd.DataFrame:
     columns = ["syscall", "calls", "errors", "time_pct", "time_s", "usecs_per_call"]
     raw = pd.DataFrame(rows, columns=["syscall", "calls", "errors", "%time", "seconds"])
-    frame = pd.DataFrame({
-        "syscall": raw["syscall"].astype(str),
-        "calls": raw["calls"].astype("int64"),
-        "errors": raw["errors"].astype("int64"),
-        "time_pct": raw["%time"].astype(float),
-        "time_s": raw["seconds"].astype(float),
-    })
+    frame = pd.DataFrame(
+        {
+            "syscall": raw["syscall"].astype(str),
+            "calls": raw["calls"].astype("int64"),
+            "errors": raw["errors"].astype("int64"),
+            "time_pct": raw["%time"].astype(float),
+            "time_s": raw["seconds"].astype(float),
+        }
+    )
     frame = frame.groupby("syscall", as_index=False, sort=False).sum()
     frame["usecs_per_call"] = frame["time_s"] * 1e6 / frame["calls"].where(frame["calls"] > 0)
     frame = frame.sort_values(["calls", "syscall"], ascending=[False, True], kind="stable")
@@ -148,8 +179,14 @@ def parse_call(pid: str, text: str) -> TraceCall | None:
     if result and result.group(1) != "?":
         ret = int(result.group(1), 0)
     duration = _DURATION.search(text, result.end() if result else end)
-    return TraceCall(pid, start.group(1), args, ret, result.group(2) if result else None,
-                     float(duration.group(1)) if duration else None)
+    return TraceCall(
+        pid,
+        start.group(1),
+        args,
+        ret,
+        result.group(2) if result else None,
+        float(duration.group(1)) if duration else None,
+    )
 
 
 def _split_args(text: str, start: int) -> tuple[list[str], int | None]:
@@ -166,11 +203,11 @@ def _split_args(text: str, start: int) -> tuple[list[str], int | None]:
             depth += 1
         elif kind == "close":
             if depth == 0:
-                args.append(text[begin:token.start()].strip())
+                args.append(text[begin : token.start()].strip())
                 return ([] if args == [""] else args), token.end()
             depth -= 1
         elif kind == "comma" and depth == 0:
-            args.append(text[begin:token.start()].strip())
+            args.append(text[begin : token.start()].strip())
             begin = token.end()
     return args, None
 
@@ -237,7 +274,7 @@ def unescape_strace(text: str) -> str:
     out = bytearray()
     pos = 0
     for match in _ESCAPE.finditer(text):
-        out += text[pos:match.start()].encode("utf-8", "surrogateescape")
+        out += text[pos : match.start()].encode("utf-8", "surrogateescape")
         code = match.group(1)
         if code[0] == "x" and len(code) == 3:
             out.append(int(code[1:], 16))

@@ -15,9 +15,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 from iolab.core.errors import LabError
 from iolab.core.owned import discard_owned
@@ -60,18 +60,35 @@ def _probe_strace(path: str | None) -> StraceStatus:
     try:
         probe = subprocess.run(
             [path, "-f", "-qq", "-o", os.devnull, "--", "true"],
-            capture_output=True, text=True, errors="replace", timeout=30,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
-        return StraceStatus(False, path, version, f"strace at {path} could not be started ({err}); "
-                            "check that `strace true` works in your shell")
+        return StraceStatus(
+            False,
+            path,
+            version,
+            f"strace at {path} could not be started ({err}); "
+            "check that `strace true` works in your shell",
+        )
     if probe.returncode == 0:
-        return StraceStatus(True, path, version, f"strace {version} at {path} can trace processes here")
+        return StraceStatus(
+            True, path, version, f"strace {version} at {path} can trace processes here"
+        )
     detail = next((line for line in probe.stderr.splitlines() if line.strip()), "no message")
-    if re.search(r"Operation not permitted|EPERM|ptrace|Function not implemented", probe.stderr, re.I):
+    if re.search(
+        r"Operation not permitted|EPERM|ptrace|Function not implemented", probe.stderr, re.I
+    ):
         return StraceStatus(False, path, version, PTRACE_DENIED.format(path=path, detail=detail))
-    return StraceStatus(False, path, version, f"strace at {path} failed a test run ({detail}); "
-                        "check that `strace true` works in your shell")
+    return StraceStatus(
+        False,
+        path,
+        version,
+        f"strace at {path} failed a test run ({detail}); "
+        "check that `strace true` works in your shell",
+    )
 
 
 def _strace_version(path: str) -> str | None:
@@ -111,13 +128,16 @@ def run_scratch(name: str) -> Iterator[Path]:
         discard_owned(path)
 
 
-def check_command(cmd: Sequence[str], cwd: str | os.PathLike | None,
-                   env: Mapping[str, str] | None) -> list[str]:
+def check_command(
+    cmd: Sequence[str], cwd: str | os.PathLike | None, env: Mapping[str, str] | None
+) -> list[str]:
     """Fail early, in one sentence, on an empty or unknown command (as subprocess would look it up)."""
     cmd = [str(part) for part in cmd]
     if not cmd:
-        raise LabError("no command to measure was given; put it after `--`, e.g. "
-                       "`python -m iolab syscalls --data DIR -- python demos/read_files.py --data DIR`")
+        raise LabError(
+            "no command to measure was given; put it after `--`, e.g. "
+            "`python -m iolab syscalls --data DIR -- python demos/read_files.py --data DIR`"
+        )
     exe = cmd[0]
     if os.sep in exe:
         candidate = Path(cwd or ".") / exe
@@ -126,8 +146,10 @@ def check_command(cmd: Sequence[str], cwd: str | os.PathLike | None,
         search_path = os.pathsep.join(os.get_exec_path(dict(env) if env is not None else None))
         found = shutil.which(exe, path=search_path) is not None
     if not found:
-        raise LabError(f"the command {exe!r} was not found; check its spelling, install it, "
-                       "or give its full path")
+        raise LabError(
+            f"the command {exe!r} was not found; check its spelling, install it, "
+            "or give its full path"
+        )
     return cmd
 
 
@@ -136,19 +158,29 @@ def run_strace(options: Sequence[str], cmd: list[str], cwd, env, trace_file: Pat
     strace = require_strace()
     proc = subprocess.run(
         [strace, *options, "-o", str(trace_file.resolve()), "--", *cmd],
-        cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        errors="replace",
     )
     if not trace_file.exists() or trace_file.stat().st_size == 0:
         last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        raise LabError(f"strace could not trace {cmd[0]!r} ({last}); run the command without "
-                       "iolab to check that it works")
+        raise LabError(
+            f"strace could not trace {cmd[0]!r} ({last}); run the command without "
+            "iolab to check that it works"
+        )
     return Finished(proc.returncode, proc.stdout, proc.stderr)
 
 
 def dataset_roots(dataset_dir: str | os.PathLike) -> tuple[str, ...]:
     """The data directory as written and with symlinks resolved: a trace may show either."""
-    path = existing_dir(dataset_dir, "pass the dataset's folder as --data (create the dataset "
-                        "with `python data_generators/generate_data.py --data DIR`)")
+    path = existing_dir(
+        dataset_dir,
+        "pass the dataset's folder as --data (create the dataset "
+        "with `python data_generators/generate_data.py --data DIR`)",
+    )
     spelled = os.path.normpath(os.path.abspath(path))
     return tuple(dict.fromkeys((spelled, os.path.realpath(path))))
 

@@ -12,8 +12,8 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from iolab.core.dataset import BOOKKEEPING_NAMES
 from iolab.core.errors import LabError
@@ -40,14 +40,27 @@ def _wrap_python(cmd: list[str], dataset_dir: str, counts_file: Path) -> list[st
     while rest and rest[0].startswith("-") and rest[0] not in ("-c", "-m", "-", "--"):
         takes_value = rest[0] in ("-X", "-W")
         options += rest[: 2 if takes_value else 1]
-        rest = rest[2 if takes_value else 1:]
+        rest = rest[2 if takes_value else 1 :]
     rest = rest[1:] if rest[:1] == ["--"] else rest
     if not rest or rest[0] == "-" or (rest[0] in ("-c", "-m") and len(rest) < 2):
-        raise LabError("without strace only Python programs given as a script, `-c CODE` or "
-                       "`-m MODULE` can be counted; give the program that way")
+        raise LabError(
+            "without strace only Python programs given as a script, `-c CODE` or "
+            "`-m MODULE` can be counted; give the program that way"
+        )
     wrapper = Path(__file__).with_name("audit_open.py")
-    return [cmd[0], *options, str(wrapper), "--data", dataset_dir, "--out", str(counts_file.resolve()),
-            "--bookkeeping", ",".join(BOOKKEEPING_NAMES), "--", *rest]
+    return [
+        cmd[0],
+        *options,
+        str(wrapper),
+        "--data",
+        dataset_dir,
+        "--out",
+        str(counts_file.resolve()),
+        "--bookkeeping",
+        ",".join(BOOKKEEPING_NAMES),
+        "--",
+        *rest,
+    ]
 
 
 def count_from_inside(cmd: Sequence[str], dataset_dir, cwd, env, why: str) -> SyscallReport:
@@ -63,8 +76,11 @@ def count_from_inside(cmd: Sequence[str], dataset_dir, cwd, env, why: str) -> Sy
     report = SyscallReport(
         method=FALLBACK_PYTHON if python else FALLBACK_OTHER,
         note=_fallback_note(why, python, opens is not None, io is not None),
-        command=cmd, dataset_dir=roots[0], exit_code=finished.exit_code,
-        stdout=finished.stdout, stderr=finished.stderr,
+        command=cmd,
+        dataset_dir=roots[0],
+        exit_code=finished.exit_code,
+        stdout=finished.stdout,
+        stderr=finished.stderr,
     )
     if opens is not None:
         report.dataset_opens = opens["dataset_opens"]
@@ -81,17 +97,23 @@ def count_from_inside(cmd: Sequence[str], dataset_dir, cwd, env, why: str) -> Sy
 def _fallback_note(why: str, python: bool, have_opens: bool, have_io: bool) -> str:
     parts = [why]
     if python and have_opens:
-        parts.append("file and directory opens were counted by a Python audit hook (in the "
-                     "Python process only; files the interpreter opened while starting up are "
-                     "not seen)")
+        parts.append(
+            "file and directory opens were counted by a Python audit hook (in the "
+            "Python process only; files the interpreter opened while starting up are "
+            "not seen)"
+        )
     elif python:
-        parts.append("the program ended without saving its open counts (os._exit?), so "
-                     "opens are unknown")
+        parts.append(
+            "the program ended without saving its open counts (os._exit?), so opens are unknown"
+        )
     else:
         parts.append("opens cannot be counted for a program that is not Python")
-    parts.append("read/write system calls and bytes come from /proc/<pid>/io (the whole "
-                 "process and the children it waited for)" if have_io else
-                 "/proc/<pid>/io could not be read here, so read/write counts are unknown")
+    parts.append(
+        "read/write system calls and bytes come from /proc/<pid>/io (the whole "
+        "process and the children it waited for)"
+        if have_io
+        else "/proc/<pid>/io could not be read here, so read/write counts are unknown"
+    )
     parts.append("reads, seeks and stats per file need strace")
     return "; ".join(parts)
 
@@ -101,7 +123,9 @@ def _fallback_note(why: str, python: bool, have_opens: bool, have_io: bool) -> s
 #: with the command's status. The kernel adds a reaped child's I/O counters to its parent's,
 #: and a live shell's /proc/<pid>/io is readable by its owner, while an exited (zombie)
 #: process's is readable only with CAP_SYS_PTRACE, i.e. by root.
-_HOLDING_SHELL = 'out=$1; shift; "$@" </dev/null >"$out"; status=$?; exec >&-; read -r _; exit $status'
+_HOLDING_SHELL = (
+    'out=$1; shift; "$@" </dev/null >"$out"; status=$?; exec >&-; read -r _; exit $status'
+)
 
 
 def run_counting_io(cmd: list[str], cwd, env, scratch: Path) -> tuple[Finished, dict | None]:
@@ -116,8 +140,14 @@ def run_counting_io(cmd: list[str], cwd, env, scratch: Path) -> tuple[Finished, 
     go_r, go_w = os.pipe()
     try:
         with open(err_path, "wb") as err:
-            proc = subprocess.Popen(["/bin/sh", "-c", _HOLDING_SHELL, "sh", str(out_path), *cmd],
-                                    cwd=cwd, env=env, stdin=go_r, stdout=done_w, stderr=err)
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", _HOLDING_SHELL, "sh", str(out_path), *cmd],
+                cwd=cwd,
+                env=env,
+                stdin=go_r,
+                stdout=done_w,
+                stderr=err,
+            )
         os.close(done_w)
         os.close(go_r)
         done_w = go_r = -1
@@ -134,8 +164,9 @@ def run_counting_io(cmd: list[str], cwd, env, scratch: Path) -> tuple[Finished, 
         for fd in (done_r, done_w, go_r, go_w):
             if fd >= 0:
                 os.close(fd)
-    finished = Finished(exit_code, out_path.read_text(errors="replace"),
-                         err_path.read_text(errors="replace"))
+    finished = Finished(
+        exit_code, out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+    )
     return finished, io
 
 

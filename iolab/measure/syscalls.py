@@ -26,19 +26,39 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import pandas as pd
 
 from iolab.core.dataset import BOOKKEEPING_NAMES
 from iolab.core.errors import LabError
 from iolab.measure.recorded import Recordings
-from iolab.measure.strace_parse import (OPENS, READS, SEEKS, STATS, SUMMARY_OPTIONS, TRACE_OPTIONS,
-                                        WRITES, TraceCall, TraceReader, annotation_path,
-                                        fd_annotation, parse_strace_summary, string_arg)
-from iolab.measure.strace_run import (StraceStatus, check_command, dataset_roots, require_strace,
-                                      run_scratch, run_strace, strace_problem, strace_status)
+from iolab.measure.strace_parse import (
+    OPENS,
+    READS,
+    SEEKS,
+    STATS,
+    SUMMARY_OPTIONS,
+    TRACE_OPTIONS,
+    WRITES,
+    TraceCall,
+    TraceReader,
+    annotation_path,
+    fd_annotation,
+    parse_strace_summary,
+    string_arg,
+)
+from iolab.measure.strace_run import (
+    StraceStatus,
+    check_command,
+    dataset_roots,
+    require_strace,
+    run_scratch,
+    run_strace,
+    strace_problem,
+    strace_status,
+)
 from iolab.measure.syscall_fallback import count_from_inside
 from iolab.measure.syscall_report import SyscallReport
 
@@ -58,7 +78,7 @@ def _relative_to_roots(path: str, roots: Sequence[str]) -> str | None:
             return "."
         prefix = root.rstrip("/") + "/"
         if path.startswith(prefix):
-            return path[len(prefix):]
+            return path[len(prefix) :]
     return None
 
 
@@ -69,8 +89,9 @@ def _join(base: str, path: str) -> str:
 # --------------------------------------------------------------------------- strace -c
 
 
-def strace_summary(cmd: Sequence[str], cwd: str | os.PathLike | None = None,
-                   env: Mapping[str, str] | None = None) -> pd.DataFrame:
+def strace_summary(
+    cmd: Sequence[str], cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None
+) -> pd.DataFrame:
     """Count every system call of cmd and its children with `strace -c -f`.
 
     Returns columns syscall, calls, errors, time_pct, time_s, usecs_per_call, most calls
@@ -84,8 +105,9 @@ def strace_summary(cmd: Sequence[str], cwd: str | os.PathLike | None = None,
         finished = run_strace(SUMMARY_OPTIONS, cmd, cwd, env, summary_file)
         with open(summary_file, encoding="utf-8", errors="replace") as lines:
             frame = parse_strace_summary(lines)
-    frame.attrs.update(command=cmd, exit_code=finished.exit_code,
-                       stdout=finished.stdout, stderr=finished.stderr)
+    frame.attrs.update(
+        command=cmd, exit_code=finished.exit_code, stdout=finished.stdout, stderr=finished.stderr
+    )
     return frame
 
 
@@ -180,8 +202,9 @@ class _Tally:
             return None
         if self._takes_dirfd(call) and len(args) >= 2 and args[1].startswith('"'):
             path = string_arg(args[1])
-            base = (self.cwd if args[0] == "AT_FDCWD"
-                    else annotation_path(fd_annotation(args[0]) or ""))
+            base = (
+                self.cwd if args[0] == "AT_FDCWD" else annotation_path(fd_annotation(args[0]) or "")
+            )
             return _join("/", path) if path.startswith("/") else _join(base, path) if base else None
         if args[0].startswith('"'):
             return _join(self.cwd, string_arg(args[0]))
@@ -195,17 +218,24 @@ class _Tally:
 
     def frame(self) -> pd.DataFrame:
         rows = [(name, target, calls) for (name, target), calls in self.by_syscall.items()]
-        frame = pd.DataFrame(rows, columns=["syscall", "target", "calls"]).astype({"calls": "int64"})
+        frame = pd.DataFrame(rows, columns=["syscall", "target", "calls"]).astype(
+            {"calls": "int64"}
+        )
         frame = frame.sort_values(["calls", "syscall", "target"], ascending=[False, True, True])
         return frame.reset_index(drop=True)
 
     def calls_on(self, dataset: bool) -> int:
-        return sum(n for (_, target), n in self.by_syscall.items() if (target == "dataset") == dataset)
+        return sum(
+            n for (_, target), n in self.by_syscall.items() if (target == "dataset") == dataset
+        )
 
 
-def trace_attributed(cmd: Sequence[str], dataset_dir: str | os.PathLike,
-                     cwd: str | os.PathLike | None = None,
-                     env: Mapping[str, str] | None = None) -> Attribution:
+def trace_attributed(
+    cmd: Sequence[str],
+    dataset_dir: str | os.PathLike,
+    cwd: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Attribution:
     """Trace cmd (and its children) with `strace -f -y` and attribute every call.
 
     Relative paths are resolved against the directory strace shows for AT_FDCWD (which
@@ -224,15 +254,21 @@ def trace_attributed(cmd: Sequence[str], dataset_dir: str | os.PathLike,
             for call in reader.calls(lines):
                 tally.add(call)
     return Attribution(
-        command=cmd, dataset_dir=roots[0], exit_code=finished.exit_code,
-        stdout=finished.stdout, stderr=finished.stderr, by_syscall=tally.frame(),
+        command=cmd,
+        dataset_dir=roots[0],
+        exit_code=finished.exit_code,
+        stdout=finished.stdout,
+        stderr=finished.stderr,
+        by_syscall=tally.frame(),
         dataset_opens=tally.numbers["dataset_opens"],
         dataset_dir_opens=tally.numbers["dataset_dir_opens"],
         other_opens=tally.numbers["other_opens"],
-        dataset_calls=tally.calls_on(dataset=True), other_calls=tally.calls_on(dataset=False),
+        dataset_calls=tally.calls_on(dataset=True),
+        other_calls=tally.calls_on(dataset=False),
         dataset_reads=tally.numbers["dataset_reads"],
         dataset_bytes_read=tally.numbers["dataset_bytes_read"],
-        dataset_seeks=tally.numbers["dataset_seeks"], dataset_stats=tally.numbers["dataset_stats"],
+        dataset_seeks=tally.numbers["dataset_seeks"],
+        dataset_stats=tally.numbers["dataset_stats"],
         dataset_open_counts=dict(sorted(tally.open_counts.items())),
         unparsed_lines=reader.unparsed,
     )
@@ -241,9 +277,13 @@ def trace_attributed(cmd: Sequence[str], dataset_dir: str | os.PathLike,
 # --------------------------------------------------------------------------- one report, any method
 
 
-def count_syscalls(cmd: Sequence[str], dataset_dir: str | os.PathLike, method: str = "auto",
-                   cwd: str | os.PathLike | None = None,
-                   env: Mapping[str, str] | None = None) -> SyscallReport:
+def count_syscalls(
+    cmd: Sequence[str],
+    dataset_dir: str | os.PathLike,
+    method: str = "auto",
+    cwd: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+) -> SyscallReport:
     """Count cmd's system calls on the dataset and elsewhere, with strace if it can trace.
 
     method "auto" uses strace when strace_status() allows it and falls back otherwise;
@@ -254,25 +294,38 @@ def count_syscalls(cmd: Sequence[str], dataset_dir: str | os.PathLike, method: s
     status = strace_status()
     if method == "strace" or (method == "auto" and status.available):
         return _report_from_attribution(trace_attributed(cmd, dataset_dir, cwd, env), status)
-    why = ("the fallback method was asked for" if method == "fallback"
-           else f"strace was not used because {status.reason}")
+    why = (
+        "the fallback method was asked for"
+        if method == "fallback"
+        else f"strace was not used because {status.reason}"
+    )
     return count_from_inside(cmd, dataset_dir, cwd, env, why)
 
 
-def traced_or_recorded(recordings: Recordings, key: str, commands: Mapping[str, Sequence[str]],
-                       dataset_dir: str | os.PathLike, **kwargs) -> dict[str, SyscallReport]:
+def traced_or_recorded(
+    recordings: Recordings,
+    key: str,
+    commands: Mapping[str, Sequence[str]],
+    dataset_dir: str | os.PathLike,
+    **kwargs,
+) -> dict[str, SyscallReport]:
     """count_syscalls of each command with strace; where strace cannot trace here, the strace
     runs recorded under `key`, so a notebook's exact counts read the same on every machine.
     """
     value = recordings.data(
-        key, lambda: {label: count_syscalls(cmd, dataset_dir, method="strace", **kwargs).to_json_dict()
-                      for label, cmd in commands.items()},
-        strace_problem())
+        key,
+        lambda: {
+            label: count_syscalls(cmd, dataset_dir, method="strace", **kwargs).to_json_dict()
+            for label, cmd in commands.items()
+        },
+        strace_problem(),
+    )
     return {label: SyscallReport.from_json_dict(report) for label, report in value.items()}
 
 
-def strace_excerpt(cmd: Sequence[str], syscalls: Sequence[str], dataset_dir: str | os.PathLike,
-                   label: str = "DATA") -> str:
+def strace_excerpt(
+    cmd: Sequence[str], syscalls: Sequence[str], dataset_dir: str | os.PathLike, label: str = "DATA"
+) -> str:
     """What `strace -y -e trace=SYSCALLS` prints for the calls of cmd on files under dataset_dir.
 
     The command runs in dataset_dir, and dataset_dir is shown as `label`, so the excerpt reads the
@@ -284,6 +337,7 @@ def strace_excerpt(cmd: Sequence[str], syscalls: Sequence[str], dataset_dir: str
         trace = scratch / "trace"
         run_strace(["-y", "-e", "trace=" + ",".join(syscalls)], list(cmd), dataset_dir, None, trace)
         lines = trace.read_text(errors="replace").splitlines()
+
     def on_data(line: str) -> bool:  # every line names the working directory: skip that
         for root in roots:
             line = line.replace(f"AT_FDCWD<{root}>", "AT_FDCWD")
@@ -302,17 +356,27 @@ def _report_from_attribution(att: Attribution, status: StraceStatus) -> SyscallR
     write_calls = sum(int(n) for name, n in calls.items() if name in WRITES)
     return SyscallReport(
         method="strace",
-        note=(f"strace {status.version} traced every file and descriptor system call of the "
-              "command and its child processes, each attributed by the path it touched"),
-        command=att.command, dataset_dir=att.dataset_dir, exit_code=att.exit_code,
-        stdout=att.stdout, stderr=att.stderr,
-        dataset_opens=att.dataset_opens, dataset_dir_opens=att.dataset_dir_opens,
-        other_opens=att.other_opens, dataset_calls=att.dataset_calls,
-        other_calls=att.other_calls, total_calls=att.total_calls,
-        dataset_reads=att.dataset_reads, dataset_bytes_read=att.dataset_bytes_read,
-        dataset_seeks=att.dataset_seeks, dataset_stats=att.dataset_stats,
-        read_syscalls=read_calls, write_syscalls=write_calls,
-        by_syscall=att.by_syscall, dataset_open_counts=att.dataset_open_counts,
+        note=(
+            f"strace {status.version} traced every file and descriptor system call of the "
+            "command and its child processes, each attributed by the path it touched"
+        ),
+        command=att.command,
+        dataset_dir=att.dataset_dir,
+        exit_code=att.exit_code,
+        stdout=att.stdout,
+        stderr=att.stderr,
+        dataset_opens=att.dataset_opens,
+        dataset_dir_opens=att.dataset_dir_opens,
+        other_opens=att.other_opens,
+        dataset_calls=att.dataset_calls,
+        other_calls=att.other_calls,
+        total_calls=att.total_calls,
+        dataset_reads=att.dataset_reads,
+        dataset_bytes_read=att.dataset_bytes_read,
+        dataset_seeks=att.dataset_seeks,
+        dataset_stats=att.dataset_stats,
+        read_syscalls=read_calls,
+        write_syscalls=write_calls,
+        by_syscall=att.by_syscall,
+        dataset_open_counts=att.dataset_open_counts,
     )
-
-

@@ -196,8 +196,13 @@ class Run:
     output: str = ""
 
 
-def run_once(cmd: list[str], cwd: Path | str | None = None, env: dict | None = None,
-             timeout: float | None = None, late: str = "") -> Run:
+def run_once(
+    cmd: list[str],
+    cwd: Path | str | None = None,
+    env: dict | None = None,
+    timeout: float | None = None,
+    late: str = "",
+) -> Run:
     """Run `cmd` once; wall time around the child, its CPU time from wait4's rusage.
 
     wait4 reports the child's own CPU time plus that of the processes it waited for, so a
@@ -246,8 +251,10 @@ def run_once(cmd: list[str], cwd: Path | str | None = None, env: dict | None = N
     if timeout is not None and wall_s >= timeout and status != 0:
         for reader in readers:
             reader.join(timeout=1)
-        raise LabError(f"`{display}` did not finish within {timeout:.0f} s and was stopped"
-                       f"{'; ' + late if late else ''}")
+        raise LabError(
+            f"`{display}` did not finish within {timeout:.0f} s and was stopped"
+            f"{'; ' + late if late else ''}"
+        )
     proc.returncode = os.waitstatus_to_exitcode(status)
     for reader in readers:
         reader.join()
@@ -261,8 +268,13 @@ def run_once(cmd: list[str], cwd: Path | str | None = None, env: dict | None = N
         )
         detail = _last_line(tails[1]) or "it printed no error message"
         raise LabError(f"`{display}` {how} ({detail}); run it by hand to see the full error")
-    return Run(wall_s, usage.ru_utime, usage.ru_stime, _json_result(tails[0]),
-               tails[0].decode("utf-8", errors="replace"))
+    return Run(
+        wall_s,
+        usage.ru_utime,
+        usage.ru_stime,
+        _json_result(tails[0]),
+        tails[0].decode("utf-8", errors="replace"),
+    )
 
 
 def _resident_pct_after(prepared: object) -> float | None:

@@ -151,12 +151,16 @@ def fuse_problem() -> str | None:
     """Why FUSE file systems cannot be mounted here, judged by the FUSE device."""
     device = "/dev/fuse"
     if not os.path.exists(device):
-        return (f"{device} does not exist, so no FUSE file system can be mounted here: load the "
-                "kernel module (`modprobe fuse`, as root) or start the container with "
-                "`--device /dev/fuse`")
+        return (
+            f"{device} does not exist, so no FUSE file system can be mounted here: load the "
+            "kernel module (`modprobe fuse`, as root) or start the container with "
+            "`--device /dev/fuse`"
+        )
     if not os.access(device, os.R_OK | os.W_OK):
-        return (f"{device} is not readable and writable by you, so you cannot mount FUSE file "
-                "systems here: ask your administrators for FUSE access")
+        return (
+            f"{device} is not readable and writable by you, so you cannot mount FUSE file "
+            "systems here: ask your administrators for FUSE access"
+        )
     return None
 
 
@@ -208,8 +212,13 @@ def check_tools(names: list[str] | None = None) -> list[ToolStatus]:
             ((exe, path) for exe in spec.executables or (name,) if (path := shutil.which(exe))),
             None,
         )
-        problem = (ptrace_problem(found[1]) if found and name == "strace"
-                   else fuse_problem() if found and name == "sshfs" else None)
+        problem = (
+            ptrace_problem(found[1])
+            if found and name == "strace"
+            else fuse_problem()
+            if found and name == "sshfs"
+            else None
+        )
         statuses.append(
             ToolStatus(
                 name=name,

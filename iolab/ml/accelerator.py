@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -40,8 +41,20 @@ SKIP_FIRST = 1
 MB = 1e6
 WARM_READ_BYTES = 8 * 1024**2
 CACHE_STATES = ("cold", "warm")
-SWEEP_COLUMNS = ["source", "location", "cache_state", "workers", "compute_ms", "repeat", "steps",
-                 "resident_before_pct", "au_pct", "wait_total_s", "samples_per_s", "MBps"]
+SWEEP_COLUMNS = [
+    "source",
+    "location",
+    "cache_state",
+    "workers",
+    "compute_ms",
+    "repeat",
+    "steps",
+    "resident_before_pct",
+    "au_pct",
+    "wait_total_s",
+    "samples_per_s",
+    "MBps",
+]
 
 
 # --------------------------------------------------------------------------- arithmetic
@@ -53,8 +66,10 @@ def _measured(values: Sequence[float], skip_first: int, what: str) -> list[float
         raise LabError(f"skip_first must be 0 or more, not {skip_first}")
     kept = list(values)[skip_first:]
     if not kept:
-        raise LabError(f"{len(values)} {what} recorded but {skip_first} skipped as warm-up: run "
-                       "more steps than the warm-up skips")
+        raise LabError(
+            f"{len(values)} {what} recorded but {skip_first} skipped as warm-up: run "
+            "more steps than the warm-up skips"
+        )
     return kept
 
 
@@ -70,8 +85,9 @@ def _per_step(compute_s: float | Sequence[float], steps: int) -> list[float]:
     return values
 
 
-def utilization(wait_s: Sequence[float], compute_s: float | Sequence[float],
-                skip_first: int = SKIP_FIRST) -> float:
+def utilization(
+    wait_s: Sequence[float], compute_s: float | Sequence[float], skip_first: int = SKIP_FIRST
+) -> float:
     """Accelerator utilization (0..1): compute / (compute + wait) over the steps after warm-up.
 
     `compute_s` is the set compute time per step, or the measured time of each step (a sleep
@@ -86,14 +102,16 @@ def utilization(wait_s: Sequence[float], compute_s: float | Sequence[float],
     return busy / total
 
 
-def au_pct(wait_s: Sequence[float], compute_s: float | Sequence[float],
-           skip_first: int = SKIP_FIRST) -> float:
+def au_pct(
+    wait_s: Sequence[float], compute_s: float | Sequence[float], skip_first: int = SKIP_FIRST
+) -> float:
     """Accelerator utilization in percent, as MLPerf Storage reports it."""
     return 100.0 * utilization(wait_s, compute_s, skip_first)
 
 
-def throughput(samples: Sequence[int], step_s: Sequence[float],
-               skip_first: int = SKIP_FIRST) -> float:
+def throughput(
+    samples: Sequence[int], step_s: Sequence[float], skip_first: int = SKIP_FIRST
+) -> float:
     """Samples (or bytes) per second delivered over the steps after warm-up."""
     counts = _measured(samples, skip_first, "steps")
     seconds = sum(_measured(step_s, skip_first, "steps"))
@@ -102,8 +120,9 @@ def throughput(samples: Sequence[int], step_s: Sequence[float],
     return sum(counts) / seconds
 
 
-def needed_MBps(batch: int, record_MB: float, compute_s: float,
-                au: float = PASS_AU_PCT / 100) -> float:
+def needed_MBps(
+    batch: int, record_MB: float, compute_s: float, au: float = PASS_AU_PCT / 100
+) -> float:
     """MB/s one accelerator must be fed to stay at utilization `au` (MLPerf's derivation).
 
     Each step consumes batch x record_MB; at utilization au a step lasts compute_s / au.
@@ -174,15 +193,26 @@ class TrainingRun:
 
     def steps_frame(self) -> pd.DataFrame:
         """One row per step, for a plot of where the time went."""
-        return pd.DataFrame({"step": range(self.steps), "wait_s": self.wait_s,
-                             "compute_s": self.compute_s, "samples": self.samples,
-                             "bytes": self.bytes})
+        return pd.DataFrame(
+            {
+                "step": range(self.steps),
+                "wait_s": self.wait_s,
+                "compute_s": self.compute_s,
+                "samples": self.samples,
+                "bytes": self.bytes,
+            }
+        )
 
 
-def simulate_training(batches: Iterable[Any], compute_s: float, steps: int, *,
-                      sizer: Callable[[Any], tuple[int, int]] = batch_size,
-                      sleep: Callable[[float], None] = time.sleep,
-                      clock: Callable[[], float] = time.perf_counter) -> TrainingRun:
+def simulate_training(
+    batches: Iterable[Any],
+    compute_s: float,
+    steps: int,
+    *,
+    sizer: Callable[[Any], tuple[int, int]] = batch_size,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.perf_counter,
+) -> TrainingRun:
     """Take `steps` batches, "computing" compute_s after each; record what each step waited.
 
     The wait is the time `next()` on the loader took: zero when a prefetching worker had the
@@ -204,8 +234,10 @@ def simulate_training(batches: Iterable[Any], compute_s: float, steps: int, *,
             try:
                 batch = next(iterator)
             except StopIteration:
-                raise LabError(f"the loader ran out after {step} of {steps} batches: run fewer "
-                               "steps, smaller batches, or build a larger dataset") from None
+                raise LabError(
+                    f"the loader ran out after {step} of {steps} batches: run fewer "
+                    "steps, smaller batches, or build a larger dataset"
+                ) from None
             got = clock()
             sleep(compute_s)
             done = clock()
@@ -250,8 +282,9 @@ def prepare_cache(data: Path | str | Sequence[Path | str], state: str) -> float 
     """
     if state not in CACHE_STATES:
         raise LabError(f"unknown cache state {state!r}: use 'cold' or 'warm'")
-    residencies = [cache.evict(path).after if state == "cold" else warm(path)
-                   for path in _paths(data)]
+    residencies = [
+        cache.evict(path).after if state == "cold" else warm(path) for path in _paths(data)
+    ]
     if any(r.hidden for r in residencies):
         return None
     total = sum(r.total_bytes for r in residencies)
@@ -263,12 +296,19 @@ def workers_label(workers: int | None) -> str:
     return "none" if workers is None else str(workers)
 
 
-def sweep(make_batches: Callable[[int | None], Iterable[Any]],
-          data: Path | str | Sequence[Path | str],
-          compute_ms: Sequence[float], workers: Sequence[int | None], steps: int, *,
-          source: str, location: str, cache_states: Sequence[str] = CACHE_STATES,
-          repeats: int = 1,
-          sizer: Callable[[Any], tuple[int, int]] = batch_size) -> pd.DataFrame:
+def sweep(
+    make_batches: Callable[[int | None], Iterable[Any]],
+    data: Path | str | Sequence[Path | str],
+    compute_ms: Sequence[float],
+    workers: Sequence[int | None],
+    steps: int,
+    *,
+    source: str,
+    location: str,
+    cache_states: Sequence[str] = CACHE_STATES,
+    repeats: int = 1,
+    sizer: Callable[[Any], tuple[int, int]] = batch_size,
+) -> pd.DataFrame:
     """Simulated training for every compute time x worker count x cache state: one tidy row each.
 
     With repeats > 1 the whole sweep runs that many times, one pass after the other, so a
@@ -290,17 +330,31 @@ def sweep(make_batches: Callable[[int | None], Iterable[Any]],
                 for ms in compute_ms:
                     resident = prepare_cache(data, state)
                     run = simulate_training(make_batches(n_workers), ms / 1000, steps, sizer=sizer)
-                    rows.append({"source": source, "location": location, "cache_state": state,
-                                 "workers": workers_label(n_workers), "compute_ms": ms,
-                                 "repeat": repeat, "steps": steps,
-                                 "resident_before_pct": resident, "au_pct": run.au_pct,
-                                 "wait_total_s": sum(run.wait_s[SKIP_FIRST:]),
-                                 "samples_per_s": run.samples_per_s, "MBps": run.MBps})
+                    rows.append(
+                        {
+                            "source": source,
+                            "location": location,
+                            "cache_state": state,
+                            "workers": workers_label(n_workers),
+                            "compute_ms": ms,
+                            "repeat": repeat,
+                            "steps": steps,
+                            "resident_before_pct": resident,
+                            "au_pct": run.au_pct,
+                            "wait_total_s": sum(run.wait_s[SKIP_FIRST:]),
+                            "samples_per_s": run.samples_per_s,
+                            "MBps": run.MBps,
+                        }
+                    )
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
 
 
-def au_plot(frame: pd.DataFrame, by: Sequence[str] = ("source", "workers", "cache_state"),
-            ax=None, title: str | None = None):
+def au_plot(
+    frame: pd.DataFrame,
+    by: Sequence[str] = ("source", "workers", "cache_state"),
+    ax=None,
+    title: str | None = None,
+):
     """Median AU% against compute time, one line per combination of `by`, with the 90% pass line."""
     import matplotlib.pyplot as plt
 
@@ -308,12 +362,18 @@ def au_plot(frame: pd.DataFrame, by: Sequence[str] = ("source", "workers", "cach
         _, ax = plt.subplots(figsize=(7, 4))
     for key, group in frame.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{name}={value}" if name == "workers" else str(value)
-                          for name, value in zip(by, key))
+        label = ", ".join(
+            f"{name}={value}" if name == "workers" else str(value) for name, value in zip(by, key)
+        )
         median = group.groupby("compute_ms")["au_pct"].median()
         ax.plot(median.index, median.values, marker="o", label=label)
-    ax.axhline(PASS_AU_PCT, color="red", linestyle="--", linewidth=1,
-               label=f"MLPerf pass line ({PASS_AU_PCT:.0f}%)")
+    ax.axhline(
+        PASS_AU_PCT,
+        color="red",
+        linestyle="--",
+        linewidth=1,
+        label=f"MLPerf pass line ({PASS_AU_PCT:.0f}%)",
+    )
     ax.set_xscale("log")
     ticks = sorted(frame["compute_ms"].unique())
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])

@@ -17,8 +17,10 @@ import pandas as pd
 from iolab.ml.accelerator import needed_MBps
 
 MLPERF_SOURCE = "derived from MLPerf Storage v2.0 workload configs"
-NERC_SOURCE = ("MOC/NERC storage benchmarks: MLPerf Storage UNet3D, 1 emulated GPU "
-               "(CCI-MOC/storage-benchmarks@56ae298, results/)")
+NERC_SOURCE = (
+    "MOC/NERC storage benchmarks: MLPerf Storage UNet3D, 1 emulated GPU "
+    "(CCI-MOC/storage-benchmarks@56ae298, results/)"
+)
 
 #: workload, samples per batch, record size (MB), compute s per step on H100 and A100, pass AU.
 _WORKLOADS = [
@@ -41,18 +43,34 @@ def bandwidth_per_accelerator() -> pd.DataFrame:
     """MB/s one emulated H100 / A100 must receive to reach the pass AU, per workload."""
     rows = []
     for workload, batch, record_MB, h100_s, a100_s, au in _WORKLOADS:
-        rows.append({
-            "workload": workload, "batch_samples": batch, "record_MB": record_MB,
-            "compute_H100_s": h100_s, "compute_A100_s": a100_s, "pass_au_pct": 100 * au,
-            "needed_H100_MBps": needed_MBps(batch, record_MB, h100_s, au),
-            "needed_A100_MBps": needed_MBps(batch, record_MB, a100_s, au),
-            "source": MLPERF_SOURCE,
-        })
+        rows.append(
+            {
+                "workload": workload,
+                "batch_samples": batch,
+                "record_MB": record_MB,
+                "compute_H100_s": h100_s,
+                "compute_A100_s": a100_s,
+                "pass_au_pct": 100 * au,
+                "needed_H100_MBps": needed_MBps(batch, record_MB, h100_s, au),
+                "needed_A100_MBps": needed_MBps(batch, record_MB, a100_s, au),
+                "source": MLPERF_SOURCE,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def nerc_runs() -> pd.DataFrame:
     """AU and MB/s that MLPerf Storage (UNet3D) measured on real storage in the NERC study."""
     return pd.DataFrame(
-        [{"emulated_gpu": gpu, "samples": samples, "storage": storage, "au_pct": au,
-          "MBps": mbps, "source": NERC_SOURCE} for gpu, samples, storage, au, mbps in _NERC_RUNS])
+        [
+            {
+                "emulated_gpu": gpu,
+                "samples": samples,
+                "storage": storage,
+                "au_pct": au,
+                "MBps": mbps,
+                "source": NERC_SOURCE,
+            }
+            for gpu, samples, storage, au, mbps in _NERC_RUNS
+        ]
+    )

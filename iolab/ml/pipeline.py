@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -31,9 +31,13 @@ from iolab.core.loader import NO_TORCH, SOURCES, read_throughput, torch_availabl
 from iolab.core.workspace import repo_root
 
 
-def throughput_frame(dataset_dir: Path, sources: Sequence[str] = SOURCES,
-                     workers: Sequence[int | None] = (None, 0, 1, 2, 4), repeats: int = 3,
-                     limit: int | None = None) -> pd.DataFrame:
+def throughput_frame(
+    dataset_dir: Path,
+    sources: Sequence[str] = SOURCES,
+    workers: Sequence[int | None] = (None, 0, 1, 2, 4),
+    repeats: int = 3,
+    limit: int | None = None,
+) -> pd.DataFrame:
     """Warm read rates: each (source, workers) is read once untimed, then `repeats` times.
 
     Worker counts need PyTorch; without it only workers=None is measured (and the frame's
@@ -46,18 +50,27 @@ def throughput_frame(dataset_dir: Path, sources: Sequence[str] = SOURCES,
             if count is not None and not have_torch:
                 continue
             read_throughput(dataset_dir, source, count, limit=limit)  # warm-up: page cache, imports
-            rows += [{**read_throughput(dataset_dir, source, count, limit=limit).row(), "repeat": r}
-                     for r in range(1, repeats + 1)]
+            rows += [
+                {**read_throughput(dataset_dir, source, count, limit=limit).row(), "repeat": r}
+                for r in range(1, repeats + 1)
+            ]
     frame = pd.DataFrame(rows)
     frame.attrs["note"] = "" if have_torch else NO_TORCH
     return frame
 
 
-def read_samples_command(dataset_dir: Path, source: str, workers: int | None = None,
-                         limit: int | None = None) -> list[str]:
+def read_samples_command(
+    dataset_dir: Path, source: str, workers: int | None = None, limit: int | None = None
+) -> list[str]:
     """The command line of demos/read_samples.py, as a learner would type it."""
-    cmd = [sys.executable, str(repo_root() / "demos" / "read_samples.py"),
-           "--source", source, "--data", str(dataset_dir)]
+    cmd = [
+        sys.executable,
+        str(repo_root() / "demos" / "read_samples.py"),
+        "--source",
+        source,
+        "--data",
+        str(dataset_dir),
+    ]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     if limit is not None:
@@ -65,13 +78,19 @@ def read_samples_command(dataset_dir: Path, source: str, workers: int | None = N
     return cmd
 
 
-def count_read_syscalls(dataset_dir: Path, source: str, workers: int | None = None,
-                        limit: int | None = None, method: str = "auto"):
+def count_read_syscalls(
+    dataset_dir: Path,
+    source: str,
+    workers: int | None = None,
+    limit: int | None = None,
+    method: str = "auto",
+):
     """Attributed system calls of one demo run (iolab.measure.syscall_report.SyscallReport)."""
     from iolab.measure.syscalls import count_syscalls
 
-    return count_syscalls(read_samples_command(dataset_dir, source, workers, limit), dataset_dir,
-                          method=method)
+    return count_syscalls(
+        read_samples_command(dataset_dir, source, workers, limit), dataset_dir, method=method
+    )
 
 
 def sample_file_opens(open_counts: dict[str, int]) -> int:
@@ -85,15 +104,26 @@ def syscalls_per_sample_frame(reports: dict) -> pd.DataFrame:
     rows = []
     for label, report in reports.items():
         result = json.loads(report.stdout.strip().splitlines()[-1])
-        opens = None if report.dataset_open_counts is None else sample_file_opens(report.dataset_open_counts)
-        rows.append({
-            "run": label, "method": report.method, "samples": result["samples"],
-            "sample_file_opens": opens,
-            "opens_per_sample": None if opens is None else opens / result["samples"],
-            "dataset_reads": report.dataset_reads,
-            "reads_per_sample": (None if report.dataset_reads is None
-                                 else report.dataset_reads / result["samples"]),
-            "dataset_dir_opens": report.dataset_dir_opens,
-            "other_calls": report.other_calls,
-        })
+        opens = (
+            None
+            if report.dataset_open_counts is None
+            else sample_file_opens(report.dataset_open_counts)
+        )
+        rows.append(
+            {
+                "run": label,
+                "method": report.method,
+                "samples": result["samples"],
+                "sample_file_opens": opens,
+                "opens_per_sample": None if opens is None else opens / result["samples"],
+                "dataset_reads": report.dataset_reads,
+                "reads_per_sample": (
+                    None
+                    if report.dataset_reads is None
+                    else report.dataset_reads / result["samples"]
+                ),
+                "dataset_dir_opens": report.dataset_dir_opens,
+                "other_calls": report.other_calls,
+            }
+        )
     return pd.DataFrame(rows)

@@ -18,8 +18,9 @@ restarted from a checkpoint repeats nothing and skips nothing.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Sequence
 from itertools import accumulate
-from typing import Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 import pandas as pd
 
@@ -38,8 +39,9 @@ def full_permutation(n: int, seed: int) -> list[int]:
     return order
 
 
-def buffer_shuffle_order(items: Sequence[T], buffer_size: int, seed: int,
-                         initial: int | None = None) -> list[T]:
+def buffer_shuffle_order(
+    items: Sequence[T], buffer_size: int, seed: int, initial: int | None = None
+) -> list[T]:
     """`items` as webdataset's shuffle buffer of `buffer_size` emits them for `seed`.
 
     `initial` is how full the buffer gets before it starts yielding (webdataset's default
@@ -53,7 +55,9 @@ def buffer_shuffle_order(items: Sequence[T], buffer_size: int, seed: int,
     return list(filters.shuffle(buffer_size, initial=start, seed=seed)(iter(items)))
 
 
-def shard_shuffle_order(shard_sizes: Sequence[int], seed: int, shardshuffle: int = 100) -> list[int]:
+def shard_shuffle_order(
+    shard_sizes: Sequence[int], seed: int, shardshuffle: int = 100
+) -> list[int]:
     """Source indices in the order read when the shards (of these sizes) are shuffled.
 
     Reproduces `WebDataset(..., shardshuffle=shardshuffle, seed=seed)` in one process:
@@ -78,8 +82,10 @@ def shuffle_orders(shard_sizes: Sequence[int], buffer_size: int, seed: int) -> p
         f"buffer shuffle ({buffer_size})": buffer_shuffle_order(range(n), buffer_size, seed),
         "full permutation": full_permutation(n, seed),
     }
-    frames = [pd.DataFrame({"method": method, "position": range(n), "source_index": order})
-              for method, order in orders.items()]
+    frames = [
+        pd.DataFrame({"method": method, "position": range(n), "source_index": order})
+        for method, order in orders.items()
+    ]
     frame = pd.concat(frames, ignore_index=True)
     frame["displacement_samples"] = (frame["position"] - frame["source_index"]).abs()
     frame["shard"] = [shard_of[i] for i in frame["source_index"]]
@@ -95,14 +101,18 @@ def locality_summary(orders: pd.DataFrame, window_samples: int) -> pd.DataFrame:
     rows = []
     for method, group in orders.groupby("method", sort=False):
         shards = group["shard"].tolist()
-        windows = [len(set(shards[i:i + window_samples])) for i in range(0, len(shards), window_samples)]
-        rows.append({
-            "method": method,
-            "median_displacement_samples": float(group["displacement_samples"].median()),
-            "max_displacement_samples": int(group["displacement_samples"].max()),
-            "window_samples": window_samples,
-            "mean_shards_per_window": sum(windows) / len(windows),
-        })
+        windows = [
+            len(set(shards[i : i + window_samples])) for i in range(0, len(shards), window_samples)
+        ]
+        rows.append(
+            {
+                "method": method,
+                "median_displacement_samples": float(group["displacement_samples"].median()),
+                "max_displacement_samples": int(group["displacement_samples"].max()),
+                "window_samples": window_samples,
+                "mean_shards_per_window": sum(windows) / len(windows),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -145,15 +155,20 @@ class EpochSampler:
 
     def state_dict(self, position: int | None = None) -> dict:
         """What to save in a checkpoint: n, seed, epoch and the position reached."""
-        return {"n": self.n, "seed": self.seed, "epoch": self.epoch,
-                "position": self.position if position is None else position}
+        return {
+            "n": self.n,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "position": self.position if position is None else position,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Continue where a saved state left off; refuses a state of another dataset or seed."""
         if state.get("n") != self.n or state.get("seed") != self.seed:
             raise LabError(
                 f"the saved sampler state is for {state.get('n')} samples with seed {state.get('seed')}, "
-                f"not {self.n} with seed {self.seed}; resume with the same dataset and seed")
+                f"not {self.n} with seed {self.seed}; resume with the same dataset and seed"
+            )
         if not 0 <= state["position"] <= self.n:
             raise LabError(f"the saved sampler position {state['position']} is outside 0..{self.n}")
         self.set_epoch(state["epoch"])

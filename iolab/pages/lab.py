@@ -9,8 +9,9 @@ copies; print a summary table.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import pandas as pd
 
@@ -37,31 +38,45 @@ def step(number: int, total: int, text: str) -> None:
 
 def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataFrame:
     """Time each reader warm and cold, then count its system calls in a separate traced run."""
-    from iolab.measure.readers import (READER_NAMES, count_reader_syscalls, syscalls_frame,
-                                       time_readers, timing_frame)
+    from iolab.measure.readers import (
+        READER_NAMES,
+        count_reader_syscalls,
+        syscalls_frame,
+        time_readers,
+        timing_frame,
+    )
 
     warm, cold = [], []
     for name in READER_NAMES:
         warm += time_readers(dataset_dir, names=(name,), repeats=repeats)
         cold += time_readers(dataset_dir, names=(name,), repeats=repeats, cache="cold")
         cached = cold[-1].resident_before_max_pct
-        proof = (f"at most {cached:.0f}% cached before a cold run" if cached is not None else
-                 "evicted before each cold run; the kernel hides how much stayed cached of "
-                 "files you do not own")
-        print(f"  {name}: median {warm[-1].wall_median_s:.3f} s warm, "
-              f"{cold[-1].wall_median_s:.3f} s cold ({proof})", flush=True)
+        proof = (
+            f"at most {cached:.0f}% cached before a cold run"
+            if cached is not None
+            else "evicted before each cold run; the kernel hides how much stayed cached of "
+            "files you do not own"
+        )
+        print(
+            f"  {name}: median {warm[-1].wall_median_s:.3f} s warm, "
+            f"{cold[-1].wall_median_s:.3f} s cold ({proof})",
+            flush=True,
+        )
     times = timing_frame(warm)
     cold_times = timing_frame(cold)
     times["cold_wall_median_s"] = cold_times["wall_median_s"]
     times["cold_in_reader_median_s"] = cold_times["in_reader_median_s"]
     times["rows"] = [m.result["rows"] for m in warm]
-    times["mean_matches_manifest"] = [all(m.result["mean"] == manifest["expected_mean"]
-                                          for m in pair) for pair in zip(warm, cold)]
+    times["mean_matches_manifest"] = [
+        all(m.result["mean"] == manifest["expected_mean"] for m in pair) for pair in zip(warm, cold)
+    ]
     reports = {}
     for name in READER_NAMES:
         reports.update(count_reader_syscalls(dataset_dir, names=(name,)))
-        print(f"  {name}: {reports[name].dataset_opens} dataset-file opens "
-              f"({reports[name].method})", flush=True)
+        print(
+            f"  {name}: {reports[name].dataset_opens} dataset-file opens ({reports[name].method})",
+            flush=True,
+        )
     return times.merge(syscalls_frame(reports), on="reader")
 
 
@@ -88,8 +103,13 @@ def _run_steps(out: Path, repeats: int, share: Share) -> int:
     tools = check_tools()
     print(format_report(tools))
     print()
-    print(to_markdown(locations_frame(discover_locations())[
-        ["name", "path", "fs_type", "kind", "free_GB", "o_direct"]]))
+    print(
+        to_markdown(
+            locations_frame(discover_locations())[
+                ["name", "path", "fs_type", "kind", "free_GB", "o_direct"]
+            ]
+        )
+    )
 
     budget_file = out / "lab-budget.json"
     os.environ[BUDGET_ENV] = str(budget_file)
@@ -99,8 +119,12 @@ def _run_steps(out: Path, repeats: int, share: Share) -> int:
         dataset_dir = default_dataset_dir()
         manifest = build_dataset(dataset_dir, echo=True).manifest
 
-        step(3, total, f"The five readers: {repeats} timed repeats warm and cold each, "
-                       "then one traced run each")
+        step(
+            3,
+            total,
+            f"The five readers: {repeats} timed repeats warm and cold each, "
+            "then one traced run each",
+        )
         budget.begin("readers")
         summary = measure_readers(dataset_dir, manifest, repeats)
         with atomic_output(out / "readers.csv") as partial:
@@ -118,9 +142,17 @@ def _run_steps(out: Path, repeats: int, share: Share) -> int:
     step(5, total, "Building the site from this machine's notebooks")
     site_ok, shown_committed = build_site(executed, out / "site")
 
-    columns = ["reader", "wall_median_s", "in_reader_median_s", "cold_wall_median_s",
-               "cold_in_reader_median_s", "dataset_file_opens", "total_calls", "rows",
-               "mean_matches_manifest"]
+    columns = [
+        "reader",
+        "wall_median_s",
+        "in_reader_median_s",
+        "cold_wall_median_s",
+        "cold_in_reader_median_s",
+        "dataset_file_opens",
+        "total_calls",
+        "rows",
+        "mean_matches_manifest",
+    ]
     print("\nSummary (this machine; warm, and cold = dataset evicted before each repeat)")
     print(to_markdown(summary[[c for c in columns if c in summary.columns]]))
     print(f"\nResults: {out / 'readers.csv'}; what each step took: {budget_file}")

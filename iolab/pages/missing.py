@@ -4,8 +4,8 @@ results the notebooks showed from the recorded run instead (the end of `make lab
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from iolab.measure.tools import ToolStatus
 
@@ -18,18 +18,24 @@ OPTIONAL_PACKAGES = (
 
 def missing_names(statuses: Sequence[ToolStatus]) -> list[str]:
     """The names of the optional pieces missing here (tools, then Python packages)."""
-    return ([s.name for s in statuses if s.state != "ok"]
-            + [name for name, _, _ in OPTIONAL_PACKAGES if importlib.util.find_spec(name) is None])
+    return [s.name for s in statuses if s.state != "ok"] + [
+        name for name, _, _ in OPTIONAL_PACKAGES if importlib.util.find_spec(name) is None
+    ]
 
 
 def missing_pieces(statuses: Sequence[ToolStatus]) -> list[str]:
     """Every optional piece this machine lacks -- a tool missing or unusable, a Python
     package not installed -- one line each, with the command that adds it."""
-    lines = [f"{s.name} ({s.purpose}): {s.problem or 'not found'}; how to get it: "
-             f"{s.how_to_get}" for s in statuses if s.state != "ok"]
-    lines += [f"{name} ({what}): not installed; how to get it: `{command}`"
-              for name, what, command in OPTIONAL_PACKAGES
-              if importlib.util.find_spec(name) is None]
+    lines = [
+        f"{s.name} ({s.purpose}): {s.problem or 'not found'}; how to get it: {s.how_to_get}"
+        for s in statuses
+        if s.state != "ok"
+    ]
+    lines += [
+        f"{name} ({what}): not installed; how to get it: `{command}`"
+        for name, what, command in OPTIONAL_PACKAGES
+        if importlib.util.find_spec(name) is None
+    ]
     return lines
 
 
@@ -46,5 +52,7 @@ def not_run_here(fallback_log: Path) -> list[str]:
         by_reason.setdefault(reason, [])
         if notebook not in by_reason[reason]:
             by_reason[reason].append(notebook)
-    return [f"{reason} (recorded results shown in {', '.join(notebooks)})"
-            for reason, notebooks in by_reason.items()]
+    return [
+        f"{reason} (recorded results shown in {', '.join(notebooks)})"
+        for reason, notebooks in by_reason.items()
+    ]

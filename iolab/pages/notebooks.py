@@ -21,8 +21,12 @@ JOBS_PAGE = "reference/node-runs.ipynb"
 #: and stages over their committed copies: "Your storage" shows the learner's own run, the
 #: budget page this run's budget, the class wall the learner's class (when in one), the
 #: jobs page the learner's own Slurm jobs beside the recorded ones.
-EXECUTED_PAGES = ("reference/your-storage.ipynb", "workshop/lab-budget.ipynb",
-                  "workshop/class-wall.ipynb", JOBS_PAGE)
+EXECUTED_PAGES = (
+    "reference/your-storage.ipynb",
+    "workshop/lab-budget.ipynb",
+    "workshop/class-wall.ipynb",
+    JOBS_PAGE,
+)
 
 
 def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
@@ -40,8 +44,12 @@ def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
     sockets = socket_dir("kernel", "kernel-65535")  # jupyter_client names them <ip>-<port>
     manager = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "kernel"))
     try:
-        NotebookClient(notebook, km=manager, timeout=timeout_s,
-                       resources={"metadata": {"path": str(source.parent)}}).execute()
+        NotebookClient(
+            notebook,
+            km=manager,
+            timeout=timeout_s,
+            resources={"metadata": {"path": str(source.parent)}},
+        ).execute()
     finally:
         if manager.has_kernel:
             manager.shutdown_kernel(now=True)
@@ -60,8 +68,9 @@ def failure_logs(executed: Path) -> Path:
     return executed.parent / "failed-notebooks"
 
 
-def execute_notebooks(target_dir: Path, fallback_log: Path | None = None,
-                      budget: LabBudget | None = None) -> list[str]:
+def execute_notebooks(
+    target_dir: Path, fallback_log: Path | None = None, budget: LabBudget | None = None
+) -> list[str]:
     """Execute every notebook into target_dir; returns the names of those that failed.
 
     With fallback_log, each result a notebook showed from its recording (a tool missing
@@ -84,8 +93,10 @@ def execute_notebooks(target_dir: Path, fallback_log: Path | None = None,
             text = plain(str(err)).strip() or repr(err)
             logs.mkdir(exist_ok=True)
             (logs / f"{source.stem}.txt").write_text(text + "\n")
-            print(f"  {source.name}: FAILED ({text.splitlines()[-1]}; the whole error: "
-                  f"{logs / source.stem}.txt)")
+            print(
+                f"  {source.name}: FAILED ({text.splitlines()[-1]}; the whole error: "
+                f"{logs / source.stem}.txt)"
+            )
             failed.append(source.name)
             if budget is not None:
                 budget.finish("failed")

@@ -17,8 +17,17 @@ from iolab.pages.notebooks import EXECUTED_PAGES, JOBS_PAGE, execute_notebook, f
 #: What the site is built from; `iolab` and `demos` too, since the lessons quote their code
 #: (literalinclude): a staging copy without them loses those excerpts; `_static` holds the
 #: site's own style sheet (tables that scroll, icons from a shipped font).
-SITE_SOURCES = ("conf.py", "index.md", "lessons", "workshop", "reference", "demos",
-                "data_generators", "iolab", "_static")
+SITE_SOURCES = (
+    "conf.py",
+    "index.md",
+    "lessons",
+    "workshop",
+    "reference",
+    "demos",
+    "data_generators",
+    "iolab",
+    "_static",
+)
 
 
 def mark_recorded_lesson(stage: Path, notebook: str, log: Path | None) -> None:
@@ -28,11 +37,16 @@ def mark_recorded_lesson(stage: Path, notebook: str, log: Path | None) -> None:
     lesson = stage / "lessons" / f"{Path(notebook).stem}.md"
     if not lesson.is_file():
         return
-    why = (f"failed in `make lab` (the error: `{log}`)" if log is not None
-           else "was not run by `make lab`")
-    note = (f":::{{warning}}\nYour run of this lesson's notebook ({notebook}) {why}, so the "
-            "figures on this page are the recorded run named in its table, not your "
-            "machine's.\n:::\n\n")
+    why = (
+        f"failed in `make lab` (the error: `{log}`)"
+        if log is not None
+        else "was not run by `make lab`"
+    )
+    note = (
+        f":::{{warning}}\nYour run of this lesson's notebook ({notebook}) {why}, so the "
+        "figures on this page are the recorded run named in its table, not your "
+        "machine's.\n:::\n\n"
+    )
     title, _, rest = lesson.read_text().partition("\n")
     lesson.write_text(f"{title}\n\n{note}{rest.lstrip(chr(10))}")
 
@@ -67,8 +81,11 @@ def build_site(executed: Path, site: Path) -> tuple[bool, list[str]]:
     discard_owned(site)
     # Not -W (the published site's test is strict): a figure that a notebook could not
     # measure on this machine (a tool or PyTorch missing) is a warning here, not a lost site.
-    proc = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html",
-                           str(stage), str(site)], text=True, capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(stage), str(site)],
+        text=True,
+        capture_output=True,
+    )
     warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line]
     if proc.returncode != 0:
         print(proc.stderr.strip())
@@ -84,8 +101,10 @@ def show_own_jobs() -> Path:
     out = results_dir()
     executed = out / "notebooks"
     if not executed.is_dir():
-        raise LabError(f"there is no site to add the runs to yet ({executed} is missing): "
-                       "run `make lab` once first")
+        raise LabError(
+            f"there is no site to add the runs to yet ({executed} is missing): "
+            "run `make lab` once first"
+        )
     with writer_lock(out):
         execute_notebook(repo_root() / JOBS_PAGE, out / "pages" / JOBS_PAGE)
         ok, _ = build_site(executed, out / "site")

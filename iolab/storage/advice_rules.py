@@ -47,10 +47,16 @@ WORTH_A_MOVE_PCT = 10.0
 ASSUMED_NOISE_PCT = 25.0
 #: The measured figures of a place the rules read (keys of advise.PLACE_FIELDS).
 Figure = Literal[
-    "import_cold_s", "import_cold_spread_s", "small_file_bytes",
-    "small_read_cold_files_per_s", "small_read_cold_spread_files_per_s",
-    "stream_read_MiB_per_s", "stream_write_MiB_per_s", "stream_write_spread_MiB_per_s",
-    "used_pct", "inodes_used_pct",
+    "import_cold_s",
+    "import_cold_spread_s",
+    "small_file_bytes",
+    "small_read_cold_files_per_s",
+    "small_read_cold_spread_files_per_s",
+    "stream_read_MiB_per_s",
+    "stream_write_MiB_per_s",
+    "stream_write_spread_MiB_per_s",
+    "used_pct",
+    "inodes_used_pct",
 ]
 #: The run-to-run spread kept beside each figure the rules rank by (advise.REPEATS runs:
 #: the largest minus the smallest, in the figure's unit).
@@ -109,8 +115,9 @@ def _places(measurements: dict) -> list[Place]:
 
 def _also(place: Place, measurements: dict) -> str:
     """' (one file system with a, b)' for the places measured as the same as `place`."""
-    twins = [p["name"] for p in measurements.get("places") or []
-             if p.get("same_as") == place["name"]]
+    twins = [
+        p["name"] for p in measurements.get("places") or [] if p.get("same_as") == place["name"]
+    ]
     return f" (one file system with {', '.join(twins)})" if twins else ""
 
 
@@ -155,18 +162,25 @@ def _tie(best: Place, other: Place, key: Figure) -> _Tie:
     """
     target = abs(_value(best, key) or 0.0)
     spread = SPREAD_OF.get(key)
-    spreads = [] if spread is None else [
-        s for s in (_value(best, spread), _value(other, spread)) if s is not None]
+    spreads = (
+        []
+        if spread is None
+        else [s for s in (_value(best, spread), _value(other, spread)) if s is not None]
+    )
     if not spreads:
-        return _Tie(target * ASSUMED_NOISE_PCT / 100,
-                    f"within {ASSUMED_NOISE_PCT:.0f} %, the noise assumed where the "
-                    "run-to-run spread was not measured")
+        return _Tie(
+            target * ASSUMED_NOISE_PCT / 100,
+            f"within {ASSUMED_NOISE_PCT:.0f} %, the noise assumed where the "
+            "run-to-run spread was not measured",
+        )
     floor = target * WORTH_A_MOVE_PCT / 100
     if max(spreads) >= floor:
         runs = best.get("repeats") or other.get("repeats")
         counted = f" of {runs} runs" if runs else ""
-        return _Tie(max(spreads), f"within the spread{counted} measured in each place, "
-                    f"{_figure(max(spreads), key)}")
+        return _Tie(
+            max(spreads),
+            f"within the spread{counted} measured in each place, {_figure(max(spreads), key)}",
+        )
     return _Tie(floor, f"under {WORTH_A_MOVE_PCT:.0f} %, too small to be worth a move")
 
 
@@ -230,14 +244,20 @@ def environment_rule(measurements: dict) -> Advice | None:
         ratio = _measured(worst, "import_cold_s") / _measured(best, "import_cold_s")
         reason += f" ({ratio:.1f}x faster than in {worst['name']})"
     reason += _similar(best, measured, "import_cold_s")
-    return Advice("environment", f"Create Python/conda environments in {best['name']}"
-                  f" ({best.get('path')}){_also(best, measurements)}.", reason, best["name"])
+    return Advice(
+        "environment",
+        f"Create Python/conda environments in {best['name']}"
+        f" ({best.get('path')}){_also(best, measurements)}.",
+        reason,
+        best["name"],
+    )
 
 
 def _dataset_place(measurements: dict) -> Place | None:
     """The persistent place that reads small files fastest, cold; None if none was measured."""
-    measured = _with([p for p in _places(measurements) if _role(p, "persistent")],
-                     "small_read_cold_files_per_s")
+    measured = _with(
+        [p for p in _places(measurements) if _role(p, "persistent")], "small_read_cold_files_per_s"
+    )
     return _pick(measured, "small_read_cold_files_per_s") if measured else None
 
 
@@ -254,20 +274,29 @@ def dataset_rule(measurements: dict) -> Advice | None:
         return None
     key: Figure = "small_read_cold_files_per_s"
     measured = _with([p for p in _places(measurements) if not _role(p, "memory")], key)
-    rates = ", ".join(f"{p['name']} {_rate(_measured(p, key), 'files/s')}" for p in
-                      sorted(measured, key=lambda p: -_measured(p, key)))
+    rates = ", ".join(
+        f"{p['name']} {_rate(_measured(p, key), 'files/s')}"
+        for p in sorted(measured, key=lambda p: -_measured(p, key))
+    )
     size = best.get("small_file_bytes")
-    recommendation = (f"Keep many-file datasets in {best['name']} ({best.get('path')})"
-                      f"{_also(best, measurements)}.")
+    recommendation = (
+        f"Keep many-file datasets in {best['name']} ({best.get('path')})"
+        f"{_also(best, measurements)}."
+    )
     reason = f"reading {size or 'small'}-byte files cold: {rates}"
     reason += _similar(best, _with([p for p in measured if _role(p, "persistent")], key), key)
-    local = [p for p in measured if _local_temporary(p)
-             and _measured(p, key) >= STAGE_MIN_RATIO * _measured(best, key)]
+    local = [
+        p
+        for p in measured
+        if _local_temporary(p) and _measured(p, key) >= STAGE_MIN_RATIO * _measured(best, key)
+    ]
     if local:
         fast = max(local, key=lambda p: _measured(p, key))
-        recommendation += (f" In a job, copy or unpack it to {fast['name']} first: it reads "
-                           f"small files {_measured(fast, key) / _measured(best, key):.1f}x "
-                           "faster.")
+        recommendation += (
+            f" In a job, copy or unpack it to {fast['name']} first: it reads "
+            f"small files {_measured(fast, key) / _measured(best, key):.1f}x "
+            "faster."
+        )
     return Advice("dataset", recommendation, reason, best["name"])
 
 
@@ -290,15 +319,20 @@ def packing_rule(measurements: dict) -> Advice | None:
     small_s_per_gb = GB / (files_per_s * file_bytes)
     stream_s_per_gb = GB / (stream * MIB)
     ratio = small_s_per_gb / stream_s_per_gb
-    reason = (f"in {place['name']}, {int(file_bytes)}-byte files at "
-              f"{_rate(files_per_s, 'files/s')} take {small_s_per_gb:,.1f} s per GB; streamed "
-              f"at {_rate(stream, 'MiB/s')} one GB takes {stream_s_per_gb:,.2f} s")
+    reason = (
+        f"in {place['name']}, {int(file_bytes)}-byte files at "
+        f"{_rate(files_per_s, 'files/s')} take {small_s_per_gb:,.1f} s per GB; streamed "
+        f"at {_rate(stream, 'MiB/s')} one GB takes {stream_s_per_gb:,.2f} s"
+    )
     if ratio >= PACK_MIN_RATIO:
-        recommendation = (f"Pack many-file datasets into an archive or shards: {ratio:,.0f} "
-                          f"times fewer seconds per GB in {place['name']}.")
+        recommendation = (
+            f"Pack many-file datasets into an archive or shards: {ratio:,.0f} "
+            f"times fewer seconds per GB in {place['name']}."
+        )
     else:
-        recommendation = (f"Small files cost little in {place['name']} ({ratio:.1f}x); packing "
-                          "is optional here.")
+        recommendation = (
+            f"Small files cost little in {place['name']} ({ratio:.1f}x); packing is optional here."
+        )
     return Advice("packing", recommendation, reason, place["name"])
 
 
@@ -316,22 +350,29 @@ def checkpoint_rule(measurements: dict) -> Advice | None:
     if not persistent:
         return None
     best = _pick(persistent, key)
-    rates = ", ".join(f"{p['name']} {_rate(_measured(p, key), 'MiB/s')}" for p in
-                      sorted(_with(_places(measurements), key),
-                             key=lambda p: -_measured(p, key)))
+    rates = ", ".join(
+        f"{p['name']} {_rate(_measured(p, key), 'MiB/s')}"
+        for p in sorted(_with(_places(measurements), key), key=lambda p: -_measured(p, key))
+    )
     reason = f"streaming write: {rates}"
     if len(persistent) == 1:
         reason += " (the only persistent place with this figure)"
     reason += _similar(best, persistent, key)
-    recommendation = (f"Save checkpoints to {best['name']} ({best.get('path')})"
-                      f"{_also(best, measurements)}.")
+    recommendation = (
+        f"Save checkpoints to {best['name']} ({best.get('path')}){_also(best, measurements)}."
+    )
     local = [p for p in _with(_places(measurements), key) if _local_temporary(p)]
     fast = max(local, key=lambda p: _measured(p, key), default=None)
-    if (fast is not None and best.get("kind") == "network"
-            and _measured(fast, key) >= LOCAL_FIRST_MIN_RATIO * _measured(best, key)):
-        recommendation = (f"Write checkpoints to {fast['name']} first, then copy each finished "
-                          f"file to {best['name']} in the background: the local write is "
-                          f"{_measured(fast, key) / _measured(best, key):.1f}x faster.")
+    if (
+        fast is not None
+        and best.get("kind") == "network"
+        and _measured(fast, key) >= LOCAL_FIRST_MIN_RATIO * _measured(best, key)
+    ):
+        recommendation = (
+            f"Write checkpoints to {fast['name']} first, then copy each finished "
+            f"file to {best['name']} in the background: the local write is "
+            f"{_measured(fast, key) / _measured(best, key):.1f}x faster."
+        )
     return Advice("checkpoints", recommendation, reason, best["name"])
 
 
@@ -354,14 +395,18 @@ def tmpdir_rule(measurements: dict) -> Advice | None:
     candidates = [p for p in places if _local_temporary(p) and _roomy(p)]
     if not candidates:
         return None
-    best = max(candidates, key=lambda p: (_value(p, "stream_write_MiB_per_s") or 0,
-                                          p.get("free_bytes") or 0))
+    best = max(
+        candidates,
+        key=lambda p: (_value(p, "stream_write_MiB_per_s") or 0, p.get("free_bytes") or 0),
+    )
     free = best.get("free_bytes")
     room = f"{free / GB:,.1f} GB free" if free is not None else "free space not measured"
     fs_type = best.get("fs_type") or "type unknown"
     reason = f"{best['name']} is {best.get('kind')} ({fs_type}), {room}"
-    streams: tuple[tuple[Figure, str], ...] = (("stream_write_MiB_per_s", "write"),
-                                               ("stream_read_MiB_per_s", "read"))
+    streams: tuple[tuple[Figure, str], ...] = (
+        ("stream_write_MiB_per_s", "write"),
+        ("stream_read_MiB_per_s", "read"),
+    )
     for key, what in streams:
         rate = _value(best, key)
         if rate is not None:
@@ -370,11 +415,11 @@ def tmpdir_rule(measurements: dict) -> Advice | None:
     if tmp is not None and tmp is not best:
         if tmp.get("kind") == "memory":
             reason += "; /tmp is in memory here"
-        elif ((tmp_free := tmp.get("free_bytes")) is not None
-              and tmp_free < TMPDIR_MIN_FREE_BYTES):
+        elif (tmp_free := tmp.get("free_bytes")) is not None and tmp_free < TMPDIR_MIN_FREE_BYTES:
             reason += f"; warning: tmp has only {tmp_free / GB:.1f} GB free"
-    return Advice("TMPDIR", f"export TMPDIR={best.get('path')} ({best['name']}).", reason,
-                  best["name"])
+    return Advice(
+        "TMPDIR", f"export TMPDIR={best.get('path')} ({best['name']}).", reason, best["name"]
+    )
 
 
 def nearly_full_rule(measurements: dict) -> Advice | None:
@@ -383,26 +428,36 @@ def nearly_full_rule(measurements: dict) -> Advice | None:
     that can be relied on (lesson 11; NEARLY_FULL_SOURCE). None when no place is that full
     or nothing was measured.
     """
-    shares: tuple[tuple[Figure, str], ...] = (("used_pct", "bytes"),
-                                              ("inodes_used_pct", "inodes"))
+    shares: tuple[tuple[Figure, str], ...] = (("used_pct", "bytes"), ("inodes_used_pct", "inodes"))
     full = []
     for place in _places(measurements):
-        parts = [f"{used:.0f} % of its {what} used" for key, what in shares
-                 if (used := _value(place, key)) is not None and used >= NEARLY_FULL_PCT]
+        parts = [
+            f"{used:.0f} % of its {what} used"
+            for key, what in shares
+            if (used := _value(place, key)) is not None and used >= NEARLY_FULL_PCT
+        ]
         if parts:
             full.append((place["name"], " and ".join(parts)))
     if not full:
         return None
     names = ", ".join(name for name, _ in full)
     reason = "; ".join(f"{name} has {text}" for name, text in full)
-    return Advice("nearly full", f"Free space or move data off {names} before writing there.",
-                  f"{reason}; only about {NEARLY_FULL_PCT:.0f} % is reliably usable "
-                  f"({NEARLY_FULL_SOURCE})", names)
+    return Advice(
+        "nearly full",
+        f"Free space or move data off {names} before writing there.",
+        f"{reason}; only about {NEARLY_FULL_PCT:.0f} % is reliably usable ({NEARLY_FULL_SOURCE})",
+        names,
+    )
 
 
 RULES: tuple[Callable[[dict], Advice | None], ...] = (
-    environment_rule, dataset_rule, packing_rule, checkpoint_rule, tmpdir_rule,
-    nearly_full_rule)
+    environment_rule,
+    dataset_rule,
+    packing_rule,
+    checkpoint_rule,
+    tmpdir_rule,
+    nearly_full_rule,
+)
 
 
 def advise(measurements: dict) -> list[Advice]:

@@ -37,18 +37,25 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from typing import SupportsFloat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsFloat
 
 import pandas as pd
 
 from iolab.core.budget import check, lifted
 from iolab.core.errors import LabError
 from iolab.core.storage_areas import STORAGE_AREAS
-from iolab.core.workspace import (WorkspaceEntry, ensure_writable_dir, public_text,
-                                  remove_if_only_marked, remove_tree, scratch_dir, user_name,
-                                  workdir)
+from iolab.core.workspace import (
+    WorkspaceEntry,
+    ensure_writable_dir,
+    public_text,
+    remove_if_only_marked,
+    remove_tree,
+    scratch_dir,
+    user_name,
+    workdir,
+)
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.storage.advice_rules import advise
 from iolab.storage.locations import Location, discover_locations, private_scratch
@@ -76,29 +83,69 @@ SSHFS = "sshfs"
 TEMPORARY_PLACES = frozenset(area.name for area in STORAGE_AREAS if area.temporary)
 #: Every key of a place in the result, in order; a value not measured is None.
 PLACE_FIELDS = (
-    "name", "path", "fs_type", "kind", "networked", "role", "size_bytes", "free_bytes",
-    "used_pct", "inodes_total", "free_inodes", "inodes_used_pct", "quota",
-    "small_file_bytes", "small_files", "small_write_files_per_s", "small_read_cold_files_per_s",
-    "small_read_warm_files_per_s", "small_read_cold_resident_pct", "create_ops_per_s",
-    "stat_ops_per_s", "stream_MiB", "stream_write_MiB_per_s", "stream_read_MiB_per_s",
-    "stream_read_resident_pct", "import_modules", "import_cold_s", "import_warm_s",
-    "repeats", "small_read_cold_spread_files_per_s", "stream_write_spread_MiB_per_s",
-    "import_cold_spread_s", "elapsed_s", "notes", "device", "same_as",
+    "name",
+    "path",
+    "fs_type",
+    "kind",
+    "networked",
+    "role",
+    "size_bytes",
+    "free_bytes",
+    "used_pct",
+    "inodes_total",
+    "free_inodes",
+    "inodes_used_pct",
+    "quota",
+    "small_file_bytes",
+    "small_files",
+    "small_write_files_per_s",
+    "small_read_cold_files_per_s",
+    "small_read_warm_files_per_s",
+    "small_read_cold_resident_pct",
+    "create_ops_per_s",
+    "stat_ops_per_s",
+    "stream_MiB",
+    "stream_write_MiB_per_s",
+    "stream_read_MiB_per_s",
+    "stream_read_resident_pct",
+    "import_modules",
+    "import_cold_s",
+    "import_warm_s",
+    "repeats",
+    "small_read_cold_spread_files_per_s",
+    "stream_write_spread_MiB_per_s",
+    "import_cold_spread_s",
+    "elapsed_s",
+    "notes",
+    "device",
+    "same_as",
 )
 #: What a place on the same file system as an earlier one takes from it (measured once).
-MEASURED_FIELDS = tuple(f for f in PLACE_FIELDS if f not in (
-    "name", "path", "kind", "networked", "role", "notes", "device", "same_as", "elapsed_s"))
+MEASURED_FIELDS = tuple(
+    f
+    for f in PLACE_FIELDS
+    if f
+    not in ("name", "path", "kind", "networked", "role", "notes", "device", "same_as", "elapsed_s")
+)
 #: Columns of the table, units in their names.
 TABLE_COLUMNS = {
-    "name": "place", "fs_type": "fs_type", "kind": "kind", "role": "role",
-    "free_bytes": "free_GB", "used_pct": "used_pct", "free_inodes": "free_inodes",
-    "inodes_used_pct": "inodes_used_pct", "quota": "quota",
+    "name": "place",
+    "fs_type": "fs_type",
+    "kind": "kind",
+    "role": "role",
+    "free_bytes": "free_GB",
+    "used_pct": "used_pct",
+    "free_inodes": "free_inodes",
+    "inodes_used_pct": "inodes_used_pct",
+    "quota": "quota",
     "small_read_cold_files_per_s": "small_read_cold_files_per_s",
     "small_read_warm_files_per_s": "small_read_warm_files_per_s",
     "stream_write_MiB_per_s": "stream_write_MiB_per_s",
     "stream_read_MiB_per_s": "stream_read_MiB_per_s",
-    "create_ops_per_s": "create_ops_per_s", "stat_ops_per_s": "stat_ops_per_s",
-    "import_cold_s": "import_cold_s", "import_warm_s": "import_warm_s",
+    "create_ops_per_s": "create_ops_per_s",
+    "stat_ops_per_s": "stat_ops_per_s",
+    "import_cold_s": "import_cold_s",
+    "import_warm_s": "import_warm_s",
 }
 
 
@@ -141,11 +188,14 @@ def budget_seconds(text: str | float) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise LabError(f"--budget-s must be a number of seconds, not {text!r}; e.g. "
-                       "--budget-s 180") from None
+        raise LabError(
+            f"--budget-s must be a number of seconds, not {text!r}; e.g. --budget-s 180"
+        ) from None
     if not 0 < value <= MAX_BUDGET_S or math.isnan(value):
-        raise LabError(f"--budget-s must be above 0 and at most {MAX_BUDGET_S:.0f} s, not "
-                       f"{text}; e.g. --budget-s 180")
+        raise LabError(
+            f"--budget-s must be above 0 and at most {MAX_BUDGET_S:.0f} s, not "
+            f"{text}; e.g. --budget-s 180"
+        )
     return value
 
 
@@ -153,18 +203,32 @@ def _power_of_two_at_most(value: int) -> int:
     return 1 << (max(1, value).bit_length() - 1)
 
 
-def make_plan(places: Sequence[str], budget_s: float = DEFAULT_BUDGET_S, mib: int = DEFAULT_MIB,
-              files: int = DEFAULT_FILES, *, compute_node: bool | None = None,
-              sshfs_note: str = "") -> Plan:
+def make_plan(
+    places: Sequence[str],
+    budget_s: float = DEFAULT_BUDGET_S,
+    mib: int = DEFAULT_MIB,
+    files: int = DEFAULT_FILES,
+    *,
+    compute_node: bool | None = None,
+    sshfs_note: str = "",
+) -> Plan:
     """The sizes for `places` within `budget_s`, checked against the login-node budget."""
     if mib < MIN_MIB or files < MIN_FILES:
-        raise LabError(f"advise needs at least {MIN_MIB} MiB and {MIN_FILES} files per place; "
-                       "pass larger --mib and --files")
-    check(f"advise's tests in one place ({mib} MiB, {files} files)", data_mib=mib, files=files,
-          fix="pass smaller --mib and --files", compute_node=compute_node)
+        raise LabError(
+            f"advise needs at least {MIN_MIB} MiB and {MIN_FILES} files per place; "
+            "pass larger --mib and --files"
+        )
+    check(
+        f"advise's tests in one place ({mib} MiB, {files} files)",
+        data_mib=mib,
+        files=files,
+        fix="pass smaller --mib and --files",
+        compute_node=compute_node,
+    )
     if not places:
-        raise LabError("there is no place to measure; check --places against `python -m iolab "
-                       "locations`")
+        raise LabError(
+            "there is no place to measure; check --places against `python -m iolab locations`"
+        )
     share = budget_s / len(places)
     small = int(min(files, max(MIN_FILES, share * FILES_PER_SHARE_S)))
     stream = _power_of_two_at_most(int(min(mib, max(MIN_MIB, share * MIB_PER_SHARE_S))))
@@ -195,7 +259,8 @@ def _space(directory: Path) -> dict:
         "inodes_total": inodes,
         "free_inodes": st.f_favail if inodes else None,
         "inodes_used_pct": round(100 * (st.f_files - st.f_ffree) / st.f_files, 1)
-        if inodes else None,
+        if inodes
+        else None,
     }
 
 
@@ -209,8 +274,14 @@ def quota_text(fs_type: str, mount_point: str) -> str:
     else:
         return "n/a"
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, errors="replace",
-                              timeout=QUOTA_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=QUOTA_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "n/a"
     lines = [" ".join(line.split()) for line in proc.stdout.splitlines() if line.strip()]
@@ -226,11 +297,19 @@ def _sweep(directory: Path, plan: Plan, compute_node: bool | None) -> dict:
     from iolab.storage.sweep import run_sweep
 
     stream = plan.stream_mib * MIB
-    points = pd.concat([
-        sweep_plan(SMALL_FILE_BYTES, SMALL_FILE_BYTES, plan.small_files,
-                   plan.small_files * SMALL_FILE_BYTES, compute_node=compute_node),
-        sweep_plan(stream, stream, 1, stream, compute_node=compute_node),
-    ], ignore_index=True)
+    points = pd.concat(
+        [
+            sweep_plan(
+                SMALL_FILE_BYTES,
+                SMALL_FILE_BYTES,
+                plan.small_files,
+                plan.small_files * SMALL_FILE_BYTES,
+                compute_node=compute_node,
+            ),
+            sweep_plan(stream, stream, 1, stream, compute_node=compute_node),
+        ],
+        ignore_index=True,
+    )
     rows = run_sweep(directory, points, repeats=REPEATS, progress=False)
 
     def runs(size: int, direction: str, column: str) -> pd.Series:
@@ -271,8 +350,16 @@ def _metadata(directory: Path, plan: Plan, compute_node: bool | None) -> dict:
     """mdtest-lite, one process, 4 KiB files: create, stat and a warm read of each."""
     from iolab.storage.mdrates import run_mdtest
 
-    table = run_mdtest(directory, plan.small_files, 1, False, SMALL_FILE_BYTES, 1,
-                       progress=False, compute_node=compute_node).set_index("Operation")
+    table = run_mdtest(
+        directory,
+        plan.small_files,
+        1,
+        False,
+        SMALL_FILE_BYTES,
+        1,
+        progress=False,
+        compute_node=compute_node,
+    ).set_index("Operation")
     return {
         "create_ops_per_s": float(table.loc["File creation", "Mean (ops/s)"]),
         "stat_ops_per_s": float(table.loc["File stat", "Mean (ops/s)"]),
@@ -284,14 +371,16 @@ def _imports(directory: Path, plan: Plan, compute_node: bool | None) -> dict:
     """`python -c "import synthpkg"` of a generated package in the place, cold and warm."""
     from iolab.storage.perception import PerceptionSizes, time_import_synthetic
 
-    sizes = PerceptionSizes(synthetic_modules=plan.import_modules,
-                            synthetic_subpackages=IMPORT_SUBPACKAGES)
+    sizes = PerceptionSizes(
+        synthetic_modules=plan.import_modules, synthetic_subpackages=IMPORT_SUBPACKAGES
+    )
     frame = time_import_synthetic(directory, REPEATS, sizes).set_index("cache_state")
     return {
         "import_modules": plan.import_modules,
         "import_cold_s": float(frame.loc["cold", "wall_median_s"]),
-        "import_cold_spread_s": float(frame.loc["cold", "wall_max_s"]
-                                      - frame.loc["cold", "wall_min_s"]),
+        "import_cold_spread_s": float(
+            frame.loc["cold", "wall_max_s"] - frame.loc["cold", "wall_min_s"]
+        ),
         "import_warm_s": float(frame.loc["warm", "wall_median_s"]),
     }
 
@@ -306,13 +395,21 @@ STEPS: tuple[tuple[str, Callable[[Path, Plan, bool | None], dict]], ...] = (
 
 def _empty_place(name: str, path: str, fs_type: str, kind: str, networked: bool) -> dict:
     place = dict.fromkeys(PLACE_FIELDS)
-    place.update(name=name, path=path, fs_type=fs_type, kind=kind, networked=networked,
-                 role=_role(name, kind), notes=[])
+    place.update(
+        name=name,
+        path=path,
+        fs_type=fs_type,
+        kind=kind,
+        networked=networked,
+        role=_role(name, kind),
+        notes=[],
+    )
     return place
 
 
-def measure_directory(place: dict, directory: Path, plan: Plan, deadline: float,
-                      compute_node: bool | None = None) -> dict:
+def measure_directory(
+    place: dict, directory: Path, plan: Plan, deadline: float, compute_node: bool | None = None
+) -> dict:
     """Fill `place` with the space, quota and every step that starts before `deadline`.
 
     A step that fails with a LabError (a full file system, a missing tool) or an OSError (an
@@ -350,12 +447,14 @@ def progress_line(place: dict) -> str:
         value = place.get(key)
         return "n/a" if value is None else f"{value:,.{digits}f} {unit}"
 
-    return (f"advise: {place['name']} ({place['fs_type']}, {place['kind']}) in "
-            f"{place['elapsed_s']:.0f} s: small files "
-            f"{show('small_read_cold_files_per_s', 'files/s')}"
-            f" cold, streaming {show('stream_write_MiB_per_s', 'MiB/s')} write / "
-            f"{show('stream_read_MiB_per_s', 'MiB/s')} read, import "
-            f"{show('import_cold_s', 's', 2)} cold")
+    return (
+        f"advise: {place['name']} ({place['fs_type']}, {place['kind']}) in "
+        f"{place['elapsed_s']:.0f} s: small files "
+        f"{show('small_read_cold_files_per_s', 'files/s')}"
+        f" cold, streaming {show('stream_write_MiB_per_s', 'MiB/s')} write / "
+        f"{show('stream_read_MiB_per_s', 'MiB/s')} read, import "
+        f"{show('import_cold_s', 's', 2)} cold"
+    )
 
 
 # --------------------------------------------------------------------------- all places
@@ -373,8 +472,9 @@ def candidate_places(names: Sequence[str] | None = None) -> tuple[list[Location]
         return locations, True
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise LabError(f"there is no place called {unknown[0]!r} here; choose from "
-                       f"{', '.join(known)}")
+        raise LabError(
+            f"there is no place called {unknown[0]!r} here; choose from {', '.join(known)}"
+        )
     return [location for location in locations if location.name in names], SSHFS in names
 
 
@@ -395,11 +495,16 @@ def _remove_made_empty(paths: Sequence[Path]) -> None:
         remove_if_only_marked(path)
 
 
-def measure_places(names: Sequence[str] | None = None, budget_s: float = DEFAULT_BUDGET_S,
-                   mib: int = DEFAULT_MIB, files: int = DEFAULT_FILES, *,
-                   compute_node: bool | None = None,
-                   announce: Callable[[str], None] | None = None,
-                   progress: Callable[[str], None] | None = None) -> dict:
+def measure_places(
+    names: Sequence[str] | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    mib: int = DEFAULT_MIB,
+    files: int = DEFAULT_FILES,
+    *,
+    compute_node: bool | None = None,
+    announce: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
     """Measure every place (or those in `names`) and return the JSON-ready result with advice.
 
     `announce` receives the plan's text before anything is written, `progress` one line per
@@ -409,16 +514,21 @@ def measure_places(names: Sequence[str] | None = None, budget_s: float = DEFAULT
     started = time.monotonic()
     existed = {path: path.exists() for path in _workspace_entries()}
     try:
-        return _measure_all(names, started, budget_s, mib, files, compute_node, announce,
-                            progress)
+        return _measure_all(names, started, budget_s, mib, files, compute_node, announce, progress)
     finally:
         _remove_made_empty([path for path, was in existed.items() if not was])
 
 
-def _measure_all(names: Sequence[str] | None, started: float, budget_s: float, mib: int,
-                 files: int, compute_node: bool | None,
-                 announce: Callable[[str], None] | None,
-                 progress: Callable[[str], None] | None) -> dict:
+def _measure_all(
+    names: Sequence[str] | None,
+    started: float,
+    budget_s: float,
+    mib: int,
+    files: int,
+    compute_node: bool | None,
+    announce: Callable[[str], None] | None,
+    progress: Callable[[str], None] | None,
+) -> dict:
     """measure_places without the final cleanup of the workspace entries it made."""
     ensure_writable_dir(workdir())  # discovery lists the workspace only once it exists
     locations, want_sshfs = candidate_places(names)
@@ -427,15 +537,16 @@ def _measure_all(names: Sequence[str] | None, started: float, budget_s: float, m
     if want_sshfs:
         problem = _sshfs_problem()
         if problem is None:
-            sshfs_note = ("sshfs: a loopback network mount of a scratch directory in the "
-                          "workspace, unmounted at the end")
+            sshfs_note = (
+                "sshfs: a loopback network mount of a scratch directory in the "
+                "workspace, unmounted at the end"
+            )
         else:
             want_sshfs = False
             sshfs_note = f"sshfs: skipped, {problem}"
             skipped.append({"name": SSHFS, "reason": problem})
     order = [location.name for location in locations] + ([SSHFS] if want_sshfs else [])
-    plan = make_plan(order, budget_s, mib, files, compute_node=compute_node,
-                     sshfs_note=sshfs_note)
+    plan = make_plan(order, budget_s, mib, files, compute_node=compute_node, sshfs_note=sshfs_note)
     if announce is not None:
         announce(plan.text())
     places: list[dict] = []
@@ -454,8 +565,9 @@ def _measure_all(names: Sequence[str] | None, started: float, budget_s: float, m
     if want_sshfs and time.monotonic() >= late:
         skipped.append({"name": SSHFS, "reason": "the time budget was used up before it"})
     elif want_sshfs:
-        place = _measure_sshfs(plan, _deadline(started, plan, len(locations)), compute_node,
-                               skipped)
+        place = _measure_sshfs(
+            plan, _deadline(started, plan, len(locations)), compute_node, skipped
+        )
         if place is not None:
             places.append(place)
             if progress is not None:
@@ -464,11 +576,17 @@ def _measure_all(names: Sequence[str] | None, started: float, budget_s: float, m
         "schema": "iolab.advise/1",
         "machine": machine_label(machine_context(tools=())),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-        "plan": {"places": list(plan.places), "budget_s": plan.budget_s, "mib": plan.mib,
-                 "files": plan.files, "small_files": plan.small_files,
-                 "small_file_bytes": SMALL_FILE_BYTES, "stream_MiB": plan.stream_mib,
-                 "import_modules": plan.import_modules,
-                 "budget_lifted": lifted(compute_node)},
+        "plan": {
+            "places": list(plan.places),
+            "budget_s": plan.budget_s,
+            "mib": plan.mib,
+            "files": plan.files,
+            "small_files": plan.small_files,
+            "small_file_bytes": SMALL_FILE_BYTES,
+            "stream_MiB": plan.stream_mib,
+            "import_modules": plan.import_modules,
+            "budget_lifted": lifted(compute_node),
+        },
         "places": places,
         "skipped": skipped,
         "elapsed_s": round(time.monotonic() - started, 1),
@@ -489,18 +607,30 @@ def device_of(path: Path) -> str | None:
 def same_file_system(path: Path, places: Sequence[dict]) -> dict | None:
     """The measured place already on the device of `path`, if any."""
     device = device_of(path)
-    return next((p for p in places if device and p.get("device") == device
-                 and not p.get("same_as")), None)
+    return next(
+        (p for p in places if device and p.get("device") == device and not p.get("same_as")), None
+    )
 
 
 def _same_as(location: Location, twin: dict) -> dict:
     """A place on the file system of `twin`: its own name, path and role, twin's numbers."""
-    place = _empty_place(location.name, public_text(location.base), location.fs_type,
-                         location.kind, location.networked)
-    place.update({field: twin.get(field) for field in MEASURED_FIELDS},
-                 device=twin["device"], same_as=twin["name"], elapsed_s=0.0)
-    place["notes"].append(f"the same file system as {twin['name']} (device {twin['device']}): "
-                          "measured once, so the two are never ranked against each other")
+    place = _empty_place(
+        location.name,
+        public_text(location.base),
+        location.fs_type,
+        location.kind,
+        location.networked,
+    )
+    place.update(
+        {field: twin.get(field) for field in MEASURED_FIELDS},
+        device=twin["device"],
+        same_as=twin["name"],
+        elapsed_s=0.0,
+    )
+    place["notes"].append(
+        f"the same file system as {twin['name']} (device {twin['device']}): "
+        "measured once, so the two are never ranked against each other"
+    )
     return place
 
 
@@ -509,11 +639,17 @@ def _deadline(started: float, plan: Plan, index: int) -> float:
     return started + plan.share_s * (index + 1)
 
 
-def _measure_location(location: Location, plan: Plan, deadline: float,
-                      compute_node: bool | None, skipped: list[dict]) -> dict:
+def _measure_location(
+    location: Location, plan: Plan, deadline: float, compute_node: bool | None, skipped: list[dict]
+) -> dict:
     """One discovered place, in a private scratch folder of its own (removed afterwards)."""
-    place = _empty_place(location.name, public_text(location.base), location.fs_type,
-                         location.kind, location.networked)
+    place = _empty_place(
+        location.name,
+        public_text(location.base),
+        location.fs_type,
+        location.kind,
+        location.networked,
+    )
     try:
         with private_scratch(location, "advise") as directory:
             return measure_directory(place, directory, plan, deadline, compute_node)
@@ -524,8 +660,9 @@ def _measure_location(location: Location, plan: Plan, deadline: float,
         return place
 
 
-def _measure_sshfs(plan: Plan, deadline: float, compute_node: bool | None,
-                   skipped: list[dict]) -> dict | None:
+def _measure_sshfs(
+    plan: Plan, deadline: float, compute_node: bool | None, skipped: list[dict]
+) -> dict | None:
     """A scratch directory of the workspace mounted over loopback sshfs, measured there."""
     from iolab.storage.netmount import FS_TYPE, loopback_sshfs
 
@@ -537,8 +674,9 @@ def _measure_sshfs(plan: Plan, deadline: float, compute_node: bool | None,
         except LabError as err:
             skipped.append({"name": SSHFS, "reason": public_text(str(err))})
             return None
-        place = _empty_place(SSHFS, "$IOLAB_WORKDIR/mnt/advise-... (loopback sshfs)",
-                             FS_TYPE, "network", True)
+        place = _empty_place(
+            SSHFS, "$IOLAB_WORKDIR/mnt/advise-... (loopback sshfs)", FS_TYPE, "network", True
+        )
         return measure_directory(place, mount.mount_point, plan, deadline, compute_node)
 
 
@@ -547,17 +685,24 @@ def _measure_sshfs(plan: Plan, deadline: float, compute_node: bool | None,
 
 def places_frame(result: dict) -> pd.DataFrame:
     """One row per place, the measured values with units in the column names."""
-    frame = pd.DataFrame([{column: place.get(key) for key, column in TABLE_COLUMNS.items()}
-                          for place in result["places"]], columns=list(TABLE_COLUMNS.values()))
-    frame["free_GB"] = frame["free_GB"].map(lambda b: None if b is None or pd.isna(b)
-                                            else round(b / 1e9, 1))
+    frame = pd.DataFrame(
+        [
+            {column: place.get(key) for key, column in TABLE_COLUMNS.items()}
+            for place in result["places"]
+        ],
+        columns=list(TABLE_COLUMNS.values()),
+    )
+    frame["free_GB"] = frame["free_GB"].map(
+        lambda b: None if b is None or pd.isna(b) else round(b / 1e9, 1)
+    )
     return frame
 
 
 def advice_frame(result: dict) -> pd.DataFrame:
     """The advice as a table: topic, place, recommendation, reason."""
-    return pd.DataFrame(result.get("advice") or [],
-                        columns=["topic", "place", "recommendation", "reason"])
+    return pd.DataFrame(
+        result.get("advice") or [], columns=["topic", "place", "recommendation", "reason"]
+    )
 
 
 def text_report(result: dict) -> str:
@@ -566,8 +711,11 @@ def text_report(result: dict) -> str:
 
     frame = places_frame(result).drop(columns=["quota"])
     lines = [to_markdown(frame), ""]
-    quotas = [f"- {p['name']}: quota {p['quota']}" for p in result["places"]
-              if p.get("quota") not in (None, "n/a")]
+    quotas = [
+        f"- {p['name']}: quota {p['quota']}"
+        for p in result["places"]
+        if p.get("quota") not in (None, "n/a")
+    ]
     notes = [f"- {p['name']}: {note}" for p in result["places"] for note in p.get("notes", [])]
     notes += [f"- {s['name']}: skipped ({s['reason']})" for s in result.get("skipped", [])]
     if quotas or notes:
@@ -580,9 +728,12 @@ def text_report(result: dict) -> str:
         lines.append(f"    because {advice['reason']}")
     if not result.get("advice"):
         lines.append("- none: too little was measured to compare places")
-    lines += ["", "This is about places, not programs. Why is a job of yours slow on the file "
-              "system? `python -m iolab diagnose -- CMD` (or a Darshan log of the job) ranks "
-              "what its I/O costs."]
+    lines += [
+        "",
+        "This is about places, not programs. Why is a job of yours slow on the file "
+        "system? `python -m iolab diagnose -- CMD` (or a Darshan log of the job) ranks "
+        "what its I/O costs.",
+    ]
     return "\n".join(lines)
 
 

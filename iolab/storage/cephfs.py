@@ -28,15 +28,20 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from iolab.core.budget import check as check_budget
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import (WorkspaceEntry, atomic_output, ensure_writable_dir, remove_tree,
-                                  socket_dir)
+from iolab.core.workspace import (
+    WorkspaceEntry,
+    atomic_output,
+    ensure_writable_dir,
+    remove_tree,
+    socket_dir,
+)
 
 LOOPBACK = "127.0.0.1"
 FS_NAME = "iolabfs"
@@ -44,9 +49,17 @@ DATA_POOL, METADATA_POOL = "cephfs_data", "cephfs_metadata"
 #: Debian's packages of the daemons and tools (Ceph 16 "Pacific" in Debian 12).
 PACKAGES = ("ceph-mon", "ceph-mgr", "ceph-osd", "ceph-mds", "ceph-fuse", "ceph-common")
 #: The commands `up` runs, and the package each comes in.
-COMMANDS = {"ceph-mon": "ceph-mon", "monmaptool": "ceph-mon", "ceph-mgr": "ceph-mgr",
-            "ceph-osd": "ceph-osd", "ceph-mds": "ceph-mds", "ceph-fuse": "ceph-fuse",
-            "ceph": "ceph-common", "ceph-authtool": "ceph-common", "rados": "ceph-common"}
+COMMANDS = {
+    "ceph-mon": "ceph-mon",
+    "monmaptool": "ceph-mon",
+    "ceph-mgr": "ceph-mgr",
+    "ceph-osd": "ceph-osd",
+    "ceph-mds": "ceph-mds",
+    "ceph-fuse": "ceph-fuse",
+    "ceph": "ceph-common",
+    "ceph-authtool": "ceph-common",
+    "rados": "ceph-common",
+}
 DEFAULT_OSDS = 4
 #: Each OSD's BlueStore file: BlueStore's smallest workable device is about 1 GiB; the
 #: file is sparse, so it takes only what is written.
@@ -84,17 +97,29 @@ class Cluster:
         return self.run_dir / f"{daemon}.asok"
 
     def to_json(self) -> dict:
-        return {"folder": str(self.folder), "run_dir": str(self.run_dir),
-                "mount_point": str(self.mount_point), "mon_port": self.mon_port,
-                "osds": self.osds, "fsid": self.fsid, "pids": self.pids,
-                "started_s": self.started_s}
+        return {
+            "folder": str(self.folder),
+            "run_dir": str(self.run_dir),
+            "mount_point": str(self.mount_point),
+            "mon_port": self.mon_port,
+            "osds": self.osds,
+            "fsid": self.fsid,
+            "pids": self.pids,
+            "started_s": self.started_s,
+        }
 
     @classmethod
-    def from_json(cls, record: dict) -> "Cluster":
-        return cls(Path(record["folder"]), Path(record["run_dir"]), Path(record["mount_point"]),
-                   int(record["mon_port"]), int(record["osds"]), str(record["fsid"]),
-                   {str(k): int(v) for k, v in record["pids"].items()},
-                   float(record.get("started_s", 0.0)))
+    def from_json(cls, record: dict) -> Cluster:
+        return cls(
+            Path(record["folder"]),
+            Path(record["run_dir"]),
+            Path(record["mount_point"]),
+            int(record["mon_port"]),
+            int(record["osds"]),
+            str(record["fsid"]),
+            {str(k): int(v) for k, v in record["pids"].items()},
+            float(record.get("started_s", 0.0)),
+        )
 
 
 # --------------------------------------------------------------------------- what is missing
@@ -110,10 +135,12 @@ def cephfs_problem() -> str | None:
     missing = missing_commands()
     if missing:
         packages = sorted({COMMANDS[name] for name in missing})
-        return (f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing, so the lab "
-                f"cannot start a CephFS of its own: install {' '.join(PACKAGES)} "
-                f"(`apt-get install --no-install-recommends {' '.join(packages)}`, as root); the "
-                "lessons show the recorded run meanwhile")
+        return (
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing, so the lab "
+            f"cannot start a CephFS of its own: install {' '.join(PACKAGES)} "
+            f"(`apt-get install --no-install-recommends {' '.join(packages)}`, as root); the "
+            "lessons show the recorded run meanwhile"
+        )
     from iolab.measure.tools import fuse_problem  # here: `make clean` may run without pandas
 
     fuse = fuse_problem()
@@ -130,8 +157,12 @@ def _which(name: str) -> str | None:
 # --------------------------------------------------------------------------- up
 
 
-def up(osds: int = DEFAULT_OSDS, *, compute_node: bool | None = None,
-       progress: Callable[[str], None] = lambda _line: None) -> Cluster:
+def up(
+    osds: int = DEFAULT_OSDS,
+    *,
+    compute_node: bool | None = None,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> Cluster:
     """Start a private CephFS and mount it; refuse on a login node unless told otherwise.
 
     On any failure or interrupt, everything started so far is stopped and removed again.
@@ -141,14 +172,27 @@ def up(osds: int = DEFAULT_OSDS, *, compute_node: bool | None = None,
         raise LabError(problem)
     existing = current()
     if existing is not None:
-        raise LabError(f"a CephFS of yours is already up, mounted at {existing.mount_point}; "
-                       "use it, or end it with `python -m iolab pfs down`")
-    check_budget("a private CephFS", compute_node=compute_node,
-                 data_mib=osds * OSD_FILE_MIB, processes=len(DAEMONS) + osds + 1)
+        raise LabError(
+            f"a CephFS of yours is already up, mounted at {existing.mount_point}; "
+            "use it, or end it with `python -m iolab pfs down`"
+        )
+    check_budget(
+        "a private CephFS",
+        compute_node=compute_node,
+        data_mib=osds * OSD_FILE_MIB,
+        processes=len(DAEMONS) + osds + 1,
+    )
     folder = _fresh_folder()
     started = time.monotonic()
-    cluster = Cluster(folder, socket_dir("pfs-run", "client.admin.asok"), Path(), _free_port(), osds,
-                      str(uuid.uuid4()), {})
+    cluster = Cluster(
+        folder,
+        socket_dir("pfs-run", "client.admin.asok"),
+        Path(),
+        _free_port(),
+        osds,
+        str(uuid.uuid4()),
+        {},
+    )
     try:
         _bootstrap(cluster, progress)
         cluster.started_s = time.monotonic() - started
@@ -166,8 +210,10 @@ def _fresh_folder() -> Path:
     try:
         folder.mkdir(mode=0o700)
     except FileExistsError:
-        raise LabError(f"{folder} holds files of an earlier CephFS that was not ended cleanly; "
-                       "remove them with `python -m iolab pfs down`") from None
+        raise LabError(
+            f"{folder} holds files of an earlier CephFS that was not ended cleanly; "
+            "remove them with `python -m iolab pfs down`"
+        ) from None
     return folder
 
 
@@ -175,10 +221,33 @@ def _bootstrap(cluster: Cluster, progress: Callable[[str], None]) -> None:
     _write_conf(cluster)
     _write_keys(cluster)
     progress("monitor")
-    run_tool(["monmaptool", "--create", "--clobber", "--fsid", cluster.fsid, "--addv", "a",
-          f"[v2:{LOOPBACK}:{cluster.mon_port}]", str(cluster.folder / "monmap")])
-    run_tool(["ceph-mon", "-c", str(cluster.conf), "--mkfs", "-i", "a", "--monmap",
-          str(cluster.folder / "monmap"), "--keyring", str(cluster.folder / "mon.keyring")])
+    run_tool(
+        [
+            "monmaptool",
+            "--create",
+            "--clobber",
+            "--fsid",
+            cluster.fsid,
+            "--addv",
+            "a",
+            f"[v2:{LOOPBACK}:{cluster.mon_port}]",
+            str(cluster.folder / "monmap"),
+        ]
+    )
+    run_tool(
+        [
+            "ceph-mon",
+            "-c",
+            str(cluster.conf),
+            "--mkfs",
+            "-i",
+            "a",
+            "--monmap",
+            str(cluster.folder / "monmap"),
+            "--keyring",
+            str(cluster.folder / "mon.keyring"),
+        ]
+    )
     _start(cluster, "mon.a", ["ceph-mon", "-i", "a"])
     _wait(lambda: ceph_json(cluster, "mon", "stat") is not None, "the monitor to answer")
     progress("manager")
@@ -193,8 +262,20 @@ def _bootstrap(cluster: Cluster, progress: Callable[[str], None]) -> None:
         ceph_cli(cluster, "osd", "pool", "create", pool, str(pgs))
         ceph_cli(cluster, "osd", "pool", "set", pool, "size", "1", "--yes-i-really-mean-it")
     ceph_cli(cluster, "fs", "new", FS_NAME, METADATA_POOL, DATA_POOL)
-    _daemon_key(cluster, "mds.a", ["mon", "allow profile mds", "osd", "allow rwx", "mds", "allow",
-                                   "mgr", "allow profile mds"])
+    _daemon_key(
+        cluster,
+        "mds.a",
+        [
+            "mon",
+            "allow profile mds",
+            "osd",
+            "allow rwx",
+            "mds",
+            "allow",
+            "mgr",
+            "allow profile mds",
+        ],
+    )
     _start(cluster, "mds.a", ["ceph-mds", "-i", "a"])
     _wait(lambda: _mds_active(cluster), "the metadata server to become active")
     progress("mount (ceph-fuse)")
@@ -246,11 +327,41 @@ mon data avail crit = 0
 def _write_keys(cluster: Cluster) -> None:
     """The monitor's key and the admin's, each in a file of mode 0600."""
     mon, admin = cluster.folder / "mon.keyring", cluster.folder / "client.admin.keyring"
-    run_tool(["ceph-authtool", "--create-keyring", str(mon), "--gen-key", "-n", "mon.",
-          "--cap", "mon", "allow *"])
-    run_tool(["ceph-authtool", "--create-keyring", str(admin), "--gen-key", "-n", "client.admin",
-          "--cap", "mon", "allow *", "--cap", "osd", "allow *", "--cap", "mds", "allow *",
-          "--cap", "mgr", "allow *"])
+    run_tool(
+        [
+            "ceph-authtool",
+            "--create-keyring",
+            str(mon),
+            "--gen-key",
+            "-n",
+            "mon.",
+            "--cap",
+            "mon",
+            "allow *",
+        ]
+    )
+    run_tool(
+        [
+            "ceph-authtool",
+            "--create-keyring",
+            str(admin),
+            "--gen-key",
+            "-n",
+            "client.admin",
+            "--cap",
+            "mon",
+            "allow *",
+            "--cap",
+            "osd",
+            "allow *",
+            "--cap",
+            "mds",
+            "allow *",
+            "--cap",
+            "mgr",
+            "allow *",
+        ]
+    )
     run_tool(["ceph-authtool", str(mon), "--import-keyring", str(admin)])
     for keyring in (mon, admin):
         os.chmod(keyring, 0o600)
@@ -266,21 +377,30 @@ def _add_osd(cluster: Cluster, osd: int) -> None:
     osd_uuid = str(uuid.uuid4())
     number = ceph_cli(cluster, "osd", "new", osd_uuid).strip()
     if number != str(osd):
-        raise LabError(f"the monitor numbered the new OSD {number!r}, not {osd}; end the cluster "
-                       "with `python -m iolab pfs down` and start it again")
+        raise LabError(
+            f"the monitor numbered the new OSD {number!r}, not {osd}; end the cluster "
+            "with `python -m iolab pfs down` and start it again"
+        )
     (cluster.folder / "osd" / str(osd)).mkdir(mode=0o700)
-    _daemon_key(cluster, f"osd.{osd}", ["mon", "allow profile osd", "mgr", "allow profile osd",
-                                        "osd", "allow *"])
-    run_tool(["ceph-osd", "-c", str(cluster.conf), "-i", str(osd), "--mkfs", "--osd-uuid",
-          osd_uuid])
+    _daemon_key(
+        cluster,
+        f"osd.{osd}",
+        ["mon", "allow profile osd", "mgr", "allow profile osd", "osd", "allow *"],
+    )
+    run_tool(
+        ["ceph-osd", "-c", str(cluster.conf), "-i", str(osd), "--mkfs", "--osd-uuid", osd_uuid]
+    )
     _start(cluster, f"osd.{osd}", ["ceph-osd", "-i", str(osd)])
 
 
 def _mount(cluster: Cluster) -> None:
     mounts = ensure_writable_dir(WorkspaceEntry.MNT.path())
     cluster.mount_point = Path(tempfile.mkdtemp(prefix="cephfs-", dir=mounts))
-    _start(cluster, "client.admin", ["ceph-fuse", "-n", "client.admin", "--client_fs", FS_NAME,
-                                     str(cluster.mount_point)])
+    _start(
+        cluster,
+        "client.admin",
+        ["ceph-fuse", "-n", "client.admin", "--client_fs", FS_NAME, str(cluster.mount_point)],
+    )
     _wait(lambda: os.path.ismount(cluster.mount_point), "the ceph-fuse mount to appear")
 
 
@@ -290,10 +410,16 @@ def remount(cluster: Cluster) -> None:
     if os.path.ismount(cluster.mount_point):
         _unmount(cluster.mount_point)
     _end(cluster.pids.pop("client.admin", 0), cluster)
-    _start(cluster, "client.admin", ["ceph-fuse", "-n", "client.admin", "--client_fs", FS_NAME,
-                                     str(cluster.mount_point)])
-    _wait(lambda: os.path.ismount(cluster.mount_point), "the ceph-fuse mount to appear",
-          COMMAND_TIMEOUT_S)
+    _start(
+        cluster,
+        "client.admin",
+        ["ceph-fuse", "-n", "client.admin", "--client_fs", FS_NAME, str(cluster.mount_point)],
+    )
+    _wait(
+        lambda: os.path.ismount(cluster.mount_point),
+        "the ceph-fuse mount to appear",
+        COMMAND_TIMEOUT_S,
+    )
     _save(cluster)
 
 
@@ -303,15 +429,21 @@ def _start(cluster: Cluster, name: str, cmd: list[str]) -> None:
     binary = _which(cmd[0]) or cmd[0]
     log = open(cluster.folder / "log" / f"{name}.out", "ab")
     with log:
-        proc = subprocess.Popen([binary, *cmd[1:], "-c", str(cluster.conf), "-f"],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [binary, *cmd[1:], "-c", str(cluster.conf), "-f"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
     cluster.pids[name] = proc.pid
     _save(cluster)
     time.sleep(0.1)
     if proc.poll() is not None:
-        raise LabError(f"{name} ({cmd[0]}) stopped at once (exit {proc.returncode}): "
-                       f"{_tail(cluster.folder / 'log' / f'{name}.out')}")
+        raise LabError(
+            f"{name} ({cmd[0]}) stopped at once (exit {proc.returncode}): "
+            f"{_tail(cluster.folder / 'log' / f'{name}.out')}"
+        )
 
 
 # --------------------------------------------------------------------------- status and counters
@@ -331,8 +463,9 @@ def current() -> Cluster | None:
     try:
         return Cluster.from_json(json.loads(text))
     except (ValueError, KeyError, TypeError):
-        raise LabError(f"{path} is damaged; end what is left with `python -m iolab pfs down`") \
-            from None
+        raise LabError(
+            f"{path} is damaged; end what is left with `python -m iolab pfs down`"
+        ) from None
 
 
 def status(cluster: Cluster) -> dict:
@@ -366,9 +499,15 @@ def osd_counters(cluster: Cluster) -> list[dict]:
     rows = []
     for osd in range(cluster.osds):
         counters = perf_dump(cluster, f"osd.{osd}")["osd"]
-        rows.append({"osd": osd, "reads": counters["op_r"], "writes": counters["op_w"],
-                     "read_bytes": counters["op_r_out_bytes"],
-                     "write_bytes": counters["op_w_in_bytes"]})
+        rows.append(
+            {
+                "osd": osd,
+                "reads": counters["op_r"],
+                "writes": counters["op_w"],
+                "read_bytes": counters["op_r_out_bytes"],
+                "write_bytes": counters["op_w_in_bytes"],
+            }
+        )
     return rows
 
 
@@ -376,9 +515,11 @@ def mds_requests(cluster: Cluster) -> dict[str, int]:
     """The MDS's client requests by type (create, getattr, lookup, open, readdir, ...), and
     their total under "all"."""
     server = perf_dump(cluster, "mds.a")["mds_server"]
-    counts = {key[len("req_"):-len("_latency")]: value["avgcount"]
-              for key, value in server.items()
-              if key.startswith("req_") and key.endswith("_latency") and value["avgcount"]}
+    counts = {
+        key[len("req_") : -len("_latency")]: value["avgcount"]
+        for key, value in server.items()
+        if key.startswith("req_") and key.endswith("_latency") and value["avgcount"]
+    }
     counts["all"] = server["handle_client_request"]
     return counts
 
@@ -442,8 +583,11 @@ def _teardown(cluster: Cluster) -> None:
 
 
 def _unmount(mount_point: Path) -> None:
-    for cmd in (["fusermount3", "-u", str(mount_point)], ["fusermount", "-u", str(mount_point)],
-                ["umount", str(mount_point)]):
+    for cmd in (
+        ["fusermount3", "-u", str(mount_point)],
+        ["fusermount", "-u", str(mount_point)],
+        ["umount", str(mount_point)],
+    ):
         binary = _which(cmd[0])
         if binary is None:
             continue
@@ -454,8 +598,9 @@ def _unmount(mount_point: Path) -> None:
     binary = _which("fusermount3") or _which("umount")
     if binary is not None:
         flag = "-uz" if binary.endswith("fusermount3") else "-l"
-        subprocess.run([binary, flag, str(mount_point)], capture_output=True,
-                       timeout=COMMAND_TIMEOUT_S)
+        subprocess.run(
+            [binary, flag, str(mount_point)], capture_output=True, timeout=COMMAND_TIMEOUT_S
+        )
 
 
 def _ours(pid: int, cluster: Cluster) -> bool:
@@ -493,8 +638,17 @@ def _save(cluster: Cluster) -> None:
 
 
 def ceph_cli(cluster: Cluster, *args: str) -> str:
-    return run_tool(["ceph", "-c", str(cluster.conf), "-n", "client.admin",
-                 f"--connect-timeout={COMMAND_TIMEOUT_S}", *args])
+    return run_tool(
+        [
+            "ceph",
+            "-c",
+            str(cluster.conf),
+            "-n",
+            "client.admin",
+            f"--connect-timeout={COMMAND_TIMEOUT_S}",
+            *args,
+        ]
+    )
 
 
 def ceph_json(cluster: Cluster, *args: str) -> dict | None:
@@ -508,17 +662,25 @@ def ceph_json(cluster: Cluster, *args: str) -> dict | None:
 def run_tool(cmd: list[str]) -> str:
     binary = _which(cmd[0]) or cmd[0]
     try:
-        done = subprocess.run([binary, *cmd[1:]], capture_output=True, text=True,
-                              timeout=COMMAND_TIMEOUT_S + 5, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [binary, *cmd[1:]],
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S + 5,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        raise LabError(f"`{' '.join(cmd[:4])} ...` got no answer within {COMMAND_TIMEOUT_S} s: a "
-                       "daemon of the CephFS is stopped or hung; `python -m iolab pfs status` "
-                       "shows which, `python -m iolab pfs down` ends it all") from None
+        raise LabError(
+            f"`{' '.join(cmd[:4])} ...` got no answer within {COMMAND_TIMEOUT_S} s: a "
+            "daemon of the CephFS is stopped or hung; `python -m iolab pfs status` "
+            "shows which, `python -m iolab pfs down` ends it all"
+        ) from None
     except FileNotFoundError:
         raise LabError(cephfs_problem() or f"{cmd[0]} was not found") from None
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines()
-                or ["no message"])[-1]
+        last = (
+            done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no message"]
+        )[-1]
         raise LabError(f"`{' '.join(cmd[:4])} ...` failed (exit {done.returncode}: {last})")
     return done.stdout
 
@@ -527,9 +689,11 @@ def _wait(condition: Callable[[], bool], what: str, timeout: float = UP_TIMEOUT_
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise LabError(f"waited {timeout:.0f} s for {what}, in vain: a daemon of the CephFS "
-                           "is stopped or hung (`python -m iolab pfs status` shows which; its log "
-                           "is in the cluster folder's log/), `python -m iolab pfs down` ends it")
+            raise LabError(
+                f"waited {timeout:.0f} s for {what}, in vain: a daemon of the CephFS "
+                "is stopped or hung (`python -m iolab pfs status` shows which; its log "
+                "is in the cluster folder's log/), `python -m iolab pfs down` ends it"
+            )
         time.sleep(POLL_S)
 
 

@@ -22,8 +22,11 @@ from iolab.storage import cephfs
 #: The longest a reader may run on the private CephFS: the naive reader on a fresh client
 #: took 41 s on a 2-core VM; past this a server has stopped answering.
 READER_TIMEOUT_S = 300
-STALLED = ("the CephFS stopped answering (an OSD or the metadata server is stopped or "
-           "hung): `python -m iolab pfs status` shows which, `python -m iolab pfs down` ends it")
+STALLED = (
+    "the CephFS stopped answering (an OSD or the metadata server is stopped or "
+    "hung): `python -m iolab pfs status` shows which, `python -m iolab pfs down` ends it"
+)
+
 
 def dataset_on(cluster: cephfs.Cluster, files: int | None = None) -> Path:
     """The lab's dataset (by default 7300 files, and data.tar) generated on the CephFS,
@@ -36,16 +39,23 @@ def dataset_on(cluster: cephfs.Cluster, files: int | None = None) -> Path:
 def _servers(cluster: cephfs.Cluster) -> dict[str, int]:
     osds = cephfs.osd_counters(cluster)
     mds = cephfs.mds_requests(cluster)
-    return {"osd_reads": sum(row["reads"] for row in osds),
-            "osd_read_bytes": sum(row["read_bytes"] for row in osds),
-            "mds_requests": mds.get("all", 0), "mds_opens": mds.get("open", 0),
-            "mds_lookups": mds.get("lookup", 0), "mds_getattrs": mds.get("getattr", 0),
-            "mds_readdirs": mds.get("readdir", 0)}
+    return {
+        "osd_reads": sum(row["reads"] for row in osds),
+        "osd_read_bytes": sum(row["read_bytes"] for row in osds),
+        "mds_requests": mds.get("all", 0),
+        "mds_opens": mds.get("open", 0),
+        "mds_lookups": mds.get("lookup", 0),
+        "mds_getattrs": mds.get("getattr", 0),
+        "mds_readdirs": mds.get("readdir", 0),
+    }
 
 
-def reader_servers(cluster: cephfs.Cluster, dataset_dir: Path,
-                   names: tuple[str, ...] = READER_NAMES,
-                   timeout: float = READER_TIMEOUT_S) -> pd.DataFrame:
+def reader_servers(
+    cluster: cephfs.Cluster,
+    dataset_dir: Path,
+    names: tuple[str, ...] = READER_NAMES,
+    timeout: float = READER_TIMEOUT_S,
+) -> pd.DataFrame:
     """Per reader and client state (fresh, warm): its own time, the whole process's, and what
     the OSDs and the MDS served for it."""
     rows = []
@@ -56,8 +66,13 @@ def reader_servers(cluster: cephfs.Cluster, dataset_dir: Path,
             before = _servers(cluster)
             run = run_once(reader_command(name, dataset_dir), timeout=timeout, late=STALLED)
             after = _servers(cluster)
-            rows.append({"reader": name, "client": client,
-                         "in_reader_s": float((run.result or {}).get("time_s", float("nan"))),
-                         "wall_s": run.wall_s,
-                         **{key: after[key] - before[key] for key in after}})
+            rows.append(
+                {
+                    "reader": name,
+                    "client": client,
+                    "in_reader_s": float((run.result or {}).get("time_s", float("nan"))),
+                    "wall_s": run.wall_s,
+                    **{key: after[key] - before[key] for key in after},
+                }
+            )
     return pd.DataFrame(rows)

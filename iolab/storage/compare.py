@@ -11,9 +11,9 @@ every copy and mount afterwards.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import pandas as pd
 
@@ -64,8 +64,9 @@ def dataset_sites(ram_disk: bool = True, network: bool = True) -> Iterator[list[
         yield sites
 
 
-def network_reader_grid(names: Sequence[str], repeats: int = 3,
-                        caches: Sequence[str] = ("cold", "warm")) -> pd.DataFrame:
+def network_reader_grid(
+    names: Sequence[str], repeats: int = 3, caches: Sequence[str] = ("cold", "warm")
+) -> pd.DataFrame:
     """The reader grid on the workspace's dataset mounted over loopback sshfs, then unmounted."""
     from iolab.storage.netmount import loopback_sshfs
 
@@ -90,20 +91,35 @@ def skipped_sites(network: bool = True) -> list[str]:
     return notes
 
 
-def reader_grid(sites: Sequence[Site], names: Sequence[str], repeats: int = 3,
-                caches: Sequence[str] = ("cold", "warm")) -> pd.DataFrame:
+def reader_grid(
+    sites: Sequence[Site],
+    names: Sequence[str],
+    repeats: int = 3,
+    caches: Sequence[str] = ("cold", "warm"),
+) -> pd.DataFrame:
     """Every reader at every site in every cache state: one tidy row per combination."""
     from iolab.measure.readers import time_readers, timing_frame
 
     frames = []
     for site in sites:
         for cache in caches:
-            frame = timing_frame(time_readers(site.dataset_dir, names=names, repeats=repeats,
-                                              cache=cache))
+            frame = timing_frame(
+                time_readers(site.dataset_dir, names=names, repeats=repeats, cache=cache)
+            )
             frame.insert(0, "site", site.name)
             frame["fs_type"] = site.fs_type
             frames.append(frame)
     grid = pd.concat(frames, ignore_index=True)
-    columns = ["site", "fs_type", "reader", "cache_state", "repeats", "wall_median_s",
-               "wall_min_s", "wall_max_s", "in_reader_median_s", "resident_before_max_pct"]
+    columns = [
+        "site",
+        "fs_type",
+        "reader",
+        "cache_state",
+        "repeats",
+        "wall_median_s",
+        "wall_min_s",
+        "wall_max_s",
+        "in_reader_median_s",
+        "resident_before_max_pct",
+    ]
     return grid[[c for c in columns if c in grid.columns]]

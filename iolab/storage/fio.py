@@ -56,9 +56,9 @@ import shlex
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -66,8 +66,14 @@ from iolab.core.budget import excess, lifted, refusal
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, sigterm_as_interrupt
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import (atomic_output, check_capacity, ensure_writable_dir, existing_dir,
-                                  fresh_run_dir, public_text)
+from iolab.core.workspace import (
+    atomic_output,
+    check_capacity,
+    ensure_writable_dir,
+    existing_dir,
+    fresh_run_dir,
+    public_text,
+)
 from iolab.measure.context import machine_context
 from iolab.measure.recorded import Recordings
 from iolab.storage.fio_parse import fio_frame, latency_cdf, loads_fio, parse_size_bytes
@@ -82,8 +88,10 @@ GENTLE_OPTIONS = {"prioclass": "3", "nice": "19"}
 STOP_TIMEOUT_S = 10
 #: Option names that give a file size, scaled by --size-scale.
 SIZE_OPTIONS = ("size", "filesize")
-FIO_MISSING = ("fio is not installed; install it with `apt-get install fio` "
-               "(or dnf install fio, module load fio)")
+FIO_MISSING = (
+    "fio is not installed; install it with `apt-get install fio` "
+    "(or dnf install fio, module load fio)"
+)
 OUTPUT_NAME = ".fio-output.json"
 STDERR_NAME = ".fio-stderr.txt"
 
@@ -127,40 +135,101 @@ PROFILES: dict[str, Profile] = {
     "login": Profile(
         "login",
         "a short scan a shared login node can afford (256 MiB, at most 20 s per job)",
-        {"ioengine": "libaio", "filename": "iolab-fio-login.dat", "size": "256m",
-         "overwrite": "1", "runtime": "20", "stonewall": "", **GENTLE_OPTIONS},
+        {
+            "ioengine": "libaio",
+            "filename": "iolab-fio-login.dat",
+            "size": "256m",
+            "overwrite": "1",
+            "runtime": "20",
+            "stonewall": "",
+            **GENTLE_OPTIONS,
+        },
         (
             _job("seq-write-1m-buffered", rw="write", bs="1m", direct=0, end_fsync=1),
             _job("seq-write-1m-direct", rw="write", bs="1m", direct=1, iodepth=16),
             _job("seq-read-1m-buffered", rw="read", bs="1m", direct=0),
             _job("seq-read-1m-direct", rw="read", bs="1m", direct=1, iodepth=16),
-            _job("rand-read-4k-qd1", rw="randread", bs="4k", direct=1, iodepth=1, runtime=5,
-                 **_TIMED),
-            _job("rand-read-4k-qd16", rw="randread", bs="4k", direct=1, iodepth=16, runtime=5,
-                 **_TIMED),
-            _job("rand-read-4k-qd1-4jobs", rw="randread", bs="4k", direct=1, iodepth=1,
-                 numjobs=4, group_reporting=1, runtime=5, **_TIMED),
-            _job("rand-write-4k-qd1", rw="randwrite", bs="4k", direct=1, iodepth=1, runtime=5,
-                 **_TIMED),
-            _job("rand-write-4k-qd16", rw="randwrite", bs="4k", direct=1, iodepth=16,
-                 runtime=5, **_TIMED),
+            _job(
+                "rand-read-4k-qd1", rw="randread", bs="4k", direct=1, iodepth=1, runtime=5, **_TIMED
+            ),
+            _job(
+                "rand-read-4k-qd16",
+                rw="randread",
+                bs="4k",
+                direct=1,
+                iodepth=16,
+                runtime=5,
+                **_TIMED,
+            ),
+            _job(
+                "rand-read-4k-qd1-4jobs",
+                rw="randread",
+                bs="4k",
+                direct=1,
+                iodepth=1,
+                numjobs=4,
+                group_reporting=1,
+                runtime=5,
+                **_TIMED,
+            ),
+            _job(
+                "rand-write-4k-qd1",
+                rw="randwrite",
+                bs="4k",
+                direct=1,
+                iodepth=1,
+                runtime=5,
+                **_TIMED,
+            ),
+            _job(
+                "rand-write-4k-qd16",
+                rw="randwrite",
+                bs="4k",
+                direct=1,
+                iodepth=16,
+                runtime=5,
+                **_TIMED,
+            ),
         ),
         login_sized=True,
     ),
     "node": Profile(
         "node",
         "stas00's fio-scan for a compute node (16 processes at depth 64, 3 min per job)",
-        {"ioengine": "libaio", "bs": "4k", "iodepth": "64", "numjobs": "16", "direct": "1",
-         "ramp_time": "2", "runtime": "180", "verify": "0", "randrepeat": "0",
-         "group_reporting": "1", "unlink": "1", "stonewall": "", **_TIMED},
-        tuple(_job(f"{rw}-{size}", rw=rw, filesize=size)
-              for size in ("16k", "1m", "1g") for rw in ("read", "write")),
+        {
+            "ioengine": "libaio",
+            "bs": "4k",
+            "iodepth": "64",
+            "numjobs": "16",
+            "direct": "1",
+            "ramp_time": "2",
+            "runtime": "180",
+            "verify": "0",
+            "randrepeat": "0",
+            "group_reporting": "1",
+            "unlink": "1",
+            "stonewall": "",
+            **_TIMED,
+        },
+        tuple(
+            _job(f"{rw}-{size}", rw=rw, filesize=size)
+            for size in ("16k", "1m", "1g")
+            for rw in ("read", "write")
+        ),
     ),
     "pairs": Profile(
         "pairs",
         "fs-performance-container's latency/throughput pairs (500 MiB file, 2 min per job)",
-        {"ioengine": "libaio", "filename": "iolab-fio-pairs.dat", "filesize": "500m",
-         "overwrite": "1", "direct": "1", "runtime": "120", "stonewall": "", **_TIMED},
+        {
+            "ioengine": "libaio",
+            "filename": "iolab-fio-pairs.dat",
+            "filesize": "500m",
+            "overwrite": "1",
+            "direct": "1",
+            "runtime": "120",
+            "stonewall": "",
+            **_TIMED,
+        },
         (
             _job("sw1m@qd32", rw="write", bs="1m", iodepth=32),
             _job("sr1m@qd32", rw="read", bs="1m", iodepth=32),
@@ -173,8 +242,16 @@ PROFILES: dict[str, Profile] = {
     "evaluation": Profile(
         "evaluation",
         "the NERC storage evaluation's five benchmarks, login-sized (512 MiB, 10 s per job)",
-        {"ioengine": "libaio", "filename": "iolab-fio-evaluation.dat", "size": "512m",
-         "overwrite": "1", "direct": "1", "runtime": "10", "stonewall": "", **_TIMED},
+        {
+            "ioengine": "libaio",
+            "filename": "iolab-fio-evaluation.dat",
+            "size": "512m",
+            "overwrite": "1",
+            "direct": "1",
+            "runtime": "10",
+            "stonewall": "",
+            **_TIMED,
+        },
         (
             _job("streaming-write", rw="write", bs="1m", iodepth=32),
             _job("streaming-read", rw="read", bs="1m", iodepth=32),
@@ -190,23 +267,26 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def _scaled_options(options: dict[str, str], size_scale: float,
-                    runtime_s: int | None) -> dict[str, str]:
+def _scaled_options(
+    options: dict[str, str], size_scale: float, runtime_s: int | None
+) -> dict[str, str]:
     """`options` with file sizes times `size_scale` (whole 4 KiB) and the runtime replaced."""
     new = dict(options)
     for key in SIZE_OPTIONS:
         if key in new:
             scaled = max(4096, int(parse_size_bytes(new[key]) * size_scale) // 4096 * 4096)
-            unit, factor = next((u, f) for u, f in (("g", GIB), ("m", MIB), ("k", 1024))
-                                if scaled % f == 0)
+            unit, factor = next(
+                (u, f) for u, f in (("g", GIB), ("m", MIB), ("k", 1024)) if scaled % f == 0
+            )
             new[key] = f"{scaled // factor}{unit}"
     if runtime_s is not None and "runtime" in new:
         new["runtime"] = str(runtime_s)
     return new
 
 
-def scaled_profile(name: str = "login", size_scale: float = 1.0,
-                   runtime_s: int | None = None) -> Profile:
+def scaled_profile(
+    name: str = "login", size_scale: float = 1.0, runtime_s: int | None = None
+) -> Profile:
     """The profile `name` with its files `size_scale` times as large and `runtime_s` s per job.
 
     The runtime is how long a time-based job runs, and the cap of a size-bounded one.
@@ -214,19 +294,27 @@ def scaled_profile(name: str = "login", size_scale: float = 1.0,
     if name not in PROFILES:
         raise LabError(f"there is no fio profile {name!r}; choose one of {', '.join(PROFILES)}")
     if size_scale <= 0 or (runtime_s is not None and runtime_s < 1):
-        raise LabError("--size-scale must be above 0 and --runtime at least 1 s; "
-                       "pass larger values")
+        raise LabError(
+            "--size-scale must be above 0 and --runtime at least 1 s; pass larger values"
+        )
     profile = PROFILES[name]
-    jobs = tuple(replace(job, options=_scaled_options(job.options, size_scale, runtime_s))
-                 for job in profile.jobs)
-    scaled = replace(profile, jobs=jobs,
-                     global_options=_scaled_options(profile.global_options, size_scale, runtime_s))
+    jobs = tuple(
+        replace(job, options=_scaled_options(job.options, size_scale, runtime_s))
+        for job in profile.jobs
+    )
+    scaled = replace(
+        profile,
+        jobs=jobs,
+        global_options=_scaled_options(profile.global_options, size_scale, runtime_s),
+    )
     for job in scaled.jobs:
         options = scaled.options(job)
         file_bytes = _file_bytes(options)
         if file_bytes < parse_size_bytes(options.get("bs", "4k").split(",")[0]):
-            raise LabError(f"with --size-scale {size_scale:g} the file of job {job.name} "
-                           f"({file_bytes} bytes) is smaller than one block; use a larger scale")
+            raise LabError(
+                f"with --size-scale {size_scale:g} the file of job {job.name} "
+                f"({file_bytes} bytes) is smaller than one block; use a larger scale"
+            )
     return scaled
 
 
@@ -278,8 +366,11 @@ def login_limit_problems(profile: Profile) -> list[str]:
     options = [profile.options(job) for job in profile.jobs]
     uncapped = [job.name for job, o in zip(profile.jobs, options) if "runtime" not in o]
     durations = [job_duration_s(o) for o in options if "runtime" in o]
-    problems = excess(data_mib=footprint(profile)[0] / MIB, job_s=max(durations, default=0),
-                      processes=_processes(profile))
+    problems = excess(
+        data_mib=footprint(profile)[0] / MIB,
+        job_s=max(durations, default=0),
+        processes=_processes(profile),
+    )
     if uncapped:
         problems.append(f"no runtime caps the jobs {', '.join(uncapped)}")
     return problems
@@ -295,12 +386,17 @@ def checked_profile(profile: Profile, compute_node: bool | None = None) -> Profi
         return profile
     problems = login_limit_problems(profile)
     if problems and profile.login_sized:
-        raise LabError(f"the {profile.name} profile must fit a shared login node, but "
-                       f"{'; '.join(problems)}; use a smaller --size-scale or --runtime")
+        raise LabError(
+            f"the {profile.name} profile must fit a shared login node, but "
+            f"{'; '.join(problems)}; use a smaller --size-scale or --runtime"
+        )
     if problems:
         shrinks = not excess(processes=_processes(profile))  # no option scales numjobs
-        raise refusal(f"the {profile.name} profile", problems,
-                      "shrink it with --size-scale and --runtime" if shrinks else "")
+        raise refusal(
+            f"the {profile.name} profile",
+            problems,
+            "shrink it with --size-scale and --runtime" if shrinks else "",
+        )
     return replace(profile, global_options={**profile.global_options, **GENTLE_OPTIONS})
 
 
@@ -313,8 +409,14 @@ def fio_command(profile: Profile, run_dir: Path | str, output: Path | str) -> li
 
     json+ output holds the percentiles of json and the latency histogram bins besides.
     """
-    command = ["fio", "--output-format=json+", f"--output={output}", "--eta=never",
-               f"--directory={run_dir}", *_arguments(profile.global_options)]
+    command = [
+        "fio",
+        "--output-format=json+",
+        f"--output={output}",
+        "--eta=never",
+        f"--directory={run_dir}",
+        *_arguments(profile.global_options),
+    ]
     for job in profile.jobs:
         command += [f"--name={job.name}", *_arguments(job.options)]
     return command
@@ -325,12 +427,18 @@ def plan_frame(profile: Profile) -> pd.DataFrame:
     rows = []
     for job in profile.jobs:
         options = profile.options(job)
-        rows.append({"job": job.name, "rw": options.get("rw", "read"),
-                     "bs": options.get("bs", "4k"), "iodepth": int(options.get("iodepth", "1")),
-                     "numjobs": int(options.get("numjobs", "1")),
-                     "direct": options.get("direct", "0") == "1",
-                     "file_MiB": _file_bytes(options) / MIB,
-                     "max_duration_s": job_duration_s(options)})
+        rows.append(
+            {
+                "job": job.name,
+                "rw": options.get("rw", "read"),
+                "bs": options.get("bs", "4k"),
+                "iodepth": int(options.get("iodepth", "1")),
+                "numjobs": int(options.get("numjobs", "1")),
+                "direct": options.get("direct", "0") == "1",
+                "file_MiB": _file_bytes(options) / MIB,
+                "max_duration_s": job_duration_s(options),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -339,11 +447,14 @@ def _without_direct_jobs(profile: Profile, note: str) -> tuple[Profile, str]:
     kept = tuple(job for job in profile.jobs if profile.options(job).get("direct") != "1")
     skipped = [job.name for job in profile.jobs if job not in kept]
     if not kept:
-        raise LabError(f"O_DIRECT does not work here ({note}) and every job of the "
-                       f"{profile.name} profile needs it; choose another location or the login "
-                       "profile, which also has buffered jobs")
-    return replace(profile, jobs=kept), (f"O_DIRECT does not work here ({note}); skipped the "
-                                         f"direct jobs {', '.join(skipped)}")
+        raise LabError(
+            f"O_DIRECT does not work here ({note}) and every job of the "
+            f"{profile.name} profile needs it; choose another location or the login "
+            "profile, which also has buffered jobs"
+        )
+    return replace(profile, jobs=kept), (
+        f"O_DIRECT does not work here ({note}); skipped the direct jobs {', '.join(skipped)}"
+    )
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -366,8 +477,13 @@ def _run_fio(command: list[str], run_dir: Path) -> str:
     """Run fio in its own process group; its JSON output, or a LabError with its last words."""
     with open(run_dir / STDERR_NAME, "w") as stderr:
         try:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=stderr, start_new_session=True)
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+            )
         except FileNotFoundError:
             raise LabError(FIO_MISSING) from None
         try:
@@ -376,8 +492,10 @@ def _run_fio(command: list[str], run_dir: Path) -> str:
             _stop(proc)
             raise
     if proc.returncode != 0:
-        raise LabError(f"fio failed with exit code {proc.returncode} ({_failure(run_dir)}); "
-                       "run the command of --dry-run by hand to see the full error")
+        raise LabError(
+            f"fio failed with exit code {proc.returncode} ({_failure(run_dir)}); "
+            "run the command of --dry-run by hand to see the full error"
+        )
     return (run_dir / OUTPUT_NAME).read_text(errors="replace")
 
 
@@ -416,14 +534,25 @@ class FioRun:
 
     def to_json_dict(self) -> dict:
         """The run as plain JSON: fio's own JSON, the command, notes and context."""
-        return {"profile": self.profile, "command": self.command, "result": self.result,
-                "notes": self.notes, "context": self.context}
+        return {
+            "profile": self.profile,
+            "command": self.command,
+            "result": self.result,
+            "notes": self.notes,
+            "context": self.context,
+        }
 
     @classmethod
     def from_json_dict(cls, value: dict) -> FioRun:
         """A run read back from to_json_dict (a recorded run), its table parsed anew."""
-        return cls(value["profile"], value["command"], value["result"],
-                   fio_frame(value["result"]), value["notes"], value["context"])
+        return cls(
+            value["profile"],
+            value["command"],
+            value["result"],
+            fio_frame(value["result"]),
+            value["notes"],
+            value["context"],
+        )
 
 
 def fio_problem() -> str | None:
@@ -431,16 +560,22 @@ def fio_problem() -> str | None:
     return None if shutil.which("fio") else FIO_MISSING
 
 
-def run_or_recorded(recordings: Recordings, key: str, run: Callable[[], FioRun],
-                    missing: str | None = None) -> FioRun:
+def run_or_recorded(
+    recordings: Recordings, key: str, run: Callable[[], FioRun], missing: str | None = None
+) -> FioRun:
     """`run()` (a run_profile call) where fio and whatever else it needs are here, else
     the run recorded under `key`; `missing` names a further missing need (a mount)."""
     value = recordings.data(key, lambda: run().to_json_dict(), fio_problem() or missing)
     return FioRun.from_json_dict(value)
 
 
-def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str | None = None,
-                compute_node: bool | None = None) -> FioRun:
+def run_profile(
+    profile: Profile,
+    directory: Path | str,
+    *,
+    json_out: Path | str | None = None,
+    compute_node: bool | None = None,
+) -> FioRun:
     """Run `profile` in a fresh directory inside `directory` and remove it afterwards.
 
     The profile is checked against the login limits first (checked_profile), then the free
@@ -453,8 +588,14 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
     directory = existing_dir(directory, "create it or pass another folder").absolute()
     check_capacity(directory, *footprint(profile))
     gentle = profile.global_options.get("prioclass") == GENTLE_OPTIONS["prioclass"]
-    notes = ["ran at nice 19 in the idle I/O class, which only the BFQ scheduler honours (not "
-             "`none`, not a network file system's server)"] if gentle else []
+    notes = (
+        [
+            "ran at nice 19 in the idle I/O class, which only the BFQ scheduler honours (not "
+            "`none`, not a network file system's server)"
+        ]
+        if gentle
+        else []
+    )
     with heavy_turn(f"fio {profile.name}"):
         with fresh_run_dir(directory, "fio-") as run_dir:
             with sigterm_as_interrupt():
@@ -471,8 +612,14 @@ def run_profile(profile: Profile, directory: Path | str, *, json_out: Path | str
         with atomic_output(json_out) as partial:
             partial.write_text(text, encoding="utf-8")
     result = loads_fio(text)
-    return FioRun(profile.name, [public_text(arg) for arg in command], result,
-                  fio_frame(result), notes, machine_context(directory, tools=("fio",)))
+    return FioRun(
+        profile.name,
+        [public_text(arg) for arg in command],
+        result,
+        fio_frame(result),
+        notes,
+        machine_context(directory, tools=("fio",)),
+    )
 
 
 def dry_run(profile: Profile, directory: Path | str, compute_node: bool | None = None) -> str:
@@ -480,15 +627,20 @@ def dry_run(profile: Profile, directory: Path | str, compute_node: bool | None =
     profile = checked_profile(profile, compute_node)
     run_dir = Path(directory) / "fio-XXXXXXXX"
     disk_bytes, files = footprint(profile)
-    existing = next(p for p in [Path(directory).absolute(), *Path(directory).absolute().parents]
-                    if p.is_dir())
+    existing = next(
+        p for p in [Path(directory).absolute(), *Path(directory).absolute().parents] if p.is_dir()
+    )
     st = os.statvfs(existing)
     free_bytes = st.f_bavail * st.f_frsize
-    return "\n".join([
-        shlex.join(fio_command(profile, run_dir, run_dir / OUTPUT_NAME)), "",
-        to_markdown(plan_frame(profile)), "",
-        f"disk footprint: at most {disk_bytes / MIB:.0f} MiB in at most {files} files "
-        f"({free_bytes / MIB:.0f} MiB free), removed after the run",
-        f"time: at most {sum(job_duration_s(profile.options(j)) for j in profile.jobs):.0f} s "
-        "plus laying out the files; direct jobs are skipped where O_DIRECT fails",
-    ])
+    return "\n".join(
+        [
+            shlex.join(fio_command(profile, run_dir, run_dir / OUTPUT_NAME)),
+            "",
+            to_markdown(plan_frame(profile)),
+            "",
+            f"disk footprint: at most {disk_bytes / MIB:.0f} MiB in at most {files} files "
+            f"({free_bytes / MIB:.0f} MiB free), removed after the run",
+            f"time: at most {sum(job_duration_s(profile.options(j)) for j in profile.jobs):.0f} s "
+            "plus laying out the files; direct jobs are skipped where O_DIRECT fails",
+        ]
+    )

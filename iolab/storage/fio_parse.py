@@ -51,14 +51,38 @@ _CANONICAL = {"readwrite": "rw", "blocksize": "bs"}
 PERCENTILES = {50.0: "clat_p50_us", 99.0: "clat_p99_us", 99.9: "clat_p99_9_us"}
 
 COLUMNS = [
-    "job_index", "job", "rw", "direction", "block_size_bytes", "iodepth", "numjobs",
-    "processes", "direct", "bw_bytes_per_s", "iops", "lat_mean_us", "clat_mean_us",
-    "clat_p50_us", "clat_p99_us", "clat_p99_9_us", "io_bytes", "runtime_s",
+    "job_index",
+    "job",
+    "rw",
+    "direction",
+    "block_size_bytes",
+    "iodepth",
+    "numjobs",
+    "processes",
+    "direct",
+    "bw_bytes_per_s",
+    "iops",
+    "lat_mean_us",
+    "clat_mean_us",
+    "clat_p50_us",
+    "clat_p99_us",
+    "clat_p99_9_us",
+    "io_bytes",
+    "runtime_s",
     "littles_law_lat_us",
 ]
 SUMMARY_COLUMNS = [
-    "job", "direction", "block_size_bytes", "iodepth", "processes", "bw_MiB_per_s", "iops",
-    "lat_mean_us", "clat_p50_us", "clat_p99_us", "littles_law_lat_us",
+    "job",
+    "direction",
+    "block_size_bytes",
+    "iodepth",
+    "processes",
+    "bw_MiB_per_s",
+    "iops",
+    "lat_mean_us",
+    "clat_p50_us",
+    "clat_p99_us",
+    "littles_law_lat_us",
 ]
 CDF_COLUMNS = ["job_index", "job", "direction", "clat_us", "count", "cumulative_fraction"]
 
@@ -133,15 +157,18 @@ def load_fio(path: Path | str) -> dict:
         return loads_fio(Path(path).read_text(encoding="utf-8", errors="replace"))
     except OSError as err:
         raise LabError(
-            f"cannot read the fio output {path} ({err.strerror}); check the path") from None
+            f"cannot read the fio output {path} ({err.strerror}); check the path"
+        ) from None
 
 
 def _options(result: dict, job: dict) -> dict[str, str] | None:
     """The job's options, its own over the global ones; None when fio reported none."""
     if "job options" not in job and "global options" not in result:
         return None
-    return {**_canonical(result.get("global options", {})),
-            **_canonical(job.get("job options", {}))}
+    return {
+        **_canonical(result.get("global options", {})),
+        **_canonical(job.get("job options", {})),
+    }
 
 
 def _latency(section: dict, name: str) -> tuple[dict, float]:
@@ -195,27 +222,32 @@ def fio_frame(result: dict) -> pd.DataFrame:
             section = job[direction]
             clat, clat_to_us = _latency(section, "clat")
             lat, lat_to_us = _latency(section, "lat")
-            rows.append({
-                "job_index": index,
-                "job": job["jobname"],
-                "rw": _option(opts, "rw") if opts else None,
-                "direction": direction,
-                "block_size_bytes": block_size_bytes(opts, direction) if opts else None,
-                "iodepth": depth,
-                "numjobs": int(_option(opts, "numjobs")) if opts else None,
-                "processes": procs,
-                "direct": _direct(opts) if opts else None,
-                "bw_bytes_per_s": float(section.get("bw_bytes", section["bw"] * 1024)),
-                "iops": float(section["iops"]),
-                "lat_mean_us": lat.get("mean", math.nan) * lat_to_us,
-                "clat_mean_us": clat.get("mean", math.nan) * clat_to_us,
-                **{column: _percentile_us(clat, clat_to_us, percentile)
-                   for percentile, column in PERCENTILES.items()},
-                "io_bytes": _io_bytes(section),
-                "runtime_s": section["runtime"] / 1000,
-                "littles_law_lat_us": procs * depth / total_iops * 1e6
-                if procs and depth and total_iops else math.nan,
-            })
+            rows.append(
+                {
+                    "job_index": index,
+                    "job": job["jobname"],
+                    "rw": _option(opts, "rw") if opts else None,
+                    "direction": direction,
+                    "block_size_bytes": block_size_bytes(opts, direction) if opts else None,
+                    "iodepth": depth,
+                    "numjobs": int(_option(opts, "numjobs")) if opts else None,
+                    "processes": procs,
+                    "direct": _direct(opts) if opts else None,
+                    "bw_bytes_per_s": float(section.get("bw_bytes", section["bw"] * 1024)),
+                    "iops": float(section["iops"]),
+                    "lat_mean_us": lat.get("mean", math.nan) * lat_to_us,
+                    "clat_mean_us": clat.get("mean", math.nan) * clat_to_us,
+                    **{
+                        column: _percentile_us(clat, clat_to_us, percentile)
+                        for percentile, column in PERCENTILES.items()
+                    },
+                    "io_bytes": _io_bytes(section),
+                    "runtime_s": section["runtime"] / 1000,
+                    "littles_law_lat_us": procs * depth / total_iops * 1e6
+                    if procs and depth and total_iops
+                    else math.nan,
+                }
+            )
     frame = pd.DataFrame(rows, columns=COLUMNS)
     for column in ("block_size_bytes", "iodepth", "numjobs", "processes", "io_bytes"):
         frame[column] = frame[column].astype("Int64")

@@ -17,8 +17,11 @@ def throughput_plot(frame: pd.DataFrame, x: str = "block_size_bytes", *, title: 
     One line per access pattern: rows that differ only in `x` are joined, so a sweep over
     block sizes or queue depths shows as a curve and an unswept pattern as a single point.
     """
-    pattern = [c for c in ("rw", "direction", "direct", "block_size_bytes", "iodepth",
-                           "processes") if c != x]
+    pattern = [
+        c
+        for c in ("rw", "direction", "direct", "block_size_bytes", "iodepth", "processes")
+        if c != x
+    ]
     fig, (bw_ax, iops_ax) = plt.subplots(1, 2, figsize=(11, 4))
     for key, rows in frame.dropna(subset=[x]).groupby(pattern, dropna=False):
         rows = rows.sort_values(x)
@@ -41,8 +44,9 @@ def latency_cdf_plot(cdf: pd.DataFrame, *, title: str = "", ax: Axes | None = No
     """The latency CDF of each job and direction (from latency_cdf), on a log time axis."""
     ax = ax or plt.subplots(figsize=(7, 4))[1]
     for (_, job, direction), rows in cdf.groupby(["job_index", "job", "direction"], sort=False):
-        ax.step(rows["clat_us"], rows["cumulative_fraction"], where="post",
-                label=f"{job} ({direction})")
+        ax.step(
+            rows["clat_us"], rows["cumulative_fraction"], where="post", label=f"{job} ({direction})"
+        )
     ax.set_xscale("log")
     ax.set_xlabel("completion latency (us, log scale)")
     ax.set_ylabel("fraction of requests completed")

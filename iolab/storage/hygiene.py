@@ -73,8 +73,18 @@ WHY_TMPDIR = (
 
 DF_FIELDS = "source,fstype,size,used,avail,pcent,itotal,iused,iavail,ipcent,target"
 DF_COLUMNS = [
-    "measured_by", "fs_type", "mount_point", "size_bytes", "used_bytes", "avail_bytes",
-    "reserved_bytes", "used_pct", "inodes_total", "inodes_used", "inodes_free", "inodes_used_pct",
+    "measured_by",
+    "fs_type",
+    "mount_point",
+    "size_bytes",
+    "used_bytes",
+    "avail_bytes",
+    "reserved_bytes",
+    "used_pct",
+    "inodes_total",
+    "inodes_used",
+    "inodes_free",
+    "inodes_used_pct",
 ]
 
 
@@ -87,8 +97,14 @@ def _run(command: list[str]) -> str:
     """Standard output of a read-only command, or a LabError naming the missing tool."""
     if shutil.which(command[0]) is None:
         raise LabError(f"`{command[0]}` is not on PATH; install GNU coreutils to run this check")
-    proc = subprocess.run(command, capture_output=True, text=True, errors="replace",
-                          timeout=DU_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=DU_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
     if proc.returncode != 0 and not proc.stdout:
         first = (proc.stderr.strip().splitlines() or ["no message"])[0]
         raise LabError(f"`{' '.join(command[:3])} ...` failed ({first}); GNU coreutils is needed")
@@ -118,17 +134,37 @@ def df_report(path: Path | str | None = None) -> pd.DataFrame:
     fields = out[-1].split(None, 10)
     size, used, avail = (int(f) for f in fields[2:5])
     itotal, iused, ifree = (_number(f) for f in fields[6:9])
-    from_df = ["df", fields[1], fields[10], size, used, avail, None, _number(fields[5]),
-               itotal, iused, ifree, _number(fields[9])]
+    from_df = [
+        "df",
+        fields[1],
+        fields[10],
+        size,
+        used,
+        avail,
+        None,
+        _number(fields[5]),
+        itotal,
+        iused,
+        ifree,
+        _number(fields[9]),
+    ]
     st = os.statvfs(path)
     size_sv, free_sv = st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize
     avail_sv, used_sv = st.f_bavail * st.f_frsize, size_sv - free_sv
     inodes = st.f_files or None  # 0: the file system does not count inodes
     mount = mount_for(path)
     from_statvfs = [
-        "os.statvfs", mount.fs_type, mount.mount_point, size_sv, used_sv, avail_sv,
-        free_sv - avail_sv, _pct(used_sv, used_sv + avail_sv), inodes,
-        inodes and st.f_files - st.f_ffree, inodes and st.f_ffree,
+        "os.statvfs",
+        mount.fs_type,
+        mount.mount_point,
+        size_sv,
+        used_sv,
+        avail_sv,
+        free_sv - avail_sv,
+        _pct(used_sv, used_sv + avail_sv),
+        inodes,
+        inodes and st.f_files - st.f_ffree,
+        inodes and st.f_ffree,
         inodes and _pct(st.f_files - st.f_ffree, st.f_files),
     ]
     frame = pd.DataFrame([from_df, from_statvfs], columns=DF_COLUMNS)
@@ -165,9 +201,14 @@ def usable_capacity_report(path: Path | str | None = None) -> pd.DataFrame:
     size, used = int(row["size_bytes"]), int(row["used_bytes"])
     return pd.DataFrame(
         [
-            {"usable_fraction": f, "source": source, "size_bytes": size,
-             "usable_bytes": usable_capacity(size, f), "used_bytes": used,
-             "headroom_bytes": usable_capacity(size, f) - used}
+            {
+                "usable_fraction": f,
+                "source": source,
+                "size_bytes": size,
+                "usable_bytes": usable_capacity(size, f),
+                "used_bytes": used,
+                "headroom_bytes": usable_capacity(size, f) - used,
+            }
             for f, source in USABLE_FRACTIONS
         ]
     )
@@ -214,8 +255,16 @@ def walk(root: Path | str, one_file_system: bool = True) -> Iterator[Entry]:
                 continue
             seen.add((st.st_dev, st.st_ino))
         is_dir = stat.S_ISDIR(st.st_mode)
-        yield Entry(path, depth, is_dir, stat.S_ISREG(st.st_mode), st.st_size,
-                    st.st_blocks * 512, st.st_uid, st.st_mtime)
+        yield Entry(
+            path,
+            depth,
+            is_dir,
+            stat.S_ISREG(st.st_mode),
+            st.st_size,
+            st.st_blocks * 512,
+            st.st_uid,
+            st.st_mtime,
+        )
         if is_dir:
             try:
                 children = sorted(os.scandir(path), key=lambda e: e.name, reverse=True)
@@ -227,8 +276,11 @@ def walk(root: Path | str, one_file_system: bool = True) -> Iterator[Entry]:
 def file_sizes(root: Path | str) -> pd.DataFrame:
     """One row per regular file under `root`: relative path, bytes, allocated bytes."""
     root = _existing_dir(root)
-    rows = [(str(e.path.relative_to(root)), e.apparent_bytes, e.allocated_bytes)
-            for e in walk(root) if e.is_file]
+    rows = [
+        (str(e.path.relative_to(root)), e.apparent_bytes, e.allocated_bytes)
+        for e in walk(root)
+        if e.is_file
+    ]
     return pd.DataFrame(rows, columns=["path", "size_bytes", "allocated_bytes"])
 
 
@@ -253,21 +305,33 @@ def allocation_report(root: Path | str) -> pd.DataFrame:
     def row(measured_by: str, what: str, chosen: list[Entry]) -> dict:
         apparent = sum(e.apparent_bytes for e in chosen)
         allocated = sum(e.allocated_bytes for e in chosen)
-        return {"measured_by": measured_by, "what": what, "entries": len(chosen),
-                "apparent_bytes": apparent, "allocated_bytes": allocated,
-                "allocated_per_apparent": allocated / apparent if apparent else math.nan}
+        return {
+            "measured_by": measured_by,
+            "what": what,
+            "entries": len(chosen),
+            "apparent_bytes": apparent,
+            "allocated_bytes": allocated,
+            "allocated_per_apparent": allocated / apparent if apparent else math.nan,
+        }
 
-    rows = [row("python lstat", "regular files", files),
-            row("python lstat", "whole tree", entries)]
+    rows = [row("python lstat", "regular files", files), row("python lstat", "whole tree", entries)]
     apparent, allocated = du_total(root, apparent=True), du_total(root)
-    rows.append({"measured_by": "du -s", "what": "whole tree", "entries": None,
-                 "apparent_bytes": apparent, "allocated_bytes": allocated,
-                 "allocated_per_apparent": allocated / apparent if apparent else math.nan})
+    rows.append(
+        {
+            "measured_by": "du -s",
+            "what": "whole tree",
+            "entries": None,
+            "apparent_bytes": apparent,
+            "allocated_bytes": allocated,
+            "allocated_per_apparent": allocated / apparent if apparent else math.nan,
+        }
+    )
     return pd.DataFrame(rows)
 
 
-def rounded_allocation(sizes_bytes: Sequence[int],
-                       units_bytes: Sequence[int] = ALLOCATION_UNITS_BYTES) -> pd.DataFrame:
+def rounded_allocation(
+    sizes_bytes: Sequence[int], units_bytes: Sequence[int] = ALLOCATION_UNITS_BYTES
+) -> pd.DataFrame:
     """Arithmetic, not a measurement: the space files would take if each rounds up to a unit.
 
     A non-empty file occupies at least one whole allocation unit (block) and an empty one
@@ -284,9 +348,15 @@ def rounded_allocation(sizes_bytes: Sequence[int],
         if unit <= 0:
             raise LabError(f"an allocation unit must be a positive number of bytes, not {unit}")
         would = int((-(-sizes // unit) * unit).sum())
-        rows.append({"unit_bytes": unit, "files": len(sizes), "apparent_bytes": apparent,
-                     "would_allocate_bytes": would,
-                     "times_apparent": would / apparent if apparent else math.nan})
+        rows.append(
+            {
+                "unit_bytes": unit,
+                "files": len(sizes),
+                "apparent_bytes": apparent,
+                "would_allocate_bytes": would,
+                "times_apparent": would / apparent if apparent else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -326,8 +396,12 @@ def biggest_consumers(root: Path | str, top: int = 10, depth: int = 1) -> pd.Dat
         raise LabError("--top and --depth must be at least 1")
     root = _existing_dir(root)
     rows = [
-        {"path": str(e.path.relative_to(root)) + ("/" if e.is_dir else ""), "depth": e.depth,
-         "apparent_bytes": apparent, "allocated_bytes": allocated}
+        {
+            "path": str(e.path.relative_to(root)) + ("/" if e.is_dir else ""),
+            "depth": e.depth,
+            "apparent_bytes": apparent,
+            "allocated_bytes": allocated,
+        }
         for e, apparent, allocated in _tree_totals(root, depth)
     ]
     ours = pd.DataFrame(rows, columns=["path", "depth", "apparent_bytes", "allocated_bytes"])
@@ -349,8 +423,9 @@ def owner_name(uid: int) -> str:
         return f"uid{uid}"
 
 
-def find_checkpoints(root: Path | str, patterns: Sequence[str] = CHECKPOINT_PATTERNS,
-                     now: float | None = None) -> pd.DataFrame:
+def find_checkpoints(
+    root: Path | str, patterns: Sequence[str] = CHECKPOINT_PATTERNS, now: float | None = None
+) -> pd.DataFrame:
     """Checkpoint files under `root`: who owns them, how big, how old (in whole days).
 
     The Python counterpart of ``find ROOT -type f -regex '.*\\.(pt|pth|ckpt|safetensors)$'``
@@ -361,11 +436,15 @@ def find_checkpoints(root: Path | str, patterns: Sequence[str] = CHECKPOINT_PATT
     rows = []
     for e in walk(root):
         if e.is_file and any(fnmatch.fnmatch(e.path.name, p) for p in patterns):
-            rows.append({
-                "path": str(e.path.relative_to(root)), "owner": owner_name(e.uid),
-                "size_bytes": e.apparent_bytes, "allocated_bytes": e.allocated_bytes,
-                "age_days": int((now - e.mtime_s) // 86400),
-            })
+            rows.append(
+                {
+                    "path": str(e.path.relative_to(root)),
+                    "owner": owner_name(e.uid),
+                    "size_bytes": e.apparent_bytes,
+                    "allocated_bytes": e.allocated_bytes,
+                    "age_days": int((now - e.mtime_s) // 86400),
+                }
+            )
     columns = ["path", "owner", "size_bytes", "allocated_bytes", "age_days"]
     frame = pd.DataFrame(rows, columns=columns)
     return frame.sort_values(["size_bytes", "path"], ascending=[False, True], ignore_index=True)
@@ -374,12 +453,15 @@ def find_checkpoints(root: Path | str, patterns: Sequence[str] = CHECKPOINT_PATT
 def checkpoints_by_owner(checkpoints: pd.DataFrame) -> pd.DataFrame:
     """Per owner: files, bytes, and the oldest and newest age; the biggest owner first."""
     grouped = checkpoints.groupby("owner").agg(
-        files=("path", "size"), size_bytes=("size_bytes", "sum"),
-        allocated_bytes=("allocated_bytes", "sum"), oldest_age_days=("age_days", "max"),
+        files=("path", "size"),
+        size_bytes=("size_bytes", "sum"),
+        allocated_bytes=("allocated_bytes", "sum"),
+        oldest_age_days=("age_days", "max"),
         newest_age_days=("age_days", "min"),
     )
-    return grouped.reset_index().sort_values(["size_bytes", "owner"], ascending=[False, True],
-                                             ignore_index=True)
+    return grouped.reset_index().sort_values(
+        ["size_bytes", "owner"], ascending=[False, True], ignore_index=True
+    )
 
 
 # -- temporary files -------------------------------------------------------------------------
@@ -396,14 +478,26 @@ def tmpdir_report() -> pd.DataFrame:
     candidates += [(directory, directory) for directory in TMP_DIRECTORIES]
     rows = []
     for name, value in candidates:
-        row = {"name": name, "path": public_text(value) if value else "unset", "exists": False,
-               "fs_type": None, "kind": None, "size_bytes": None, "free_bytes": None,
-               "free_inodes": None}
+        row = {
+            "name": name,
+            "path": public_text(value) if value else "unset",
+            "exists": False,
+            "fs_type": None,
+            "kind": None,
+            "size_bytes": None,
+            "free_bytes": None,
+            "free_inodes": None,
+        }
         if value and Path(value).is_dir():
             st = os.statvfs(value)
             fs_type = mount_for(value).fs_type
-            row.update(exists=True, fs_type=fs_type, kind=fs_kind(fs_type),
-                       size_bytes=st.f_blocks * st.f_frsize, free_bytes=st.f_bavail * st.f_frsize,
-                       free_inodes=st.f_favail if st.f_files else None)
+            row.update(
+                exists=True,
+                fs_type=fs_type,
+                kind=fs_kind(fs_type),
+                size_bytes=st.f_blocks * st.f_frsize,
+                free_bytes=st.f_bavail * st.f_frsize,
+                free_inodes=st.f_favail if st.f_files else None,
+            )
         rows.append(row)
     return pd.DataFrame(rows)

@@ -28,8 +28,7 @@ from iolab.core.owned import remove_owned
 from iolab.core.workspace import public_text
 
 TOOL_TIMEOUT_S = 30
-REPORT_COLUMNS = ["cache", "path", "found_by", "exists", "files", "size_bytes",
-                  "allocated_bytes"]
+REPORT_COLUMNS = ["cache", "path", "found_by", "exists", "files", "size_bytes", "allocated_bytes"]
 
 
 def _env_path(name: str) -> Path | None:
@@ -45,8 +44,14 @@ def _xdg_cache() -> Path:
 def _tool_output(command: list[str]) -> str | None:
     """Standard output of a read-only query command, None if it is missing or fails."""
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, errors="replace",
-                              timeout=TOOL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=TOOL_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -85,8 +90,11 @@ def huggingface_dirs() -> list[tuple[str, Path, str]]:
     datasets = _env_path("HF_DATASETS_CACHE")
     return [
         ("huggingface hub", hub or home / "hub", "$HF_HUB_CACHE" if hub else home_found),
-        ("huggingface datasets", datasets or home / "datasets",
-         "$HF_DATASETS_CACHE" if datasets else home_found),
+        (
+            "huggingface datasets",
+            datasets or home / "datasets",
+            "$HF_DATASETS_CACHE" if datasets else home_found,
+        ),
     ]
 
 
@@ -100,10 +108,12 @@ def cache_dirs() -> list[tuple[str, Path, str]]:
     """(cache, directory, found_by) for every cache this machine's settings point to."""
     pip_dir, pip_found = pip_cache_dir()
     torch_dir, torch_found = torch_home()
-    return [("pip", pip_dir, pip_found),
-            *(("conda pkgs", d, found) for d, found in conda_pkgs_dirs()),
-            *huggingface_dirs(),
-            ("torch", torch_dir, torch_found)]
+    return [
+        ("pip", pip_dir, pip_found),
+        *(("conda pkgs", d, found) for d, found in conda_pkgs_dirs()),
+        *huggingface_dirs(),
+        ("torch", torch_dir, torch_found),
+    ]
 
 
 def _usage(path: Path) -> tuple[int, int, int]:
@@ -142,17 +152,29 @@ def clean_commands(caches: list[tuple[str, Path, str]]) -> list[str]:
         if name == "pip":
             commands += ["pip cache info", "pip cache purge"]
         elif name == "conda pkgs":
-            commands += ["conda clean --all --dry-run", "conda clean --all"] if shutil.which(
-                "conda") else [f"rm -rf {path}  # conda is not on PATH here"]
+            commands += (
+                ["conda clean --all --dry-run", "conda clean --all"]
+                if shutil.which("conda")
+                else [f"rm -rf {path}  # conda is not on PATH here"]
+            )
         elif name == "huggingface hub":
             tool = "huggingface-cli" if shutil.which("huggingface-cli") else None
-            commands += [f"huggingface-cli scan-cache --dir {path}",
-                         f"huggingface-cli delete-cache --dir {path}"] if tool else [
-                f"pip install 'huggingface_hub[cli]', then `huggingface-cli delete-cache --dir "
-                f"{path}` (newer releases: see `hf cache --help`)"]
+            commands += (
+                [
+                    f"huggingface-cli scan-cache --dir {path}",
+                    f"huggingface-cli delete-cache --dir {path}",
+                ]
+                if tool
+                else [
+                    f"pip install 'huggingface_hub[cli]', then `huggingface-cli delete-cache --dir "
+                    f"{path}` (newer releases: see `hf cache --help`)"
+                ]
+            )
         elif name == "huggingface datasets":
-            commands += [f"find {path}/downloads -type f -mtime +3 -print",
-                         f"find {path}/downloads -type f -mtime +3 -delete"]
+            commands += [
+                f"find {path}/downloads -type f -mtime +3 -print",
+                f"find {path}/downloads -type f -mtime +3 -delete",
+            ]
         else:
             commands.append(f"rm -rf {path}/hub  # torch hub downloads; re-fetched on demand")
     return [public_text(command) for command in commands]
@@ -185,8 +207,9 @@ def cache_cleanup_plan(caches: list[tuple[str, Path, str]] | None = None) -> Cle
                 files, size, allocated = 1, st.st_size, st.st_blocks * 512
             rows.append([name, public_text(entry), files, size, allocated])
             paths.append(entry)
-    frame = pd.DataFrame(rows, columns=["cache", "would_remove", "files", "size_bytes",
-                                        "allocated_bytes"])
+    frame = pd.DataFrame(
+        rows, columns=["cache", "would_remove", "files", "size_bytes", "allocated_bytes"]
+    )
     return CleanupPlan(frame, tuple(paths), tuple(clean_commands(caches)))
 
 
@@ -215,10 +238,13 @@ def apply_cleanup(plan: CleanupPlan, root: Path | str) -> int:
                 path.unlink()
                 removed += 1
         except OSError as err:
-            raise LabError(f"cannot delete {path} ({err.strerror or err}): it or its folder is "
-                           f"not writable by you; {removed} files were removed before it, "
-                           "nothing outside the plan") from None
+            raise LabError(
+                f"cannot delete {path} ({err.strerror or err}): it or its folder is "
+                f"not writable by you; {removed} files were removed before it, "
+                "nothing outside the plan"
+            ) from None
         except LabError as err:  # refused by remove_owned: not the user's, or not writable
-            raise LabError(f"{err}; {removed} files were removed before it, nothing outside "
-                           "the plan") from None
+            raise LabError(
+                f"{err}; {removed} files were removed before it, nothing outside the plan"
+            ) from None
     return removed

@@ -79,15 +79,18 @@ def copy_with_manifest(source: Path | str, destination: Path | str) -> Path:
     # A name of this run's own: a second copy running at once must not delete ours.
     partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
     try:
-        shutil.copytree(source, partial, symlinks=True, ignore=shutil.ignore_patterns(
-            MANIFEST_NAME))
+        shutil.copytree(
+            source, partial, symlinks=True, ignore=shutil.ignore_patterns(MANIFEST_NAME)
+        )
         (partial / MANIFEST_NAME).write_text(text)
         partial.rename(destination)
     except OSError:
         discard_owned(partial)
         if destination.exists():
-            raise LabError(f"{destination} was made by another run meanwhile; this copy was "
-                           "discarded; check that one against its manifest") from None
+            raise LabError(
+                f"{destination} was made by another run meanwhile; this copy was "
+                "discarded; check that one against its manifest"
+            ) from None
         raise
     except BaseException:
         discard_owned(partial)
@@ -134,13 +137,22 @@ def verify_with_sha256sum(manifest: Path | str) -> ChecksumCheck:
     manifest = Path(manifest)
     entries = _manifest_lines(manifest)
     if shutil.which("sha256sum") is None:
-        raise LabError("sha256sum is not on PATH; install GNU coreutils "
-                       "(on macOS `shasum -a 256 -c` checks the same manifest)")
-    proc = subprocess.run(["sha256sum", "-c", "--quiet", manifest.name], cwd=manifest.parent,
-                          capture_output=True, text=True, errors="replace",
-                          timeout=SHA256SUM_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    failed = [line.rpartition(": FAILED")[0] for line in proc.stdout.splitlines()
-              if ": FAILED" in line]
+        raise LabError(
+            "sha256sum is not on PATH; install GNU coreutils "
+            "(on macOS `shasum -a 256 -c` checks the same manifest)"
+        )
+    proc = subprocess.run(
+        ["sha256sum", "-c", "--quiet", manifest.name],
+        cwd=manifest.parent,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=SHA256SUM_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+    failed = [
+        line.rpartition(": FAILED")[0] for line in proc.stdout.splitlines() if ": FAILED" in line
+    ]
     if proc.returncode != 0 and not failed:
         raise LabError(f"sha256sum -c could not read {manifest} ({proc.stderr.strip()})")
     return ChecksumCheck("sha256sum -c", len(entries), failed)
@@ -149,6 +161,14 @@ def verify_with_sha256sum(manifest: Path | str) -> ChecksumCheck:
 def checks_frame(checks: list[ChecksumCheck]) -> pd.DataFrame:
     """One row per check: tool, files checked, files failed, verdict, first failures."""
     return pd.DataFrame(
-        [{"checked_by": c.checked_by, "files": c.files, "failed_files": len(c.failed),
-          "ok": c.ok, "first_failures": ", ".join(c.failed[:3])} for c in checks]
+        [
+            {
+                "checked_by": c.checked_by,
+                "files": c.files,
+                "failed_files": len(c.failed),
+                "ok": c.ok,
+                "first_failures": ", ".join(c.failed[:3]),
+            }
+            for c in checks
+        ]
     )

@@ -38,12 +38,20 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError, interrupts_held
-from iolab.core.owned import (discard_owned, has_marker, opened_parent, remove_marked,
-                              write_marker)
+from iolab.core.owned import discard_owned, has_marker, opened_parent, remove_marked, write_marker
 from iolab.core.storage_areas import STORAGE_AREAS
-from iolab.core.workspace import (LOCATION_MARKER, MADE_MARKER, MADE_MARKER_TEXT, WorkspaceEntry,
-                                  ensure_writable_dir, location_dir, make_location_dir,
-                                  public_text, user_name, workdir)
+from iolab.core.workspace import (
+    LOCATION_MARKER,
+    MADE_MARKER,
+    MADE_MARKER_TEXT,
+    WorkspaceEntry,
+    ensure_writable_dir,
+    location_dir,
+    make_location_dir,
+    public_text,
+    user_name,
+    workdir,
+)
 from iolab.measure.context import fs_kind, is_network_fs, mount_for, public_mount_options
 
 #: Buffer sizes tried for O_DIRECT, smallest first: the logical block of most disks, then
@@ -247,8 +255,7 @@ def private_scratch(location: Location, name: str) -> Iterator[Path]:
     try:
         with interrupts_held():  # made and marked inside the try that removes it, or not at all
             try:
-                folder = Path(tempfile.mkdtemp(prefix=f".{location.path.name}-{name}-",
-                                               dir=inside))
+                folder = Path(tempfile.mkdtemp(prefix=f".{location.path.name}-{name}-", dir=inside))
                 # Marked, so that `clean` finds it should this process be killed before its
                 # `finally`; the job works one level down, where the marker is not listed.
                 write_marker(folder, MADE_MARKER, MADE_MARKER_TEXT)

@@ -175,8 +175,9 @@ def _worker(rank: int, layout: _Layout, iterations: int, parent: Connection) -> 
                 parent.recv()
                 start = time.perf_counter()
                 wrong = run_phase(paths, payload)
-                parent.send(("done", (iteration, phase, time.perf_counter() - start,
-                                      len(paths), wrong)))
+                parent.send(
+                    ("done", (iteration, phase, time.perf_counter() - start, len(paths), wrong))
+                )
     except (EOFError, BrokenPipeError):
         return  # the parent stopped the run; it reports why
     except Exception as err:  # any failure reaches the parent as text, not as a traceback
@@ -200,12 +201,13 @@ def _died(process: BaseProcess) -> LabError:
     """A worker's pipe closed before it answered: it was killed or ran out of memory."""
     process.join(STOP_TIMEOUT_S)
     code = process.exitcode if process.exitcode is not None else "?"
-    return LabError(f"a test process ended unexpectedly (exit code {code}); check the "
-                    "machine's memory and process limits, then try again")
+    return LabError(
+        f"a test process ended unexpectedly (exit code {code}); check the "
+        "machine's memory and process limits, then try again"
+    )
 
 
-def _run_phase(workers: dict[Connection, tuple[int, BaseProcess]],
-               directory: Path) -> list[tuple]:
+def _run_phase(workers: dict[Connection, tuple[int, BaseProcess]], directory: Path) -> list[tuple]:
     """Start one phase in every worker together and wait until all have finished it.
 
     Returns (rank, iteration, phase, seconds, ops, wrong) per worker. A worker that fails
@@ -228,16 +230,19 @@ def _run_phase(workers: dict[Connection, tuple[int, BaseProcess]],
                 raise _died(process) from None
             if kind == "error":
                 phase, reason = detail
-                raise LabError(f"process {rank} failed in the {OPERATIONS[phase].lower()} "
-                               f"phase ({reason}); make sure {public_text(directory)} has room "
-                               "and that nothing else changes it during the run, then try again")
+                raise LabError(
+                    f"process {rank} failed in the {OPERATIONS[phase].lower()} "
+                    f"phase ({reason}); make sure {public_text(directory)} has room "
+                    "and that nothing else changes it during the run, then try again"
+                )
             rows.append((rank, *detail))
             waiting.discard(connection)
     return rows
 
 
-def _run_processes(layout: _Layout, iterations: int, show: bool,
-                   between_phases: Callable[[str, Path], None] | None) -> list[tuple]:
+def _run_processes(
+    layout: _Layout, iterations: int, show: bool, between_phases: Callable[[str, Path], None] | None
+) -> list[tuple]:
     """Start the workers, lead them through the phases, and return their timings.
 
     Plain pipes, one per worker, carry the parent's "go" and the workers' answers: they hold
@@ -253,14 +258,19 @@ def _run_processes(layout: _Layout, iterations: int, show: bool,
         with interrupts_held():
             for rank in range(layout.processes):
                 mine, theirs = context.Pipe()
-                process = context.Process(target=_worker, name=f"iolab-mdrates-{rank}",
-                                          daemon=True, args=(rank, layout, iterations, theirs))
+                process = context.Process(
+                    target=_worker,
+                    name=f"iolab-mdrates-{rank}",
+                    daemon=True,
+                    args=(rank, layout, iterations, theirs),
+                )
                 workers[mine] = (rank, process)
                 process.start()
                 theirs.close()  # its end now lives in the worker; a death reads as EOF here
         rows = []
-        with tqdm(total=iterations * len(OPERATIONS), desc="mdtest-lite", disable=not show,
-                  leave=False) as bar:
+        with tqdm(
+            total=iterations * len(OPERATIONS), desc="mdtest-lite", disable=not show, leave=False
+        ) as bar:
             for iteration in range(iterations):
                 for directory in layout.directories(iteration):
                     directory.mkdir(parents=True)
@@ -280,60 +290,83 @@ def _run_processes(layout: _Layout, iterations: int, show: bool,
         _stop([process for _, process in workers.values()])
 
 
-def _check_request(files_per_process: int, processes: int, file_bytes: int, iterations: int,
-                   compute_node: bool | None) -> None:
+def _check_request(
+    files_per_process: int,
+    processes: int,
+    file_bytes: int,
+    iterations: int,
+    compute_node: bool | None,
+) -> None:
     """Refuse settings that make no sense or that exceed the login-node budget here."""
     if files_per_process < 1 or processes < 1 or iterations < 1:
-        raise LabError("files per process, processes and iterations must each be at least 1; "
-                       "pass positive numbers")
+        raise LabError(
+            "files per process, processes and iterations must each be at least 1; "
+            "pass positive numbers"
+        )
     if not 0 <= file_bytes <= MAX_FILE_BYTES:
-        raise LabError(f"{file_bytes} bytes per file is outside 0..{MAX_FILE_BYTES}; measure "
-                       "larger files with `python -m iolab sweep`")
+        raise LabError(
+            f"{file_bytes} bytes per file is outside 0..{MAX_FILE_BYTES}; measure "
+            "larger files with `python -m iolab sweep`"
+        )
     total = files_per_process * processes
-    check(f"a run of {total} files in {processes} process{'es' if processes > 1 else ''}",
-          files=total, processes=processes, fix="use fewer files or processes",
-          compute_node=compute_node)
+    check(
+        f"a run of {total} files in {processes} process{'es' if processes > 1 else ''}",
+        files=total,
+        processes=processes,
+        fix="use fewer files or processes",
+        compute_node=compute_node,
+    )
 
 
-def _table(timings: list[tuple], layout: _Layout, iterations: int,
-           directory: Path) -> pd.DataFrame:
+def _table(timings: list[tuple], layout: _Layout, iterations: int, directory: Path) -> pd.DataFrame:
     """mdtest's SUMMARY table: per operation the rate over iterations, with the settings."""
-    frame = pd.DataFrame(timings, columns=["rank", "iteration", "phase", "seconds", "ops",
-                                           "wrong"])
+    frame = pd.DataFrame(timings, columns=["rank", "iteration", "phase", "seconds", "ops", "wrong"])
     per_phase = frame.groupby(["phase", "iteration"]).agg(
-        seconds=("seconds", "max"), ops=("ops", "sum"), wrong=("wrong", "sum"))
+        seconds=("seconds", "max"), ops=("ops", "sum"), wrong=("wrong", "sum")
+    )
     wrong = int(per_phase["wrong"].sum())
     if wrong:
-        raise LabError(f"{wrong} files did not have the {layout.file_bytes} bytes written to "
-                       f"them; make sure nothing else changes {public_text(directory)} during "
-                       "the run")
+        raise LabError(
+            f"{wrong} files did not have the {layout.file_bytes} bytes written to "
+            f"them; make sure nothing else changes {public_text(directory)} during "
+            "the run"
+        )
     rows = []
     for phase, operation in OPERATIONS.items():
         phase_rows = per_phase.loc[phase]
         rates = list(phase_rows["ops"] / phase_rows["seconds"])
-        rows.append({
-            "Operation": operation,
-            "Max (ops/s)": max(rates),
-            "Min (ops/s)": min(rates),
-            "Mean (ops/s)": statistics.fmean(rates),
-            "Std Dev (ops/s)": statistics.pstdev(rates),
-            "ops_per_iteration": int(phase_rows["ops"].iloc[0]),
-            "iterations": iterations,
-            "processes": layout.processes,
-            "files_per_process": layout.files_per_process,
-            "shared_dir": layout.shared_dir,
-            "file_bytes": layout.file_bytes,
-            "location": public_text(directory.resolve()),
-            "fs_type": mount_for(directory).fs_type,
-        })
+        rows.append(
+            {
+                "Operation": operation,
+                "Max (ops/s)": max(rates),
+                "Min (ops/s)": min(rates),
+                "Mean (ops/s)": statistics.fmean(rates),
+                "Std Dev (ops/s)": statistics.pstdev(rates),
+                "ops_per_iteration": int(phase_rows["ops"].iloc[0]),
+                "iterations": iterations,
+                "processes": layout.processes,
+                "files_per_process": layout.files_per_process,
+                "shared_dir": layout.shared_dir,
+                "file_bytes": layout.file_bytes,
+                "location": public_text(directory.resolve()),
+                "fs_type": mount_for(directory).fs_type,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def run_mdtest(directory: Path | str, files_per_process: int = DEFAULT_FILES_PER_PROCESS,
-               processes: int = 1, shared_dir: bool = False, file_bytes: int = 0,
-               iterations: int = 1, *, progress: bool | None = None,
-               compute_node: bool | None = None,
-               between_phases: Callable[[str, Path], None] | None = None) -> pd.DataFrame:
+def run_mdtest(
+    directory: Path | str,
+    files_per_process: int = DEFAULT_FILES_PER_PROCESS,
+    processes: int = 1,
+    shared_dir: bool = False,
+    file_bytes: int = 0,
+    iterations: int = 1,
+    *,
+    progress: bool | None = None,
+    compute_node: bool | None = None,
+    between_phases: Callable[[str, Path], None] | None = None,
+) -> pd.DataFrame:
     """Create, stat, read and remove files_per_process x processes files; mdtest's table.
 
     One row per operation ("File creation", "File stat", "File read", "File removal") with
@@ -357,11 +390,17 @@ def run_mdtest(directory: Path | str, files_per_process: int = DEFAULT_FILES_PER
     return _table(timings, layout, iterations, directory)
 
 
-def mdtest_grid(directory: Path | str, processes: Sequence[int] = (1, 2),
-                files_per_process: int = DEFAULT_FILES_PER_PROCESS,
-                shared_dir: Sequence[bool] = (False, True),
-                file_bytes: Sequence[int] = (0, IO500_HARD_FILE_BYTES), iterations: int = 1, *,
-                progress: bool | None = None, compute_node: bool | None = None) -> pd.DataFrame:
+def mdtest_grid(
+    directory: Path | str,
+    processes: Sequence[int] = (1, 2),
+    files_per_process: int = DEFAULT_FILES_PER_PROCESS,
+    shared_dir: Sequence[bool] = (False, True),
+    file_bytes: Sequence[int] = (0, IO500_HARD_FILE_BYTES),
+    iterations: int = 1,
+    *,
+    progress: bool | None = None,
+    compute_node: bool | None = None,
+) -> pd.DataFrame:
     """run_mdtest for every combination of processes, directory sharing and file size.
 
     The defaults cover IO500's two md phases in miniature: empty files in one directory per
@@ -373,10 +412,21 @@ def mdtest_grid(directory: Path | str, processes: Sequence[int] = (1, 2),
         _check_request(files_per_process, count, size, iterations, compute_node)
     show = sys.stderr.isatty() if progress is None else progress
     tables = []
-    for count, shared, size in tqdm(combinations, desc="mdtest-lite grid", disable=not show,
-                                    leave=False):
-        tables.append(run_mdtest(directory, files_per_process, count, shared, size, iterations,
-                                 progress=False, compute_node=compute_node))
+    for count, shared, size in tqdm(
+        combinations, desc="mdtest-lite grid", disable=not show, leave=False
+    ):
+        tables.append(
+            run_mdtest(
+                directory,
+                files_per_process,
+                count,
+                shared,
+                size,
+                iterations,
+                progress=False,
+                compute_node=compute_node,
+            )
+        )
     return pd.concat(tables, ignore_index=True)
 
 
@@ -384,10 +434,13 @@ def describe_run(table: pd.DataFrame) -> str:
     """One line that says what a run_mdtest table measured, like mdtest's header."""
     first = table.iloc[0]
     sharing = "one shared directory" if first["shared_dir"] else "one directory per process"
+
     def count(number: int, noun: str) -> str:
         return f"{number} {noun}" + ("" if number == 1 else "s" if noun[-1] != "s" else "es")
 
-    return (f"mdtest-lite: {count(first['processes'], 'process')} x "
-            f"{count(first['files_per_process'], 'file')}, {sharing}, "
-            f"{first['file_bytes']}-byte files, {count(first['iterations'], 'iteration')}, in "
-            f"{first['location']} ({first['fs_type']})")
+    return (
+        f"mdtest-lite: {count(first['processes'], 'process')} x "
+        f"{count(first['files_per_process'], 'file')}, {sharing}, "
+        f"{first['file_bytes']}-byte files, {count(first['iterations'], 'iteration')}, in "
+        f"{first['location']} ({first['fs_type']})"
+    )

@@ -27,13 +27,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from iolab.core.errors import LabError, interrupts_held, sigterm_as_interrupt
-from iolab.core.workspace import (WorkspaceEntry, ensure_writable_dir, existing_dir, remove_tree,
-                                  scratch_dir, workdir)
+from iolab.core.workspace import (
+    WorkspaceEntry,
+    ensure_writable_dir,
+    existing_dir,
+    remove_tree,
+    scratch_dir,
+    workdir,
+)
 from iolab.measure.context import parse_proc_mounts
 from iolab.measure.tools import fuse_problem
 
@@ -73,8 +79,10 @@ PACKAGES = {
     "sshd": ("openssh-server", "openssh-server"),
     "fusermount3": ("fuse3", "fuse3"),
 }
-ON_A_CLUSTER = ("on a cluster, your $HOME and scratch file systems are already network file "
-                "systems: compare those instead")
+ON_A_CLUSTER = (
+    "on a cluster, your $HOME and scratch file systems are already network file "
+    "systems: compare those instead"
+)
 
 
 # --------------------------------------------------------------------------- status
@@ -104,18 +112,30 @@ def sshfs_status() -> NetmountStatus:
     found = {name: shutil.which(name) for name in ("sshfs", "ssh", "ssh-keygen")}
     found["sshd"] = shutil.which("sshd") or shutil.which("sshd", path=SBIN_PATH)
     found["fusermount3"] = shutil.which("fusermount3") or shutil.which("fusermount")
-    problem = (_missing_problem([name for name, path in found.items() if path is None])
-               or fuse_problem() or _account_problem() or _privsep_problem(found["sshd"]))
+    problem = (
+        _missing_problem([name for name, path in found.items() if path is None])
+        or fuse_problem()
+        or _account_problem()
+        or _privsep_problem(found["sshd"])
+    )
     sshfs_version = found["sshfs"] and _version([found["sshfs"], "-V"], r"SSHFS version (\S+)")
     sshd_version = found["sshd"] and _version([found["sshd"], "-V"], r"OpenSSH_([\w.]+)")
-    reason = (f"{problem}; {ON_A_CLUSTER}" if problem else
-              f"sshfs {sshfs_version} and OpenSSH {sshd_version} sshd can mount a loopback "
-              "network file system here")
+    reason = (
+        f"{problem}; {ON_A_CLUSTER}"
+        if problem
+        else f"sshfs {sshfs_version} and OpenSSH {sshd_version} sshd can mount a loopback "
+        "network file system here"
+    )
     return NetmountStatus(
-        available=problem is None, reason=reason,
-        sshfs=found["sshfs"], sshfs_version=sshfs_version,
-        sshd=found["sshd"], sshd_version=sshd_version,
-        ssh=found["ssh"], ssh_keygen=found["ssh-keygen"], fusermount=found["fusermount3"],
+        available=problem is None,
+        reason=reason,
+        sshfs=found["sshfs"],
+        sshfs_version=sshfs_version,
+        sshd=found["sshd"],
+        sshd_version=sshd_version,
+        ssh=found["ssh"],
+        ssh_keygen=found["ssh-keygen"],
+        fusermount=found["fusermount3"],
     )
 
 
@@ -133,9 +153,11 @@ def _missing_problem(missing: list[str]) -> str | None:
     dnf = " ".join(dict.fromkeys(PACKAGES[name][1] for name in missing))
     names = ", ".join(name if name != "fusermount3" else "fusermount3 (FUSE)" for name in missing)
     verb, pronoun = ("is", "it") if len(missing) == 1 else ("are", "them")
-    return (f"{names} {verb} not installed, and the lab needs {pronoun} to mount a network file "
-            f"system over sshfs: install with `apt-get install {apt}` (Debian/Ubuntu) or "
-            f"`dnf install {dnf}` (Fedora/RHEL)")
+    return (
+        f"{names} {verb} not installed, and the lab needs {pronoun} to mount a network file "
+        f"system over sshfs: install with `apt-get install {apt}` (Debian/Ubuntu) or "
+        f"`dnf install {dnf}` (Fedora/RHEL)"
+    )
 
 
 def _account_problem() -> str | None:
@@ -143,20 +165,28 @@ def _account_problem() -> str | None:
     try:
         pwd.getpwuid(os.geteuid())
     except KeyError:
-        return (f"your user id {os.geteuid()} has no account entry (in /etc/passwd or the "
-                "directory service), and sshd logs in only known users: run the lab as a "
-                "user that has one")
+        return (
+            f"your user id {os.geteuid()} has no account entry (in /etc/passwd or the "
+            "directory service), and sshd logs in only known users: run the lab as a "
+            "user that has one"
+        )
     return None
 
 
 def _privsep_problem(sshd: str | None) -> str | None:
     """As root, sshd needs its privilege-separation directory; the lab does not create it.
     None also without sshd (_missing_problem says that)."""
-    if (sshd is None or os.geteuid() != 0 or PRIVSEP_DIR.is_dir()
-            or not _mentions(sshd, str(PRIVSEP_DIR))):
+    if (
+        sshd is None
+        or os.geteuid() != 0
+        or PRIVSEP_DIR.is_dir()
+        or not _mentions(sshd, str(PRIVSEP_DIR))
+    ):
         return None
-    return (f"as root, sshd needs {PRIVSEP_DIR}: create it with `mkdir -p {PRIVSEP_DIR}`, "
-            "or run the lab as an ordinary user")
+    return (
+        f"as root, sshd needs {PRIVSEP_DIR}: create it with `mkdir -p {PRIVSEP_DIR}`, "
+        "or run the lab as an ordinary user"
+    )
 
 
 def _mentions(binary: str, text: str) -> bool:
@@ -170,8 +200,14 @@ def _mentions(binary: str, text: str) -> bool:
 def _version(cmd: list[str], pattern: str) -> str | None:
     """The version a tool prints (on stdout or stderr), found by `pattern`; None if it does not say."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                              stdin=subprocess.DEVNULL, timeout=STOP_TIMEOUT_S)
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=STOP_TIMEOUT_S,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(pattern, proc.stdout + proc.stderr)
@@ -204,8 +240,13 @@ class _Tools:
 
 def _tools(status: NetmountStatus) -> _Tools:
     """The programs of an available status; LabError with its reason when it is not."""
-    if (not status.available or status.ssh_keygen is None or status.sshd is None
-            or status.sshfs is None or status.fusermount is None):
+    if (
+        not status.available
+        or status.ssh_keygen is None
+        or status.sshd is None
+        or status.sshfs is None
+        or status.fusermount is None
+    ):
         raise LabError(status.reason)
     return _Tools(status.ssh_keygen, status.sshd, status.sshfs, status.fusermount)
 
@@ -231,8 +272,7 @@ def loopback_sshfs(export_dir: Path, name: str = "sshfs") -> Iterator[SshfsMount
                 cleanup.close()
 
 
-def _mount(cleanup: contextlib.ExitStack, tools: _Tools, export: Path,
-           name: str) -> SshfsMount:
+def _mount(cleanup: contextlib.ExitStack, tools: _Tools, export: Path, name: str) -> SshfsMount:
     """Start sshd and sshfs, registering each undo step on `cleanup` as soon as it is needed.
 
     Steps unwind in reverse: unmount and stop sshfs, stop sshd, end any process still
@@ -267,17 +307,22 @@ def _write_keys_and_configs(tools: _Tools, scratch: Path, port: int) -> None:
     user = pwd.getpwuid(os.geteuid()).pw_name  # the account sshd checks, whatever $USER says
     host_key, client_key = scratch / "host_key", scratch / "client_key"
     for key in (host_key, client_key):
-        _run([tools.ssh_keygen, "-q", "-t", "ed25519", "-N", "", "-C", HOST_ALIAS,
-              "-f", str(key)], "ssh-keygen could not create a key")
+        _run(
+            [tools.ssh_keygen, "-q", "-t", "ed25519", "-N", "", "-C", HOST_ALIAS, "-f", str(key)],
+            "ssh-keygen could not create a key",
+        )
     (scratch / "authorized_keys").write_text(client_key.with_suffix(".pub").read_text())
     (scratch / "known_hosts").write_text(
-        f"[{LOOPBACK}]:{port} {host_key.with_suffix('.pub').read_text()}")
-    _write_private(scratch / "sshd_config", f"""\
+        f"[{LOOPBACK}]:{port} {host_key.with_suffix('.pub').read_text()}"
+    )
+    _write_private(
+        scratch / "sshd_config",
+        f"""\
 Port {port}
 ListenAddress {LOOPBACK}
 HostKey "{host_key}"
-AuthorizedKeysFile "{scratch / 'authorized_keys'}"
-PidFile "{scratch / 'sshd.pid'}"
+AuthorizedKeysFile "{scratch / "authorized_keys"}"
+PidFile "{scratch / "sshd.pid"}"
 AllowUsers {user}
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -286,8 +331,11 @@ StrictModes no
 AllowTcpForwarding no
 Subsystem sftp internal-sftp
 ForceCommand internal-sftp
-""")
-    _write_private(scratch / "ssh_config", f"""\
+""",
+    )
+    _write_private(
+        scratch / "ssh_config",
+        f"""\
 Host {HOST_ALIAS}
     HostName {LOOPBACK}
     Port {port}
@@ -296,9 +344,10 @@ Host {HOST_ALIAS}
     IdentitiesOnly yes
     BatchMode yes
     StrictHostKeyChecking yes
-    UserKnownHostsFile "{scratch / 'known_hosts'}"
+    UserKnownHostsFile "{scratch / "known_hosts"}"
     LogLevel ERROR
-""")
+""",
+    )
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -309,35 +358,49 @@ def _write_private(path: Path, text: str) -> None:
 
 def _run(cmd: Sequence[str], failure: str) -> None:
     """Run a short helper command; a failure becomes a LabError with its last message."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                          stdin=subprocess.DEVNULL, timeout=START_TIMEOUT_S)
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        stdin=subprocess.DEVNULL,
+        timeout=START_TIMEOUT_S,
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         raise LabError(f"{failure} ({last})")
 
 
-def _start_sshd(cleanup: contextlib.ExitStack, tools: _Tools, scratch: Path,
-                port: int) -> subprocess.Popen:
+def _start_sshd(
+    cleanup: contextlib.ExitStack, tools: _Tools, scratch: Path, port: int
+) -> subprocess.Popen:
     """Run sshd in the foreground as our child, in its own session, and wait until it listens.
 
     sshd re-executes itself for each connection, so it must be started by absolute path.
     """
     log = scratch / "sshd.log"
     with open(log, "wb") as out:
-        sshd = subprocess.Popen([tools.sshd, "-D", "-e", "-f", str(scratch / "sshd_config")],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        sshd = subprocess.Popen(
+            [tools.sshd, "-D", "-e", "-f", str(scratch / "sshd_config")],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     cleanup.callback(_stop_sshd, sshd, scratch)
     deadline = time.monotonic() + START_TIMEOUT_S
     while sshd.poll() is None:
         if _accepts(port):
             return sshd
         if time.monotonic() > deadline:
-            raise LabError(f"the lab's sshd did not listen on {LOOPBACK}:{port} within "
-                           f"{START_TIMEOUT_S:g} s (sshd said: {_tail(log)}); {ON_A_CLUSTER}")
+            raise LabError(
+                f"the lab's sshd did not listen on {LOOPBACK}:{port} within "
+                f"{START_TIMEOUT_S:g} s (sshd said: {_tail(log)}); {ON_A_CLUSTER}"
+            )
         time.sleep(POLL_S)
-    raise LabError(f"the lab's sshd stopped right after starting (sshd said: {_tail(log)}); "
-                   f"{ON_A_CLUSTER}")
+    raise LabError(
+        f"the lab's sshd stopped right after starting (sshd said: {_tail(log)}); {ON_A_CLUSTER}"
+    )
 
 
 def _accepts(port: int) -> bool:
@@ -349,29 +412,47 @@ def _accepts(port: int) -> bool:
     return True
 
 
-def _start_sshfs(cleanup: contextlib.ExitStack, tools: _Tools, export: Path,
-                 mount_point: Path, scratch: Path) -> None:
+def _start_sshfs(
+    cleanup: contextlib.ExitStack, tools: _Tools, export: Path, mount_point: Path, scratch: Path
+) -> None:
     """Run sshfs in the foreground as our child and wait until the mount appears as fuse.sshfs.
 
     When it fails, sshd's log is quoted too: a refused login is explained only there.
     """
-    cmd = [tools.sshfs, f"{HOST_ALIAS}:{export}", str(mount_point), "-f",
-           "-F", str(scratch / "ssh_config"), "-o", ",".join(SSHFS_OPTIONS)]
+    cmd = [
+        tools.sshfs,
+        f"{HOST_ALIAS}:{export}",
+        str(mount_point),
+        "-f",
+        "-F",
+        str(scratch / "ssh_config"),
+        "-o",
+        ",".join(SSHFS_OPTIONS),
+    ]
     log = scratch / "sshfs.log"
     with open(log, "wb") as out:
-        sshfs = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+        sshfs = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     cleanup.callback(_unmount_and_stop, tools.fusermount, mount_point, sshfs)
     deadline = time.monotonic() + START_TIMEOUT_S
     while sshfs.poll() is None:
         if _fs_type(mount_point) == FS_TYPE:
             return
         if time.monotonic() > deadline:
-            raise LabError(f"sshfs did not mount {export} within {START_TIMEOUT_S:g} s "
-                           f"({_said(scratch)}); {ON_A_CLUSTER}")
+            raise LabError(
+                f"sshfs did not mount {export} within {START_TIMEOUT_S:g} s "
+                f"({_said(scratch)}); {ON_A_CLUSTER}"
+            )
         time.sleep(POLL_S)
-    raise LabError(f"sshfs could not mount {export} ({_said(scratch)}); in a container, FUSE also "
-                   f"needs `--device /dev/fuse --cap-add SYS_ADMIN`; {ON_A_CLUSTER}")
+    raise LabError(
+        f"sshfs could not mount {export} ({_said(scratch)}); in a container, FUSE also "
+        f"needs `--device /dev/fuse --cap-add SYS_ADMIN`; {ON_A_CLUSTER}"
+    )
 
 
 def _said(scratch: Path) -> str:
@@ -419,21 +500,30 @@ def _unmount_and_stop(fusermount: str, mount_point: Path, sshfs: subprocess.Pope
         if _fs_type(mount_point) is not None:
             lazy_problem = _fusermount(fusermount, "-uz", mount_point)
             if lazy_problem is None:
-                print(f"note: {mount_point} was still in use ({problem}), so it was detached "
-                      "lazily; programs that had files open there can no longer use them",
-                      file=sys.stderr)
+                print(
+                    f"note: {mount_point} was still in use ({problem}), so it was detached "
+                    "lazily; programs that had files open there can no longer use them",
+                    file=sys.stderr,
+                )
     _stop(sshfs)
     if _fs_type(mount_point) is not None:
-        raise LabError(f"could not unmount {mount_point} ({problem}); close the programs "
-                       f"using it and run `{fusermount} -u {mount_point}`")
+        raise LabError(
+            f"could not unmount {mount_point} ({problem}); close the programs "
+            f"using it and run `{fusermount} -u {mount_point}`"
+        )
 
 
 def _fusermount(fusermount: str, flags: str, mount_point: Path) -> str | None:
     """Run fusermount; None on success, else its last message."""
     try:
-        proc = subprocess.run([fusermount, flags, str(mount_point)], capture_output=True,
-                              text=True, errors="replace", stdin=subprocess.DEVNULL,
-                              timeout=STOP_TIMEOUT_S)
+        proc = subprocess.run(
+            [fusermount, flags, str(mount_point)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=STOP_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return f"fusermount {flags} did not finish within {STOP_TIMEOUT_S:g} s"
     if proc.returncode == 0:
@@ -516,8 +606,11 @@ def lab_leftovers() -> list[str]:
         table = parse_proc_mounts(PROC_MOUNTS.read_text())
     except OSError:
         table = []
-    mounts = [f"{m.fs_type} mount at {m.mount_point}" for m in table
-              if m.fs_type == FS_TYPE and _names(m.mount_point, root)]
+    mounts = [
+        f"{m.fs_type} mount at {m.mount_point}"
+        for m in table
+        if m.fs_type == FS_TYPE and _names(m.mount_point, root)
+    ]
     processes = [f"{p.command} process {p.pid}: {p.cmdline}" for p in _processes_naming([root])]
     return mounts + processes
 
@@ -526,9 +619,11 @@ def _processes_naming(roots: Sequence[Path]) -> list[_Process]:
     """Live sshd, sshfs and ssh processes naming or holding open a path under roots, and
     their descendants (sshd's session children rewrite their command line)."""
     candidates = _mount_processes()
-    ours = {p.pid for p in candidates
-            if any(_names(text, root) for text in [p.cmdline, *_open_files(p.pid)]
-                   for root in roots)}
+    ours = {
+        p.pid
+        for p in candidates
+        if any(_names(text, root) for text in [p.cmdline, *_open_files(p.pid)] for root in roots)
+    }
     while children := {p.pid for p in candidates if p.ppid in ours} - ours:
         ours |= children
     return [p for p in candidates if p.pid in ours]
@@ -550,8 +645,8 @@ def _mount_processes() -> list[_Process]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue  # ended meanwhile
-        command = stat[stat.index("(") + 1:stat.rindex(")")]
-        state, ppid = stat[stat.rindex(")") + 2:].split()[:2]
+        command = stat[stat.index("(") + 1 : stat.rindex(")")]
+        state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
         if command in MOUNT_COMMANDS and state != "Z":
             text = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
             found.append(_Process(int(entry.name), int(ppid), command, text))

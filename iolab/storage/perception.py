@@ -77,14 +77,30 @@ SEED = 2024
 BLOCK_BYTES = 4096
 #: git identity and settings for the repository the lab makes; the user's config is never
 #: read or written (see git_env), and automatic gc would fork a background job into it.
-GIT_SETUP = ["git", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
-             "-c", "user.name=lab", "-c", "user.email=lab@example.invalid"]
-GIT_MISSING = ("git is not installed, so the git status test cannot run; get it with "
-               "apt-get install git (or: dnf install git, module load git)")
+GIT_SETUP = [
+    "git",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "user.name=lab",
+    "-c",
+    "user.email=lab@example.invalid",
+]
+GIT_MISSING = (
+    "git is not installed, so the git status test cannot run; get it with "
+    "apt-get install git (or: dnf install git, module load git)"
+)
 #: Environment variables that would redirect what Python or pytest reads: another search
 #: path, bytecode in another directory, no bytecode at all, extra options or plugins.
-PYTHON_ENV_DROP = ("PYTHONPATH", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE",
-                   "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+PYTHON_ENV_DROP = (
+    "PYTHONPATH",
+    "PYTHONPYCACHEPREFIX",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTEST_ADDOPTS",
+    "PYTEST_PLUGINS",
+)
 _COLLECTED = re.compile(r"(\d+) tests? collected")
 
 COLUMNS = [
@@ -127,8 +143,10 @@ class PerceptionSizes:
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
             if value < 1:
-                raise LabError(f"the perception size {name} must be at least 1, not {value}; "
-                               "pass a positive number")
+                raise LabError(
+                    f"the perception size {name} must be at least 1, not {value}; "
+                    "pass a positive number"
+                )
 
 
 DEFAULT_SIZES = PerceptionSizes()
@@ -158,8 +176,9 @@ def git_env(home: Path) -> dict[str, str]:
 def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
     """Run an untimed setup or check command and return its output; LabError if it fails."""
     try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
     except FileNotFoundError:
         hint = install_hint(cmd[0]) or "install it and put it on PATH"
         raise LabError(f"the command {cmd[0]} was not found; {hint}") from None
@@ -171,16 +190,20 @@ def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = N
 
 def _existing_dir(directory: Path | str) -> Path:
     """`directory` resolved, if it is a directory the user may write in; else a LabError."""
-    path = existing_dir(directory, "pass an existing folder, e.g. a location's working "
-                        "directory from `python -m iolab locations`").resolve()
+    path = existing_dir(
+        directory,
+        "pass an existing folder, e.g. a location's working "
+        "directory from `python -m iolab locations`",
+    ).resolve()
     if not os.access(path, os.W_OK | os.X_OK):
         raise LabError(f"the directory {directory} is not writable by you; pass one you own")
     return path
 
 
 @contextlib.contextmanager
-def run_dir(directory: Path | str, test: str, bytes_needed: int,
-            inodes_needed: int) -> Iterator[Path]:
+def run_dir(
+    directory: Path | str, test: str, bytes_needed: int, inodes_needed: int
+) -> Iterator[Path]:
     """A fresh directory for one test inside `directory`, removed afterwards whatever happens.
 
     The space and inode check comes first, so a full scratch file system is refused before
@@ -208,9 +231,13 @@ def _evict_all(paths: Sequence[Path]) -> Eviction:
 
     def total(which: str) -> Residency:
         parts = [getattr(e, which) for e in evictions]
-        return Residency(" + ".join(p.path for p in parts), sum(p.files for p in parts),
-                         sum(p.total_bytes for p in parts), sum(p.resident_bytes for p in parts),
-                         sum(p.skipped for p in parts))
+        return Residency(
+            " + ".join(p.path for p in parts),
+            sum(p.files for p in parts),
+            sum(p.total_bytes for p in parts),
+            sum(p.resident_bytes for p in parts),
+            sum(p.skipped for p in parts),
+        )
 
     before = total("before")
     return Eviction(before.path, EVICT_METHOD, before, total("after"))
@@ -249,15 +276,38 @@ def _cold_and_warm(
 
     if reset is not None:
         reset()
-    warm = time_command(cmd, repeats=repeats, warmup=1, label=f"{test} warm", cwd=cwd, env=env,
-                        location=location, cache_state="warm", before_each=reset)
-    cold = time_command(cmd, repeats=repeats, warmup=0, label=f"{test} cold", cwd=cwd, env=env,
-                        location=location, cache_state="cold", before_each=before_cold)
+    warm = time_command(
+        cmd,
+        repeats=repeats,
+        warmup=1,
+        label=f"{test} warm",
+        cwd=cwd,
+        env=env,
+        location=location,
+        cache_state="warm",
+        before_each=reset,
+    )
+    cold = time_command(
+        cmd,
+        repeats=repeats,
+        warmup=0,
+        label=f"{test} cold",
+        cwd=cwd,
+        env=env,
+        location=location,
+        cache_state="cold",
+        before_each=before_cold,
+    )
     return cold, warm
 
 
-def _rows(test: str, action: str, measurements: tuple[Measurement, Measurement],
-          files_involved: int, note: str) -> pd.DataFrame:
+def _rows(
+    test: str,
+    action: str,
+    measurements: tuple[Measurement, Measurement],
+    files_involved: int,
+    note: str,
+) -> pd.DataFrame:
     """The cold and the warm row of one test, in the suite's columns."""
     return pd.DataFrame(
         [
@@ -298,8 +348,10 @@ def installed_package_dirs(packages: Sequence[str] = IMPORT_PACKAGES) -> list[Pa
     for name in packages:
         spec = importlib.util.find_spec(name)
         if spec is None or not spec.submodule_search_locations:
-            raise LabError(f"the package {name} is not installed in {sys.executable}; run "
-                           "`make lab`, which installs the lab's requirements into .venv")
+            raise LabError(
+                f"the package {name} is not installed in {sys.executable}; run "
+                "`make lab`, which installs the lab's requirements into .venv"
+            )
         package_dir = Path(next(iter(spec.submodule_search_locations))).resolve()
         dirs.append(package_dir)
         libs = package_dir.with_name(f"{package_dir.name}.libs")
@@ -308,8 +360,7 @@ def installed_package_dirs(packages: Sequence[str] = IMPORT_PACKAGES) -> list[Pa
     return dirs
 
 
-def time_import_pandas(repeats: int = 3, packages: Sequence[str] = IMPORT_PACKAGES
-                       ) -> pd.DataFrame:
+def time_import_pandas(repeats: int = 3, packages: Sequence[str] = IMPORT_PACKAGES) -> pd.DataFrame:
     """`python -c "import pandas"` cold and warm, where the lab's venv lives.
 
     The interpreter and its packages are not in any location the lab compares: they are
@@ -321,12 +372,25 @@ def time_import_pandas(repeats: int = 3, packages: Sequence[str] = IMPORT_PACKAG
     """
     dirs = installed_package_dirs(packages)
     cmd = [sys.executable, "-c", f"import {', '.join(packages)}"]
-    measurements = _cold_and_warm("import_pandas", cmd, repeats=repeats, location=dirs[0].parent,
-                                  cold_paths=dirs, env=_python_env())
-    note = ("the venv's site-packages, not the measured directory; mapped pages of "
-            "shared libraries stay cached")
-    return _rows("import_pandas", f'python -c "import {", ".join(packages)}"', measurements,
-                 sum(_file_count(d) for d in dirs), note)
+    measurements = _cold_and_warm(
+        "import_pandas",
+        cmd,
+        repeats=repeats,
+        location=dirs[0].parent,
+        cold_paths=dirs,
+        env=_python_env(),
+    )
+    note = (
+        "the venv's site-packages, not the measured directory; mapped pages of "
+        "shared libraries stay cached"
+    )
+    return _rows(
+        "import_pandas",
+        f'python -c "import {", ".join(packages)}"',
+        measurements,
+        sum(_file_count(d) for d in dirs),
+        note,
+    )
 
 
 def _module_source(index: int, first_sibling: str | None) -> str:
@@ -335,10 +399,20 @@ def _module_source(index: int, first_sibling: str | None) -> str:
     if first_sibling is not None:
         lines += [f"from . import {first_sibling} as _first", ""]
     names = tuple(f"name{index}_{k}" for k in range(6))
-    lines += [f"VALUE = {index}", f"NAMES = {names!r}", "", "",
-              "def scaled(x):", f"    return x * VALUE + {index % 7}", "", "",
-              f"class Item{index}:", "    def __init__(self, x):", "        self.x = scaled(x)",
-              ""]
+    lines += [
+        f"VALUE = {index}",
+        f"NAMES = {names!r}",
+        "",
+        "",
+        "def scaled(x):",
+        f"    return x * VALUE + {index % 7}",
+        "",
+        "",
+        f"class Item{index}:",
+        "    def __init__(self, x):",
+        "        self.x = scaled(x)",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -354,7 +428,8 @@ def write_synthetic_package(parent: Path, modules: int, subpackages: int) -> Pat
     names = [f"sub{s:02d}" for s in range(subpackages)]
     (package / "__init__.py").write_text(
         '"""A generated package of many small modules."""\n\n'
-        + "".join(f"from . import {name}\n" for name in names))
+        + "".join(f"from . import {name}\n" for name in names)
+    )
     members: dict[str, list[str]] = {name: [] for name in names}
     for index in range(modules):
         members[names[index % subpackages]].append(f"m{index:04d}")
@@ -366,13 +441,16 @@ def write_synthetic_package(parent: Path, modules: int, subpackages: int) -> Pat
             first = modules_here[0] if position else None
             (sub / f"{module}.py").write_text(_module_source(int(module[1:]), first))
     if not compileall.compile_dir(package, quiet=2):
-        raise LabError(f"could not compile the generated package in {package}; check that "
-                       "the directory is writable")
+        raise LabError(
+            f"could not compile the generated package in {package}; check that "
+            "the directory is writable"
+        )
     return package
 
 
-def time_import_synthetic(directory: Path | str, repeats: int = 3,
-                          sizes: PerceptionSizes = DEFAULT_SIZES) -> pd.DataFrame:
+def time_import_synthetic(
+    directory: Path | str, repeats: int = 3, sizes: PerceptionSizes = DEFAULT_SIZES
+) -> pd.DataFrame:
     """`python -c "import synthpkg"` cold and warm, the package in `directory`.
 
     This is the location-dependent import: a package of small modules (sources and their
@@ -383,16 +461,27 @@ def time_import_synthetic(directory: Path | str, repeats: int = 3,
     """
     modules, subpackages = sizes.synthetic_modules, sizes.synthetic_subpackages
     files = 2 * (modules + subpackages + 1)
-    with run_dir(directory, "import", _on_disk_bytes(files, BLOCK_BYTES),
-                 files + 2 * subpackages + 2) as run:
+    with run_dir(
+        directory, "import", _on_disk_bytes(files, BLOCK_BYTES), files + 2 * subpackages + 2
+    ) as run:
         package = write_synthetic_package(run, modules, subpackages)
         measurements = _cold_and_warm(
-            "import_synthetic", [sys.executable, "-c", f"import {SYNTHETIC_PACKAGE}"],
-            repeats=repeats, location=run.parent, cold_paths=[package], cwd=run,
-            env=_python_env(pythonpath=run))
+            "import_synthetic",
+            [sys.executable, "-c", f"import {SYNTHETIC_PACKAGE}"],
+            repeats=repeats,
+            location=run.parent,
+            cold_paths=[package],
+            cwd=run,
+            env=_python_env(pythonpath=run),
+        )
         involved = _file_count(package)
-    return _rows("import_synthetic", f'python -c "import {SYNTHETIC_PACKAGE}" '
-                 f"({modules} modules)", measurements, involved, _memory_note(run.parent))
+    return _rows(
+        "import_synthetic",
+        f'python -c "import {SYNTHETIC_PACKAGE}" ({modules} modules)',
+        measurements,
+        involved,
+        _memory_note(run.parent),
+    )
 
 
 def _fast_import_stream(paths: Sequence[str], contents: Sequence[bytes]) -> bytes:
@@ -401,8 +490,11 @@ def _fast_import_stream(paths: Sequence[str], contents: Sequence[bytes]) -> byte
     for mark, data in enumerate(contents, start=1):
         chunks += [f"blob\nmark :{mark}\ndata {len(data)}\n".encode(), data, b"\n"]
     message = b"generated files\n"
-    chunks.append(f"commit refs/heads/main\ncommitter lab <lab@example.invalid> {FIXED_MTIME} "
-                  f"+0000\ndata {len(message)}\n".encode() + message)
+    chunks.append(
+        f"commit refs/heads/main\ncommitter lab <lab@example.invalid> {FIXED_MTIME} "
+        f"+0000\ndata {len(message)}\n".encode()
+        + message
+    )
     chunks += [f"M 100644 :{mark} {path}\n".encode() for mark, path in enumerate(paths, 1)]
     return b"".join(chunks)
 
@@ -427,20 +519,28 @@ def make_git_repo(parent: Path, files: int, dirs: int, file_bytes: int) -> Path:
         (repo / path).write_bytes(data)
         os.utime(repo / path, (FIXED_MTIME, FIXED_MTIME))
     try:
-        proc = subprocess.run([*GIT_SETUP, "fast-import", "--quiet"], cwd=repo, env=env,
-                              input=_fast_import_stream(paths, contents), capture_output=True)
+        proc = subprocess.run(
+            [*GIT_SETUP, "fast-import", "--quiet"],
+            cwd=repo,
+            env=env,
+            input=_fast_import_stream(paths, contents),
+            capture_output=True,
+        )
     except FileNotFoundError:
         raise LabError(GIT_MISSING) from None
     if proc.returncode != 0:
         lines = proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
-        raise LabError(f"git fast-import failed in {repo} ({lines[-1]}); check that the "
-                       "directory is writable and git is at least version 1.6")
+        raise LabError(
+            f"git fast-import failed in {repo} ({lines[-1]}); check that the "
+            "directory is writable and git is at least version 1.6"
+        )
     _run([*GIT_SETUP, "reset", "-q"], cwd=repo, env=env)
     return repo
 
 
-def time_git_status(directory: Path | str, repeats: int = 3,
-                    sizes: PerceptionSizes = DEFAULT_SIZES) -> pd.DataFrame:
+def time_git_status(
+    directory: Path | str, repeats: int = 3, sizes: PerceptionSizes = DEFAULT_SIZES
+) -> pd.DataFrame:
     """`git status --porcelain` cold and warm in a clean repository of many files in `directory`.
 
     git status lstat()s every tracked file to compare it with the index, so its time grows
@@ -451,23 +551,39 @@ def time_git_status(directory: Path | str, repeats: int = 3,
     if shutil.which("git") is None:
         raise LabError(GIT_MISSING)
     files, dirs = sizes.git_files, sizes.git_dirs
-    with run_dir(directory, "git", 2 * _on_disk_bytes(files, sizes.git_file_bytes),
-                 files + dirs + 100) as run:
+    with run_dir(
+        directory, "git", 2 * _on_disk_bytes(files, sizes.git_file_bytes), files + dirs + 100
+    ) as run:
         repo = make_git_repo(run, files, dirs, sizes.git_file_bytes)
         env = git_env(run)
         if _run(["git", "status", "--porcelain"], cwd=repo, env=env).strip():
-            raise LabError(f"the generated repository in {repo} is not clean; run `git status` "
-                           "there by hand to see why")
+            raise LabError(
+                f"the generated repository in {repo} is not clean; run `git status` "
+                "there by hand to see why"
+            )
         tracked = len(_run(["git", "ls-files", "-z"], cwd=repo, env=env).split("\0")) - 1
         if tracked != files:
-            raise LabError(f"the generated repository tracks {tracked} files, not {files}; "
-                           f"run `git ls-files` in {repo} to see which are missing")
-        measurements = _cold_and_warm("git_status", ["git", "status", "--porcelain"],
-                                      repeats=repeats, location=run.parent, cold_paths=[repo],
-                                      cwd=repo, env=env)
+            raise LabError(
+                f"the generated repository tracks {tracked} files, not {files}; "
+                f"run `git ls-files` in {repo} to see which are missing"
+            )
+        measurements = _cold_and_warm(
+            "git_status",
+            ["git", "status", "--porcelain"],
+            repeats=repeats,
+            location=run.parent,
+            cold_paths=[repo],
+            cwd=repo,
+            env=env,
+        )
         involved = _file_count(repo)
-    return _rows("git_status", f"git status --porcelain ({files} files)", measurements,
-                 involved, _memory_note(run.parent))
+    return _rows(
+        "git_status",
+        f"git status --porcelain ({files} files)",
+        measurements,
+        involved,
+        _memory_note(run.parent),
+    )
 
 
 def write_test_tree(parent: Path, files: int, tests_per_file: int) -> Path:
@@ -483,18 +599,32 @@ def write_test_tree(parent: Path, files: int, tests_per_file: int) -> Path:
     for index in range(files):
         folder = tree / f"group{index % 10}"
         folder.mkdir(exist_ok=True)
-        body = "".join(f"\n\ndef test_{k}():\n    assert BASE + {k} >= 0\n"
-                       for k in range(tests_per_file))
+        body = "".join(
+            f"\n\ndef test_{k}():\n    assert BASE + {k} >= 0\n" for k in range(tests_per_file)
+        )
         (folder / f"test_gen_{index:04d}.py").write_text(
             '"""Generated tests: collecting imports this module and lists them."""\n\n'
-            f"BASE = {index}\n{body}")
+            f"BASE = {index}\n{body}"
+        )
     return tree
 
 
 def pytest_collect_command(tree: Path) -> list[str]:
     """The lab's own pytest collecting `tree`: its ini, no cache plugin writing .pytest_cache."""
-    return [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-            "-c", str(tree / "pytest.ini"), "--rootdir", str(tree), str(tree)]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        str(tree / "pytest.ini"),
+        "--rootdir",
+        str(tree),
+        str(tree),
+    ]
 
 
 def collected_count(output: str) -> int:
@@ -502,13 +632,16 @@ def collected_count(output: str) -> int:
     match = _COLLECTED.search(output)
     if match is None:
         tail = output.strip().splitlines()[-1:] or ["no output"]
-        raise LabError(f"pytest did not report how many tests it collected ({tail[0]}); run "
-                       "`python -m pytest --collect-only` by hand to see why")
+        raise LabError(
+            f"pytest did not report how many tests it collected ({tail[0]}); run "
+            "`python -m pytest --collect-only` by hand to see why"
+        )
     return int(match.group(1))
 
 
-def time_pytest_collect(directory: Path | str, repeats: int = 3,
-                        sizes: PerceptionSizes = DEFAULT_SIZES) -> pd.DataFrame:
+def time_pytest_collect(
+    directory: Path | str, repeats: int = 3, sizes: PerceptionSizes = DEFAULT_SIZES
+) -> pd.DataFrame:
     """`pytest --collect-only -q` cold and warm on a generated test tree in `directory`.
 
     Collection walks the tree, reads every test module (through pytest's assertion
@@ -518,20 +651,35 @@ def time_pytest_collect(directory: Path | str, repeats: int = 3,
     pytest itself, in the venv, stays cached.
     """
     files, per_file = sizes.pytest_files, sizes.pytest_tests_per_file
-    with run_dir(directory, "pytest", _on_disk_bytes(2 * files, BLOCK_BYTES),
-                 2 * files + 30) as run:
+    with run_dir(
+        directory, "pytest", _on_disk_bytes(2 * files, BLOCK_BYTES), 2 * files + 30
+    ) as run:
         tree = write_test_tree(run, files, per_file)
         cmd = pytest_collect_command(tree)
         env = {**_python_env(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
         collected = collected_count(_run(cmd, cwd=tree, env=env))
         if collected != files * per_file:
-            raise LabError(f"pytest collected {collected} tests in {tree}, not "
-                           f"{files * per_file}; run the collection there by hand to see why")
-        measurements = _cold_and_warm("pytest_collect", cmd, repeats=repeats,
-                                      location=run.parent, cold_paths=[tree], cwd=tree, env=env)
+            raise LabError(
+                f"pytest collected {collected} tests in {tree}, not "
+                f"{files * per_file}; run the collection there by hand to see why"
+            )
+        measurements = _cold_and_warm(
+            "pytest_collect",
+            cmd,
+            repeats=repeats,
+            location=run.parent,
+            cold_paths=[tree],
+            cwd=tree,
+            env=env,
+        )
         involved = _file_count(tree)
-    return _rows("pytest_collect", f"pytest --collect-only -q ({collected} tests)",
-                 measurements, involved, _memory_note(run.parent))
+    return _rows(
+        "pytest_collect",
+        f"pytest --collect-only -q ({collected} tests)",
+        measurements,
+        involved,
+        _memory_note(run.parent),
+    )
 
 
 def write_archive(path: Path, files: int, dirs: int, file_bytes: int) -> Path:
@@ -563,8 +711,9 @@ def sync_command(directory: Path) -> list[str]:
     """
     single = ["sync", "-f", str(directory)]
     try:
-        refused = subprocess.run(single, capture_output=True,
-                                 stdin=subprocess.DEVNULL).returncode != 0
+        refused = (
+            subprocess.run(single, capture_output=True, stdin=subprocess.DEVNULL).returncode != 0
+        )
     except FileNotFoundError:
         raise LabError("the command sync was not found; install coreutils") from None
     return ["sync"] if refused else single
@@ -572,12 +721,19 @@ def sync_command(directory: Path) -> list[str]:
 
 def untar_command(archive: Path, dest: Path, sync: Sequence[str]) -> list[str]:
     """The timed command: unpack `archive` into the existing `dest`, then run `sync`."""
-    return ["sh", "-c", f'tar -xf "$1" -C "$2" && {shlex.join(sync)}', "sh", str(archive),
-            str(dest)]
+    return [
+        "sh",
+        "-c",
+        f'tar -xf "$1" -C "$2" && {shlex.join(sync)}',
+        "sh",
+        str(archive),
+        str(dest),
+    ]
 
 
-def time_untar_sync(directory: Path | str, repeats: int = 3,
-                    sizes: PerceptionSizes = DEFAULT_SIZES) -> pd.DataFrame:
+def time_untar_sync(
+    directory: Path | str, repeats: int = 3, sizes: PerceptionSizes = DEFAULT_SIZES
+) -> pd.DataFrame:
     """Unpacking an archive of small files plus sync, cold and warm, in `directory`.
 
     Before every run the destination is deleted, recreated and synced (untimed), so each
@@ -599,24 +755,38 @@ def time_untar_sync(directory: Path | str, repeats: int = 3,
             dest.mkdir()
             _run(sync)
 
-        measurements = _cold_and_warm("untar_sync", untar_command(archive, dest, sync),
-                                      repeats=repeats, location=run.parent,
-                                      cold_paths=[archive], reset=empty_destination)
+        measurements = _cold_and_warm(
+            "untar_sync",
+            untar_command(archive, dest, sync),
+            repeats=repeats,
+            location=run.parent,
+            cold_paths=[archive],
+            reset=empty_destination,
+        )
         unpacked = _file_count(dest)
         if unpacked != files:
-            raise LabError(f"tar unpacked {unpacked} files, not {files}; run `tar -tf "
-                           f"{archive}` by hand to see what the archive holds")
+            raise LabError(
+                f"tar unpacked {unpacked} files, not {files}; run `tar -tf "
+                f"{archive}` by hand to see what the archive holds"
+            )
     shown = "sync -f DEST" if len(sync) > 1 else "sync"
-    return _rows("untar_sync", f"tar -xf ARCHIVE -C DEST && {shown} ({files} files)",
-                 measurements, files, _memory_note(run.parent))
+    return _rows(
+        "untar_sync",
+        f"tar -xf ARCHIVE -C DEST && {shown} ({files} files)",
+        measurements,
+        files,
+        _memory_note(run.parent),
+    )
 
 
-def time_imports(directory: Path | str, repeats: int = 3,
-                 sizes: PerceptionSizes = DEFAULT_SIZES) -> pd.DataFrame:
+def time_imports(
+    directory: Path | str, repeats: int = 3, sizes: PerceptionSizes = DEFAULT_SIZES
+) -> pd.DataFrame:
     """Both import tests: pandas from the venv, then the generated package in `directory`."""
-    return pd.concat([time_import_pandas(repeats), time_import_synthetic(directory, repeats,
-                                                                         sizes)],
-                     ignore_index=True)
+    return pd.concat(
+        [time_import_pandas(repeats), time_import_synthetic(directory, repeats, sizes)],
+        ignore_index=True,
+    )
 
 
 _TEST_FUNCTIONS = {
@@ -626,19 +796,30 @@ _TEST_FUNCTIONS = {
     "untar": time_untar_sync,
 }
 #: The one external tool each test needs besides Python; without it the suite skips the test.
-_NEEDS = {"git": ("git", GIT_MISSING),  # tar is in the tools table: its hint is never None
-          "untar": ("tar", install_hint("tar") or "tar is not installed; install it")}
+_NEEDS = {
+    "git": ("git", GIT_MISSING),  # tar is in the tools table: its hint is never None
+    "untar": ("tar", install_hint("tar") or "tar is not installed; install it"),
+}
 
 
 def _skipped_row(test: str, directory: Path, reason: str) -> dict:
     """The row of a test that could not run: no timings, the reason as its note."""
-    return {"test": test, "location": public_text(directory),
-            "fs_type": mount_for(directory).fs_type, "repeats": 0, "files_involved": 0,
-            "note": f"skipped: {reason}"}
+    return {
+        "test": test,
+        "location": public_text(directory),
+        "fs_type": mount_for(directory).fs_type,
+        "repeats": 0,
+        "files_involved": 0,
+        "note": f"skipped: {reason}",
+    }
 
 
-def perception_suite(directory: Path | str, tests: Sequence[str] = TESTS, repeats: int = 3,
-                     sizes: PerceptionSizes = DEFAULT_SIZES) -> pd.DataFrame:
+def perception_suite(
+    directory: Path | str,
+    tests: Sequence[str] = TESTS,
+    repeats: int = 3,
+    sizes: PerceptionSizes = DEFAULT_SIZES,
+) -> pd.DataFrame:
     """Run the chosen perception tests in `directory`; one cold and one warm row per action.
 
     Tests run one after another, each in its own directory that is removed before the next

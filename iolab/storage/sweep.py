@@ -92,14 +92,20 @@ def size_label(size_bytes: int) -> str:
 
 def _check_power_of_two(name: str, size_bytes: int) -> None:
     if size_bytes < 1 or size_bytes & (size_bytes - 1):
-        raise LabError(f"the {name} file size of {size_bytes} bytes is not a power of two; "
-                       "choose sizes such as 4K, 64K or 64M")
+        raise LabError(
+            f"the {name} file size of {size_bytes} bytes is not a power of two; "
+            "choose sizes such as 4K, 64K or 64M"
+        )
 
 
-def plan(min_bytes: int = DEFAULT_MIN_BYTES, max_bytes: int = DEFAULT_MAX_BYTES,
-         small_files: int = DEFAULT_SMALL_FILES,
-         point_bytes: int = DEFAULT_POINT_BYTES, *,
-         compute_node: bool | None = None) -> pd.DataFrame:
+def plan(
+    min_bytes: int = DEFAULT_MIN_BYTES,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    small_files: int = DEFAULT_SMALL_FILES,
+    point_bytes: int = DEFAULT_POINT_BYTES,
+    *,
+    compute_node: bool | None = None,
+) -> pd.DataFrame:
     """The points of a sweep: one row per file size, with its file count and bytes on disk.
 
     Each size gets min(small_files, point_bytes // size) files: a constant count up to the
@@ -110,37 +116,50 @@ def plan(min_bytes: int = DEFAULT_MIN_BYTES, max_bytes: int = DEFAULT_MAX_BYTES,
     _check_power_of_two("smallest", min_bytes)
     _check_power_of_two("largest", max_bytes)
     if min_bytes > max_bytes:
-        raise LabError(f"the smallest file size ({size_label(min_bytes)}) is above the largest "
-                       f"({size_label(max_bytes)}); swap --min and --max")
+        raise LabError(
+            f"the smallest file size ({size_label(min_bytes)}) is above the largest "
+            f"({size_label(max_bytes)}); swap --min and --max"
+        )
     if point_bytes < max_bytes:
-        raise LabError(f"the bytes per point ({size_label(point_bytes)}) are fewer than one file "
-                       f"of the largest size ({size_label(max_bytes)}); choose a smaller --max")
+        raise LabError(
+            f"the bytes per point ({size_label(point_bytes)}) are fewer than one file "
+            f"of the largest size ({size_label(max_bytes)}); choose a smaller --max"
+        )
     if small_files < 1:
         raise LabError(f"{small_files} files per point measure nothing; choose at least 1")
-    check("a sweep point", data_mib=point_bytes / MIB, files=small_files,
-          fix="choose fewer bytes or files per point", compute_node=compute_node)
+    check(
+        "a sweep point",
+        data_mib=point_bytes / MIB,
+        files=small_files,
+        fix="choose fewer bytes or files per point",
+        compute_node=compute_node,
+    )
     rows = []
     for exponent in range(min_bytes.bit_length() - 1, max_bytes.bit_length()):
         size = 2**exponent
         files = min(small_files, point_bytes // size)
-        rows.append({
-            "file_size": size_label(size),
-            "file_bytes": size,
-            "files": files,
-            "point_bytes": files * size,
-            "point_MiB": files * size / MIB,
-            "regime": "constant count" if files == small_files else "constant bytes",
-        })
+        rows.append(
+            {
+                "file_size": size_label(size),
+                "file_bytes": size,
+                "files": files,
+                "point_bytes": files * size,
+                "point_MiB": files * size / MIB,
+                "regime": "constant count" if files == small_files else "constant bytes",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def existing_directory(directory: Path | str) -> Path:
     """`directory` as a Path if it exists and is writable, else a LabError that says what to do."""
-    directory = existing_dir(directory, "pass an existing folder (`python -m iolab "
-                             "locations` lists candidates)")
+    directory = existing_dir(
+        directory, "pass an existing folder (`python -m iolab locations` lists candidates)"
+    )
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise LabError(f"the directory {directory} is not writable by you; pass one you can "
-                       "write to")
+        raise LabError(
+            f"the directory {directory} is not writable by you; pass one you can write to"
+        )
     return directory
 
 
@@ -159,7 +178,7 @@ def run_directory(directory: Path | str, name: str) -> Iterator[Path]:
 def _write_all(fd: int, data: memoryview) -> None:
     """Write all of `data`: a write(2) to a regular file may take less than it was given."""
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def _write_files(paths: list[Path], pool: memoryview, file_bytes: int) -> float:
@@ -167,11 +186,11 @@ def _write_files(paths: list[Path], pool: memoryview, file_bytes: int) -> float:
     start = time.perf_counter()
     for index, path in enumerate(paths):
         offset = index % DISTINCT_OFFSETS
-        content = pool[offset:offset + file_bytes]
+        content = pool[offset : offset + file_bytes]
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             for block in range(0, file_bytes, BLOCK_BYTES):
-                _write_all(fd, content[block:block + BLOCK_BYTES])
+                _write_all(fd, content[block : block + BLOCK_BYTES])
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -192,8 +211,10 @@ def _read_files(paths: list[Path], expected_bytes: int) -> float:
             os.close(fd)
     seconds = time.perf_counter() - start
     if total != expected_bytes:
-        raise LabError(f"read back {total} bytes instead of the {expected_bytes} written; "
-                       "make sure nothing else changes the directory during the sweep")
+        raise LabError(
+            f"read back {total} bytes instead of the {expected_bytes} written; "
+            "make sure nothing else changes the directory during the sweep"
+        )
     return seconds
 
 
@@ -210,8 +231,9 @@ class _Point(Protocol):
     def point_bytes(self) -> int: ...
 
 
-def _row(point: _Point, direction: str, repeat: int, seconds: float,
-         resident_pct: float | None) -> dict:
+def _row(
+    point: _Point, direction: str, repeat: int, seconds: float, resident_pct: float | None
+) -> dict:
     """One measurement with its rates in every unit the lesson compares."""
     bytes_per_s = point.point_bytes / seconds
     return {
@@ -242,12 +264,15 @@ def _measure_point(run_dir: Path, point: _Point, repeat: int) -> list[dict]:
     finally:
         for path in paths:
             path.unlink(missing_ok=True)
-    return [_row(point, "write", repeat, write_s, None),
-            _row(point, "read", repeat, read_s, resident_pct)]
+    return [
+        _row(point, "write", repeat, write_s, None),
+        _row(point, "read", repeat, read_s, resident_pct),
+    ]
 
 
-def run_sweep(directory: Path | str, plan: pd.DataFrame, repeats: int = 3,
-              progress: bool | None = None) -> pd.DataFrame:
+def run_sweep(
+    directory: Path | str, plan: pd.DataFrame, repeats: int = 3, progress: bool | None = None
+) -> pd.DataFrame:
     """Measure every point of `plan` in `directory`, `repeats` times; one row per measurement.
 
     Rows hold size, direction ("write" with fsync per file, "read" after eviction), repeat
@@ -262,8 +287,11 @@ def run_sweep(directory: Path | str, plan: pd.DataFrame, repeats: int = 3,
     points = list(plan.itertuples(index=False))
     show = sys.stderr.isatty() if progress is None else progress
     rows = []
-    with heavy_turn("sweep"), run_directory(directory, "sweep") as run_dir, \
-            tqdm(total=repeats * len(points), desc="sweep", disable=not show, leave=False) as bar:
+    with (
+        heavy_turn("sweep"),
+        run_directory(directory, "sweep") as run_dir,
+        tqdm(total=repeats * len(points), desc="sweep", disable=not show, leave=False) as bar,
+    ):
         for repeat in range(1, repeats + 1):
             for point in points:
                 bar.set_postfix_str(f"{point.files} x {point.file_size}, repeat {repeat}")
@@ -283,16 +311,20 @@ def summarize_sweep(df: pd.DataFrame) -> pd.DataFrame:
     The highest residency before any read repeat is kept: a read is cold only if it is
     near 0, and one warm repeat would hide in the median.
     """
-    return df.groupby(SUMMARY_KEYS, sort=False).agg(
-        repeats=("repeat", "count"),
-        files_per_s_median=("files_per_s", "median"),
-        MiB_per_s_median=("MiB_per_s", "median"),
-        GB_per_s_median=("GB_per_s", "median"),
-        GB_per_s_min=("GB_per_s", "min"),
-        GB_per_s_max=("GB_per_s", "max"),
-        Gbit_per_s_median=("Gbit_per_s", "median"),
-        resident_before_max_pct=("resident_before_pct", "max"),
-    ).reset_index()
+    return (
+        df.groupby(SUMMARY_KEYS, sort=False)
+        .agg(
+            repeats=("repeat", "count"),
+            files_per_s_median=("files_per_s", "median"),
+            MiB_per_s_median=("MiB_per_s", "median"),
+            GB_per_s_median=("GB_per_s", "median"),
+            GB_per_s_min=("GB_per_s", "min"),
+            GB_per_s_max=("GB_per_s", "max"),
+            Gbit_per_s_median=("Gbit_per_s", "median"),
+            resident_before_max_pct=("resident_before_pct", "max"),
+        )
+        .reset_index()
+    )
 
 
 def plan_text(points: pd.DataFrame, directory: Path | str, repeats: int) -> str:
@@ -300,16 +332,18 @@ def plan_text(points: pd.DataFrame, directory: Path | str, repeats: int) -> str:
     st = os.statvfs(directory)
     per_repeat = int(points["point_bytes"].sum())
     inodes = f", {st.f_favail} inodes" if st.f_files else ""
-    return "\n".join([
-        f"sweep of {len(points)} file sizes x {repeats} repeats in {public_text(directory)} "
-        f"({mount_for(directory).fs_type}): write ({WRITE_FLUSH}), evict, read cold, delete",
-        "",
-        to_markdown(points),
-        "",
-        f"on disk at a time: at most {points['point_bytes'].max() / MIB:.0f} MiB in "
-        f"{points['files'].max()} files (one point; each is deleted before the next)",
-        f"written and read per repeat: {per_repeat / MIB:.0f} MiB in {points['files'].sum()} "
-        f"files; whole sweep: {repeats * per_repeat / GIB:.1f} GiB each way",
-        f"free now: {st.f_bavail * st.f_frsize / 1e9:.1f} GB{inodes}",
-        "dry run: nothing was written",
-    ])
+    return "\n".join(
+        [
+            f"sweep of {len(points)} file sizes x {repeats} repeats in {public_text(directory)} "
+            f"({mount_for(directory).fs_type}): write ({WRITE_FLUSH}), evict, read cold, delete",
+            "",
+            to_markdown(points),
+            "",
+            f"on disk at a time: at most {points['point_bytes'].max() / MIB:.0f} MiB in "
+            f"{points['files'].max()} files (one point; each is deleted before the next)",
+            f"written and read per repeat: {per_repeat / MIB:.0f} MiB in {points['files'].sum()} "
+            f"files; whole sweep: {repeats * per_repeat / GIB:.1f} GiB each way",
+            f"free now: {st.f_bavail * st.f_frsize / 1e9:.1f} GB{inodes}",
+            "dry run: nothing was written",
+        ]
+    )

@@ -25,11 +25,16 @@ def plot_sweep(summary: pd.DataFrame, *, title: str = "", ax: Axes | None = None
     styles = ["-", "--", ":", "-."]
     for (location, direction), rows in summary.groupby(["location", "direction"], sort=False):
         median = rows["GB_per_s_median"]
-        ax.errorbar(rows["file_bytes"], median,
-                    yerr=[median - rows["GB_per_s_min"], rows["GB_per_s_max"] - median],
-                    color=colours.get(direction), marker="o", capsize=3,
-                    linestyle=styles[locations.index(location) % len(styles)],
-                    label=direction if len(locations) == 1 else f"{direction}, {location}")
+        ax.errorbar(
+            rows["file_bytes"],
+            median,
+            yerr=[median - rows["GB_per_s_min"], rows["GB_per_s_max"] - median],
+            color=colours.get(direction),
+            marker="o",
+            capsize=3,
+            linestyle=styles[locations.index(location) % len(styles)],
+            label=direction if len(locations) == 1 else f"{direction}, {location}",
+        )
     sizes = sorted(set(summary["file_bytes"]))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -19,25 +19,66 @@ from __future__ import annotations
 
 from iolab.diagnosis.facts import Run
 from iolab.diagnosis.rules import lustre, metadata, mpiio, posix, ranks
-from iolab.diagnosis.rules.base import (MINOR_S, MINOR_SHARE, Finding, busiest_rank_seconds,
-                                        minor_line)
+from iolab.diagnosis.rules.base import (
+    MINOR_S,
+    MINOR_SHARE,
+    Finding,
+    busiest_rank_seconds,
+    minor_line,
+)
 from iolab.diagnosis.rules.ranks import rank_io_seconds
 
-__all__ = ["MINOR_S", "MINOR_SHARE", "RULE_IDS", "Finding", "busiest_rank_seconds", "diagnose",
-           "rank_io_seconds"]
+__all__ = [
+    "MINOR_S",
+    "MINOR_SHARE",
+    "RULE_IDS",
+    "Finding",
+    "busiest_rank_seconds",
+    "diagnose",
+    "rank_io_seconds",
+]
 
 #: Every rule, in the order their findings are listed when they cost the same.
-RULES = (posix.direction_rules, posix.misaligned, metadata.metadata, mpiio.independent_mpiio,
-         mpiio.mpiio_waits, ranks.rank_imbalance, lustre.lustre, posix.stdio, posix.rereads,
-         posix.syncs, metadata.environment, posix.stalled_requests, ranks.ranks_wait_for_io)
+RULES = (
+    posix.direction_rules,
+    posix.misaligned,
+    metadata.metadata,
+    mpiio.independent_mpiio,
+    mpiio.mpiio_waits,
+    ranks.rank_imbalance,
+    lustre.lustre,
+    posix.stdio,
+    posix.rereads,
+    posix.syncs,
+    metadata.environment,
+    posix.stalled_requests,
+    ranks.ranks_wait_for_io,
+)
 
 #: Every rule id a finding can carry: stable, as scripts and dashboards key on them (the
 #: JSON report's "rule"; lesson 12 lists them). A rule renamed keeps its old id.
-RULE_IDS = ("small-reads", "small-writes", "random-reads", "random-writes", "misaligned",
-            "metadata", "no-collective-mpiio", "mpiio-read-waits", "mpiio-write-waits",
-            "rank-imbalance-bytes", "rank-imbalance-time", "slow-ost", "few-stripes", "stdio",
-            "reread", "syncs", "environment", "stalled-reads", "stalled-writes",
-            "ranks-wait-for-io")
+RULE_IDS = (
+    "small-reads",
+    "small-writes",
+    "random-reads",
+    "random-writes",
+    "misaligned",
+    "metadata",
+    "no-collective-mpiio",
+    "mpiio-read-waits",
+    "mpiio-write-waits",
+    "rank-imbalance-bytes",
+    "rank-imbalance-time",
+    "slow-ost",
+    "few-stripes",
+    "stdio",
+    "reread",
+    "syncs",
+    "environment",
+    "stalled-reads",
+    "stalled-writes",
+    "ranks-wait-for-io",
+)
 
 
 def diagnose(run: Run) -> list[Finding]:

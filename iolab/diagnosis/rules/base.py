@@ -58,12 +58,18 @@ def busiest_rank_seconds(records: pd.DataFrame, seconds: pd.Series) -> float:
     if per_rank.all():
         return own
     shared = ~per_rank
-    total = (records.read_time_s.to_numpy() + records.write_time_s.to_numpy()
-             + records.meta_time_s.to_numpy())[shared]
+    total = (
+        records.read_time_s.to_numpy()
+        + records.write_time_s.to_numpy()
+        + records.meta_time_s.to_numpy()
+    )[shared]
     ranks = max(int(records.attrs.get("processes", 1)), 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.minimum(records.slowest_rank_s.to_numpy(dtype="float64")[shared]
-                           / np.where(total > 0, total, np.nan), 1.0)
+        share = np.minimum(
+            records.slowest_rank_s.to_numpy(dtype="float64")[shared]
+            / np.where(total > 0, total, np.nan),
+            1.0,
+        )
     share = np.where(np.isnan(share), 1.0 / ranks, share)
     return own + float(np.sum(value[shared] * share))
 

@@ -8,8 +8,16 @@ import numpy as np
 import pandas as pd
 
 from iolab.diagnosis.facts import Run
-from iolab.diagnosis.rules.base import (MIN_COUNT, TOP_FILES, Finding, busiest_rank_seconds,
-                                        layer_records, proof_names, share_of, top_paths)
+from iolab.diagnosis.rules.base import (
+    MIN_COUNT,
+    TOP_FILES,
+    Finding,
+    busiest_rank_seconds,
+    layer_records,
+    proof_names,
+    share_of,
+    top_paths,
+)
 
 INDEPENDENT_SHARE = 0.50  # Drishti: collective_operations
 #: What to change where the application calls MPI-IO itself, or through HDF5 or PnetCDF (the
@@ -19,17 +27,17 @@ INDEPENDENT_SHARE = 0.50  # Drishti: collective_operations
 #: PnetCDF C interface guide, data mode functions.
 COLLECTIVE_FIX = {
     "MPI-IO": "use the collective calls (MPI_File_write_all, read_all) so ROMIO's aggregators "
-              "combine the ranks' pieces into large requests",
+    "combine the ranks' pieces into large requests",
     "HDF5": "make the dataset transfers collective: H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) "
-            "on a dataset transfer property list passed to H5Dwrite and H5Dread, so that HDF5 "
-            "calls MPI-IO's collective operations and ROMIO's aggregators combine the ranks' "
-            "pieces into large requests",
+    "on a dataset transfer property list passed to H5Dwrite and H5Dread, so that HDF5 "
+    "calls MPI-IO's collective operations and ROMIO's aggregators combine the ranks' "
+    "pieces into large requests",
     "HDF5 metadata": "make HDF5's metadata I/O collective too: H5Pset_coll_metadata_write(fapl, 1) "
-                     "and H5Pset_all_coll_metadata_ops(fapl, 1) on the file access property "
-                     "list (HDF5 1.10 on), so one rank reads and writes the metadata for all",
+    "and H5Pset_all_coll_metadata_ops(fapl, 1) on the file access property "
+    "list (HDF5 1.10 on), so one rank reads and writes the metadata for all",
     "PnetCDF": "call the collective API (ncmpi_put_vara_all, ncmpi_get_vara_all and the other "
-               "_all calls) in collective data mode, not the independent calls after "
-               "ncmpi_begin_indep_data, so ROMIO's aggregators combine the ranks' pieces",
+    "_all calls) in collective data mode, not the independent calls after "
+    "ncmpi_begin_indep_data, so ROMIO's aggregators combine the ranks' pieces",
 }
 
 
@@ -38,8 +46,11 @@ def _library(run: Run, paths: list[str]) -> str:
     log has their records of the same file (H5F/H5D, PNETCDF_FILE/_VAR; a dataset's or a
     variable's record is named "<file>:<name>"), else MPI-IO itself."""
     records = run.data()
-    files = records.path.str.rsplit(":", n=1).str[0].where(
-        records.layer.isin(["H5D", "PNETCDF_VAR"]), records.path)
+    files = (
+        records.path.str.rsplit(":", n=1)
+        .str[0]
+        .where(records.layer.isin(["H5D", "PNETCDF_VAR"]), records.path)
+    )
     used = set(records.layer[files.isin(paths)])
     if used & {"PNETCDF_FILE", "PNETCDF_VAR"}:
         return "PnetCDF"
@@ -58,19 +69,32 @@ def _library_proof(run: Run, library: str, independent: float) -> tuple[str, str
     if library == "PnetCDF":
         var = layer_records(run, "PNETCDF_VAR")
         requests = var.reads + var.writes
-        return COLLECTIVE_FIX[library], "", {
-            "PNETCDF_VAR_INDEP_*": float((requests - var.collective).sum()),
-            "PNETCDF_VAR_COLL_*": float(var.collective.sum())}
+        return (
+            COLLECTIVE_FIX[library],
+            "",
+            {
+                "PNETCDF_VAR_INDEP_*": float((requests - var.collective).sum()),
+                "PNETCDF_VAR_COLL_*": float(var.collective.sum()),
+            },
+        )
     if library == "HDF5":
         datasets = layer_records(run, "H5D")
         collective = float((datasets.collective > 0).sum())
         requests = float((datasets.reads + datasets.writes).sum())
-        counters = {"H5D datasets": float(len(datasets)), "H5D_USE_MPIIO_COLLECTIVE": collective,
-                    "H5D_READS + H5D_WRITES": requests}
+        counters = {
+            "H5D datasets": float(len(datasets)),
+            "H5D_USE_MPIIO_COLLECTIVE": collective,
+            "H5D_READS + H5D_WRITES": requests,
+        }
         if len(datasets) and collective == len(datasets) and independent > requests:
-            return COLLECTIVE_FIX["HDF5 metadata"], (
-                f"; every dataset already used collective MPI-IO, and its {requests:,.0f} "
-                "requests cannot account for them: they are HDF5's metadata I/O"), counters
+            return (
+                COLLECTIVE_FIX["HDF5 metadata"],
+                (
+                    f"; every dataset already used collective MPI-IO, and its {requests:,.0f} "
+                    "requests cannot account for them: they are HDF5's metadata I/O"
+                ),
+                counters,
+            )
         return COLLECTIVE_FIX[library], "", counters
     return COLLECTIVE_FIX[library], "", {}
 
@@ -87,18 +111,29 @@ def independent_mpiio(run: Run) -> list[Finding]:
     indep = requests - mpiio.collective
     if indep.sum() < MIN_COUNT or share_of(indep.sum(), requests.sum()) <= INDEPENDENT_SHARE:
         return []
-    part = ((mpiio.read_time_s + mpiio.write_time_s)
-            * (indep / requests.where(requests > 0)).fillna(0))
+    part = (mpiio.read_time_s + mpiio.write_time_s) * (indep / requests.where(requests > 0)).fillna(
+        0
+    )
     files = top_paths(mpiio, indep)
     library = _library(run, files)
     fix, note, proof = _library_proof(run, library, float(indep.sum()))
     through = f", through {library}" if library != "MPI-IO" else ""
-    return [Finding(
-        "no-collective-mpiio", f"independent MPI-IO{through}", busiest_rank_seconds(mpiio, part),
-        f"{indep.sum():,.0f} of {requests.sum():,.0f} MPI-IO operations "
-        f"({share_of(indep.sum(), requests.sum()):.0%}) are independent{through}{note}",
-        fix, files=files, counters={"MPIIO_INDEP_*": float(indep.sum()),
-                                    "MPIIO_COLL_*": float(mpiio.collective.sum()), **proof})]
+    return [
+        Finding(
+            "no-collective-mpiio",
+            f"independent MPI-IO{through}",
+            busiest_rank_seconds(mpiio, part),
+            f"{indep.sum():,.0f} of {requests.sum():,.0f} MPI-IO operations "
+            f"({share_of(indep.sum(), requests.sum()):.0%}) are independent{through}{note}",
+            fix,
+            files=files,
+            counters={
+                "MPIIO_INDEP_*": float(indep.sum()),
+                "MPIIO_COLL_*": float(mpiio.collective.sum()),
+                **proof,
+            },
+        )
+    ]
 
 
 #: The lab's own (Drishti compares no layers): independent MPI-IO time of which at least this
@@ -110,14 +145,14 @@ WAIT_PER_CALL_S = 0.001
 #: NFS, ROMIO's locks; elsewhere, atomic mode, syncs and ranks waiting for one another.
 MPIIO_WAIT_FIX = {
     "nfs": "on NFS, ROMIO wraps its reads and writes in fcntl byte-range locks (MPICH's NFS "
-           "driver, ad_nfs_read.c and ad_nfs_write.c), so the ranks queue at the lock "
-           "server: put files written through MPI-IO on the parallel file system or on "
-           "node-local disk, or write with collective calls (MPI_File_write_all) so that a "
-           "few aggregators take few locks for large pieces",
+    "driver, ad_nfs_read.c and ad_nfs_write.c), so the ranks queue at the lock "
+    "server: put files written through MPI-IO on the parallel file system or on "
+    "node-local disk, or write with collective calls (MPI_File_write_all) so that a "
+    "few aggregators take few locks for large pieces",
     "": "the library waited, not the disk: atomic mode (MPI_File_set_atomicity) locks every "
-        "access, a sync after every write waits for the server, and ranks can wait for one "
-        "another inside a call; use non-atomic mode, sync once at the end, and collective "
-        "calls on a parallel file system",
+    "access, a sync after every write waits for the server, and ranks can wait for one "
+    "another inside a call; use non-atomic mode, sync once at the end, and collective "
+    "calls on a parallel file system",
 }
 
 
@@ -130,16 +165,27 @@ def _requests_within(requests: pd.DataFrame, path: str, side: str) -> pd.DataFra
     below = mine[mine.layer == "POSIX"].sort_values("start_s")
     if above.empty or below.empty:
         return pd.DataFrame(columns=["before_s", "after_s"])
-    above = above.assign(call=np.arange(len(above)), call_start=above.start_s,
-                         call_end=above.end_s)
-    inner = pd.merge_asof(below, above[["rank", "call", "call_start", "call_end"]],
-                          left_on="start_s", right_on="call_start", by="rank")
+    above = above.assign(call=np.arange(len(above)), call_start=above.start_s, call_end=above.end_s)
+    inner = pd.merge_asof(
+        below,
+        above[["rank", "call", "call_start", "call_end"]],
+        left_on="start_s",
+        right_on="call_start",
+        by="rank",
+    )
     inner = inner[inner.end_s <= inner.call_end]
-    per_call = inner.groupby("call").agg(first=("start_s", "min"), last=("end_s", "max"),
-                                         call_start=("call_start", "first"),
-                                         call_end=("call_end", "first"))
-    return pd.DataFrame({"before_s": per_call["first"] - per_call.call_start,
-                         "after_s": per_call.call_end - per_call["last"]})
+    per_call = inner.groupby("call").agg(
+        first=("start_s", "min"),
+        last=("end_s", "max"),
+        call_start=("call_start", "first"),
+        call_end=("call_end", "first"),
+    )
+    return pd.DataFrame(
+        {
+            "before_s": per_call["first"] - per_call.call_start,
+            "after_s": per_call.call_end - per_call["last"],
+        }
+    )
 
 
 def _most_at_once(requests: pd.DataFrame) -> int:
@@ -169,55 +215,88 @@ def mpiio_waits(run: Run) -> list[Finding]:
     for side in ("read", "write"):
         seconds = f"{side}_time_s"
         independent = mpiio[(mpiio[f"{side}s"] > 0) & (mpiio.collective == 0)]
-        pairs = independent.join(below[[seconds]].add_suffix("_posix"), on=["path", "rank"],
-                                 how="inner")
+        pairs = independent.join(
+            below[[seconds]].add_suffix("_posix"), on=["path", "rank"], how="inner"
+        )
         if pairs.empty:
             continue
         wait = (pairs[seconds] - pairs[f"{seconds}_posix"]).clip(lower=0)
-        if (wait.sum() < LIBRARY_WAIT_SHARE * pairs[seconds].sum()
-                or wait.sum() < WAIT_PER_CALL_S * pairs[f"{side}s"].sum()):
+        if (
+            wait.sum() < LIBRARY_WAIT_SHARE * pairs[seconds].sum()
+            or wait.sum() < WAIT_PER_CALL_S * pairs[f"{side}s"].sum()
+        ):
             continue
         pairs.attrs["processes"] = run.processes
         worst_path = wait.groupby(pairs.path).sum().idxmax()
         on_file = pairs[pairs.path == worst_path]
         ranks = on_file[on_file["rank"] >= 0]
         shown = ranks if len(ranks) else on_file
-        spans = {layer: (shown[column].min(), shown[column].max())
-                 for layer, column in (("MPI-IO", seconds), ("POSIX", f"{seconds}_posix"))}
+        spans = {
+            layer: (shown[column].min(), shown[column].max())
+            for layer, column in (("MPI-IO", seconds), ("POSIX", f"{seconds}_posix"))
+        }
         share = wait[on_file.index].sum() / on_file[seconds].sum()
-        proof = proof_names(run, {"mpi": (f"MPIIO_F_{side.upper()}_TIME", "MPI-IO seconds"),
-                                   "posix": (f"POSIX_F_{side.upper()}_TIME", "POSIX seconds")})
+        proof = proof_names(
+            run,
+            {
+                "mpi": (f"MPIIO_F_{side.upper()}_TIME", "MPI-IO seconds"),
+                "posix": (f"POSIX_F_{side.upper()}_TIME", "POSIX seconds"),
+            },
+        )
         per = "per rank" if len(ranks) else "in all"
-        evidence = (f"{side}s through MPI-IO on {worst_path} took {spans['MPI-IO'][0]:,.2f} to "
-                    f"{spans['MPI-IO'][1]:,.2f} s {per} ({proof['mpi']}), the POSIX {side}s "
-                    f"beneath them {spans['POSIX'][0]:,.3f} to {spans['POSIX'][1]:,.3f} s "
-                    f"({proof['posix']}): {share:.0%} of the MPI-IO time was spent in the "
-                    "library, not in the file system")
-        counters = {proof["mpi"]: float(on_file[seconds].sum()),
-                    proof["posix"]: float(on_file[f"{seconds}_posix"].sum())}
+        evidence = (
+            f"{side}s through MPI-IO on {worst_path} took {spans['MPI-IO'][0]:,.2f} to "
+            f"{spans['MPI-IO'][1]:,.2f} s {per} ({proof['mpi']}), the POSIX {side}s "
+            f"beneath them {spans['POSIX'][0]:,.3f} to {spans['POSIX'][1]:,.3f} s "
+            f"({proof['posix']}): {share:.0%} of the MPI-IO time was spent in the "
+            "library, not in the file system"
+        )
+        counters = {
+            proof["mpi"]: float(on_file[seconds].sum()),
+            proof["posix"]: float(on_file[f"{seconds}_posix"].sum()),
+        }
         traced = run.requests() if "DXT_MPIIO" in run.modules else pd.DataFrame()
         if len(traced):
             calls = _requests_within(traced, worst_path, side)
-            at_once = _most_at_once(traced[(traced.path == worst_path)
-                                           & (traced.operation == side)
-                                           & (traced.layer == "POSIX")])
+            at_once = _most_at_once(
+                traced[
+                    (traced.path == worst_path)
+                    & (traced.operation == side)
+                    & (traced.layer == "POSIX")
+                ]
+            )
             if len(calls):
-                evidence += (f"; DXT: in the median MPI-IO {side} the POSIX {side} began "
-                             f"{calls.before_s.median():,.2f} s after the call and the call "
-                             f"returned {calls.after_s.median():,.2f} s after it ended; at most "
-                             f"{at_once} POSIX {side}(s) of its {on_file['rank'].nunique()} "
-                             "rank record(s) were in flight at any moment")
-                counters.update({"DXT median seconds before the POSIX call":
-                                 float(calls.before_s.median()),
-                                 "DXT most POSIX requests at once": float(at_once)})
+                evidence += (
+                    f"; DXT: in the median MPI-IO {side} the POSIX {side} began "
+                    f"{calls.before_s.median():,.2f} s after the call and the call "
+                    f"returned {calls.after_s.median():,.2f} s after it ended; at most "
+                    f"{at_once} POSIX {side}(s) of its {on_file['rank'].nunique()} "
+                    "rank record(s) were in flight at any moment"
+                )
+                counters.update(
+                    {
+                        "DXT median seconds before the POSIX call": float(calls.before_s.median()),
+                        "DXT most POSIX requests at once": float(at_once),
+                    }
+                )
         kind = run.file_system(worst_path)
-        found.append(Finding(
-            f"mpiio-{side}-waits", f"MPI-IO {side}s waiting above the file system",
-            busiest_rank_seconds(pairs, wait),
-            evidence + (f" (file system: {kind})" if kind else ""),
-            MPIIO_WAIT_FIX.get(kind, MPIIO_WAIT_FIX[""]),
-            files=top_paths(pairs, wait),
-            ranks=[int(r) for r in wait[pairs["rank"] >= 0].groupby(pairs["rank"]).sum()
-                   .sort_values(ascending=False).index[:TOP_FILES]],
-            counters=counters))
+        found.append(
+            Finding(
+                f"mpiio-{side}-waits",
+                f"MPI-IO {side}s waiting above the file system",
+                busiest_rank_seconds(pairs, wait),
+                evidence + (f" (file system: {kind})" if kind else ""),
+                MPIIO_WAIT_FIX.get(kind, MPIIO_WAIT_FIX[""]),
+                files=top_paths(pairs, wait),
+                ranks=[
+                    int(r)
+                    for r in wait[pairs["rank"] >= 0]
+                    .groupby(pairs["rank"])
+                    .sum()
+                    .sort_values(ascending=False)
+                    .index[:TOP_FILES]
+                ],
+                counters=counters,
+            )
+        )
     return found

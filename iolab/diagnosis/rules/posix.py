@@ -7,8 +7,16 @@ from __future__ import annotations
 import pandas as pd
 
 from iolab.diagnosis.facts import Run
-from iolab.diagnosis.rules.base import (MIN_COUNT, TOP_FILES, Finding, busiest_rank_seconds,
-                                        layer_records, proof_names, share_of, top_paths)
+from iolab.diagnosis.rules.base import (
+    MIN_COUNT,
+    TOP_FILES,
+    Finding,
+    busiest_rank_seconds,
+    layer_records,
+    proof_names,
+    share_of,
+    top_paths,
+)
 
 SMALL_BYTES = 1024**2  # Drishti: small_bytes
 SMALL_SHARE = 0.10  # Drishti: small_requests
@@ -35,33 +43,53 @@ def direction_rules(run: Run) -> list[Finding]:
         small = posix[f"small_{op}s"].fillna(0)
         if small.sum() >= MIN_COUNT and share_of(small.sum(), total) > SMALL_SHARE:
             part = posix[time] * (small / requests.where(requests > 0)).fillna(0)
-            names = proof_names(run, {"small": (f"POSIX_SIZE_{op.upper()}_0_100..100K_1M",
-                                                 f"{op} calls under 1 MiB"),
-                                       "all": (f"POSIX_{op.upper()}S", f"{op} calls")})
-            found.append(Finding(
-                f"small-{op}s", f"small {op}s", busiest_rank_seconds(posix, part),
-                f"{small.sum():,.0f} of {total:,.0f} {op}s ({share_of(small.sum(), total):.0%}) "
-                "move less than 1 MiB",
-                f"{op} in larger blocks: buffer in memory, larger chunks, a packed format; "
-                "with MPI-IO, collective buffering gathers the ranks' pieces",
-                files=top_paths(posix, small.where(
-                    _own_share(posix, small, requests) > SMALL_SHARE, 0)),
-                counters={names["small"]: float(small.sum()), names["all"]: total}))
+            names = proof_names(
+                run,
+                {
+                    "small": (f"POSIX_SIZE_{op.upper()}_0_100..100K_1M", f"{op} calls under 1 MiB"),
+                    "all": (f"POSIX_{op.upper()}S", f"{op} calls"),
+                },
+            )
+            found.append(
+                Finding(
+                    f"small-{op}s",
+                    f"small {op}s",
+                    busiest_rank_seconds(posix, part),
+                    f"{small.sum():,.0f} of {total:,.0f} {op}s ({share_of(small.sum(), total):.0%}) "
+                    "move less than 1 MiB",
+                    f"{op} in larger blocks: buffer in memory, larger chunks, a packed format; "
+                    "with MPI-IO, collective buffering gathers the ranks' pieces",
+                    files=top_paths(
+                        posix, small.where(_own_share(posix, small, requests) > SMALL_SHARE, 0)
+                    ),
+                    counters={names["small"]: float(small.sum()), names["all"]: total},
+                )
+            )
         known = posix[posix[f"seq_{op}s"].notna()]
         backwards = (known[f"{op}s"] - known[f"seq_{op}s"]).clip(lower=0)
         judged = float(known[f"{op}s"].sum())
         if backwards.sum() >= MIN_COUNT and share_of(backwards.sum(), judged) > RANDOM_SHARE:
             part = known[time] * (backwards / known[f"{op}s"].where(known[f"{op}s"] > 0)).fillna(0)
-            names = proof_names(run, {"seq": (f"POSIX_SEQ_{op.upper()}S", f"sequential {op} calls"),
-                                       "all": (f"POSIX_{op.upper()}S", f"{op} calls")})
-            found.append(Finding(
-                f"random-{op}s", f"random {op}s", busiest_rank_seconds(known, part),
-                f"{backwards.sum():,.0f} of {judged:,.0f} {op}s "
-                f"({share_of(backwards.sum(), judged):.0%}) go back to an earlier offset",
-                f"{op} in file order where the algorithm allows, or gather the pieces into "
-                "larger sequential requests (sort them, read whole chunks)",
-                files=top_paths(known, backwards),
-                counters={names["all"]: judged, names["seq"]: float(known[f"seq_{op}s"].sum())}))
+            names = proof_names(
+                run,
+                {
+                    "seq": (f"POSIX_SEQ_{op.upper()}S", f"sequential {op} calls"),
+                    "all": (f"POSIX_{op.upper()}S", f"{op} calls"),
+                },
+            )
+            found.append(
+                Finding(
+                    f"random-{op}s",
+                    f"random {op}s",
+                    busiest_rank_seconds(known, part),
+                    f"{backwards.sum():,.0f} of {judged:,.0f} {op}s "
+                    f"({share_of(backwards.sum(), judged):.0%}) go back to an earlier offset",
+                    f"{op} in file order where the algorithm allows, or gather the pieces into "
+                    "larger sequential requests (sort them, read whole chunks)",
+                    files=top_paths(known, backwards),
+                    counters={names["all"]: judged, names["seq"]: float(known[f"seq_{op}s"].sum())},
+                )
+            )
     return found
 
 
@@ -81,18 +109,28 @@ def misaligned(run: Run) -> list[Finding]:
         return []
     unit = int(known.alignment.mode().iloc[0]) if known.alignment.notna().any() else 4096
     part = (known.read_time_s + known.write_time_s) * (bad / requests.where(requests > 0)).fillna(0)
-    names = proof_names(run, {"bad": ("POSIX_FILE_NOT_ALIGNED", "calls at an unaligned offset"),
-                               "unit": ("POSIX_FILE_ALIGNMENT", "alignment checked (page size)")})
-    return [Finding(
-        "misaligned", "misaligned requests", busiest_rank_seconds(known, part),
-        f"{bad.sum():,.0f} of {requests.sum():,.0f} requests "
-        f"({share_of(bad.sum(), requests.sum()):.0%}) "
-        f"start off a {_size(unit)} boundary, the file system's alignment unit in this "
-        f"{'log' if run.source == 'darshan' else 'trace'}",
-        f"align offsets and sizes to {_size(unit)} (pad records, or the library's alignment "
-        "setting, e.g. H5Pset_alignment or the Lustre stripe size)",
-        files=top_paths(known, bad),
-        counters={names["bad"]: float(bad.sum()), names["unit"]: unit})]
+    names = proof_names(
+        run,
+        {
+            "bad": ("POSIX_FILE_NOT_ALIGNED", "calls at an unaligned offset"),
+            "unit": ("POSIX_FILE_ALIGNMENT", "alignment checked (page size)"),
+        },
+    )
+    return [
+        Finding(
+            "misaligned",
+            "misaligned requests",
+            busiest_rank_seconds(known, part),
+            f"{bad.sum():,.0f} of {requests.sum():,.0f} requests "
+            f"({share_of(bad.sum(), requests.sum()):.0%}) "
+            f"start off a {_size(unit)} boundary, the file system's alignment unit in this "
+            f"{'log' if run.source == 'darshan' else 'trace'}",
+            f"align offsets and sizes to {_size(unit)} (pad records, or the library's alignment "
+            "setting, e.g. H5Pset_alignment or the Lustre stripe size)",
+            files=top_paths(known, bad),
+            counters={names["bad"]: float(bad.sum()), names["unit"]: unit},
+        )
+    ]
 
 
 def _size(nbytes: float) -> str:
@@ -117,25 +155,32 @@ def stdio(run: Run) -> list[Finding]:
     requests = frame.reads + frame.writes
     moved = frame.bytes_read + frame.bytes_written
     per_file = pd.DataFrame({"requests": requests, "moved": moved}).groupby(frame.path).sum()
-    tiny = per_file[(per_file.requests > 0)
-                    & (per_file.moved < STDIO_SMALL_BYTES * per_file.requests)]
+    tiny = per_file[
+        (per_file.requests > 0) & (per_file.moved < STDIO_SMALL_BYTES * per_file.requests)
+    ]
     if tiny.requests.sum() < MIN_COUNT:
         return []
     records = frame[frame.path.isin(tiny.index)]
     tiny["seconds"] = (records.read_time_s + records.write_time_s).groupby(records.path).sum()
     top = tiny.seconds.idxmax()
-    return [Finding(
-        "stdio", "tiny requests through stdio",
-        busiest_rank_seconds(records, records.read_time_s + records.write_time_s),
-        f"{tiny.requests.sum():,.0f} stdio reads and writes of "
-        f"{tiny.moved.sum() / tiny.requests.sum():,.0f} "
-        f"bytes on average on {len(tiny)} file(s); {top}: {tiny.loc[top, 'requests']:,.0f} "
-        f"requests of {tiny.loc[top, 'moved'] / tiny.loc[top, 'requests']:,.0f} bytes",
-        "give each stream a large buffer (setvbuf, or open(..., buffering=1 << 20)), write "
-        "whole records or blocks, and do not flush or reopen per line",
-        files=list(tiny.sort_values("seconds", ascending=False).index[:TOP_FILES]),
-        counters={"STDIO_WRITES + STDIO_READS": float(tiny.requests.sum()),
-                  "STDIO_BYTES_WRITTEN + STDIO_BYTES_READ": float(tiny.moved.sum())})]
+    return [
+        Finding(
+            "stdio",
+            "tiny requests through stdio",
+            busiest_rank_seconds(records, records.read_time_s + records.write_time_s),
+            f"{tiny.requests.sum():,.0f} stdio reads and writes of "
+            f"{tiny.moved.sum() / tiny.requests.sum():,.0f} "
+            f"bytes on average on {len(tiny)} file(s); {top}: {tiny.loc[top, 'requests']:,.0f} "
+            f"requests of {tiny.loc[top, 'moved'] / tiny.loc[top, 'requests']:,.0f} bytes",
+            "give each stream a large buffer (setvbuf, or open(..., buffering=1 << 20)), write "
+            "whole records or blocks, and do not flush or reopen per line",
+            files=list(tiny.sort_values("seconds", ascending=False).index[:TOP_FILES]),
+            counters={
+                "STDIO_WRITES + STDIO_READS": float(tiny.requests.sum()),
+                "STDIO_BYTES_WRITTEN + STDIO_BYTES_READ": float(tiny.moved.sum()),
+            },
+        )
+    ]
 
 
 #: The lab's own: a file read more than this many times its used range counts as re-read
@@ -149,28 +194,37 @@ def rereads(run: Run) -> list[Finding]:
     posix = layer_records(run, "POSIX")
     if posix.empty:
         return []
-    per_file = posix.groupby("path").agg(bytes_read=("bytes_read", "sum"),
-                                         used=("max_byte_read", "max"),
-                                         reads=("reads", "sum"))
-    again = per_file[(per_file.used > 0) & (per_file.bytes_read > REREAD_FACTOR * per_file.used)
-                     & ((per_file.bytes_read - per_file.used >= SMALL_BYTES)
-                        | (per_file.reads >= MIN_COUNT))]
+    per_file = posix.groupby("path").agg(
+        bytes_read=("bytes_read", "sum"), used=("max_byte_read", "max"), reads=("reads", "sum")
+    )
+    again = per_file[
+        (per_file.used > 0)
+        & (per_file.bytes_read > REREAD_FACTOR * per_file.used)
+        & ((per_file.bytes_read - per_file.used >= SMALL_BYTES) | (per_file.reads >= MIN_COUNT))
+    ]
     if again.empty:
         return []
     records = posix[posix.path.isin(again.index)]
     spare = (1 - again.used / again.bytes_read).reindex(records.path).to_numpy()
     cost = busiest_rank_seconds(records, records.read_time_s * spare)
     top = again.bytes_read.idxmax()
-    return [Finding(
-        "reread", "the same data read again", cost,
-        f"{len(again)} file(s) read at least {REREAD_FACTOR:.0f} times over; {top}: "
-        f"{again.loc[top, 'bytes_read']:,.0f} bytes read of a "
-        f"{again.loc[top, 'used']:,.0f}-byte range",
-        "read once and keep it in memory (or read on one rank and broadcast), or convert "
-        "once to a format cheap to load",
-        files=list(again.sort_values("bytes_read", ascending=False).index[:TOP_FILES]),
-        counters={"POSIX_BYTES_READ": float(again.bytes_read.sum()),
-                  "POSIX_MAX_BYTE_READ + 1": float(again.used.sum())})]
+    return [
+        Finding(
+            "reread",
+            "the same data read again",
+            cost,
+            f"{len(again)} file(s) read at least {REREAD_FACTOR:.0f} times over; {top}: "
+            f"{again.loc[top, 'bytes_read']:,.0f} bytes read of a "
+            f"{again.loc[top, 'used']:,.0f}-byte range",
+            "read once and keep it in memory (or read on one rank and broadcast), or convert "
+            "once to a format cheap to load",
+            files=list(again.sort_values("bytes_read", ascending=False).index[:TOP_FILES]),
+            counters={
+                "POSIX_BYTES_READ": float(again.bytes_read.sum()),
+                "POSIX_MAX_BYTE_READ + 1": float(again.used.sum()),
+            },
+        )
+    ]
 
 
 #: The lab's own: a sync for every this many writes or fewer is a sync per transaction.
@@ -187,17 +241,30 @@ def syncs(run: Run) -> list[Finding]:
     if count < MIN_SYNCS or writes > WRITES_PER_SYNC * count:
         return []
     seconds = posix.sync_time_s.fillna(0) if posix.sync_time_s.notna().any() else posix.write_time_s
-    return [Finding(
-        "syncs", "a sync every few writes", busiest_rank_seconds(posix, seconds),
-        f"{count:,.0f} fsync/fdatasync calls for {writes:,.0f} writes "
-        f"(one per {share_of(writes, count):,.1f} writes)",
-        "sync once per batch, not per record: one transaction around many inserts "
-        "(BEGIN ... COMMIT in SQLite), a checkpoint's fsync at its end only",
-        files=top_paths(posix, posix.syncs),
-        counters={proof_names(run, {"s": ("POSIX_FSYNCS + POSIX_FDSYNCS",
-                                            "fsync, fdatasync and sync_file_range calls")})["s"]:
-                  float(count),
-                  "writes": float(writes)})]
+    return [
+        Finding(
+            "syncs",
+            "a sync every few writes",
+            busiest_rank_seconds(posix, seconds),
+            f"{count:,.0f} fsync/fdatasync calls for {writes:,.0f} writes "
+            f"(one per {share_of(writes, count):,.1f} writes)",
+            "sync once per batch, not per record: one transaction around many inserts "
+            "(BEGIN ... COMMIT in SQLite), a checkpoint's fsync at its end only",
+            files=top_paths(posix, posix.syncs),
+            counters={
+                proof_names(
+                    run,
+                    {
+                        "s": (
+                            "POSIX_FSYNCS + POSIX_FDSYNCS",
+                            "fsync, fdatasync and sync_file_range calls",
+                        )
+                    },
+                )["s"]: float(count),
+                "writes": float(writes),
+            },
+        )
+    ]
 
 
 #: The lab's own (Drishti has no such rule): a single request of at most SMALL_BYTES that
@@ -224,23 +291,36 @@ def stalled_requests(run: Run) -> list[Finding]:
         shared = stalled.loc[stalled["rank"] < 0, f"slowest_{side}_s"]
         cost = max(own.max() if len(own) else 0.0, shared.max() if len(shared) else 0.0)
         where = f"rank {int(worst['rank'])}" if worst["rank"] >= 0 else "one rank"
-        proof = proof_names(run, {"s": (f"POSIX_F_MAX_{side.upper()}_TIME",
-                                         f"the slowest {side} call's time (strace -T)"),
-                                   "b": (f"POSIX_MAX_{side.upper()}_TIME_SIZE", "its size")})
-        found.append(Finding(
-            f"stalled-{side}s", f"{side}s of a MiB or less that took seconds",
-            cost,
-            f"{len(stalled):,} record(s) whose slowest {side} moved at most 1 MiB yet took at "
-            f"least {STALL_S:.0f} s; the worst: {worst[f'slowest_{side}_bytes']:,.0f} bytes in "
-            f"{worst[f'slowest_{side}_s']:,.2f} s, {where}, on {worst['path']}",
-            "a small request needs milliseconds from any disk, so these waited: for a lock "
-            "(small pieces of a file that other ranks write in bulk: on Lustre, extent locks "
-            "per stripe), for a busy server, or for the client's cache to drain; write the "
-            "small pieces from one rank or to a file of their own, aligned to the stripe, "
-            "and if it recurs on one server, tell your centre",
-            files=top_paths(stalled, stalled[f"slowest_{side}_s"]),
-            ranks=[int(r) for r in own.sort_values(ascending=False).index[:TOP_FILES]],
-            counters={proof["s"]: float(worst[f"slowest_{side}_s"]),
-                      proof["b"]: float(worst[f"slowest_{side}_bytes"]),
-                      "records": float(len(stalled))}))
+        proof = proof_names(
+            run,
+            {
+                "s": (
+                    f"POSIX_F_MAX_{side.upper()}_TIME",
+                    f"the slowest {side} call's time (strace -T)",
+                ),
+                "b": (f"POSIX_MAX_{side.upper()}_TIME_SIZE", "its size"),
+            },
+        )
+        found.append(
+            Finding(
+                f"stalled-{side}s",
+                f"{side}s of a MiB or less that took seconds",
+                cost,
+                f"{len(stalled):,} record(s) whose slowest {side} moved at most 1 MiB yet took at "
+                f"least {STALL_S:.0f} s; the worst: {worst[f'slowest_{side}_bytes']:,.0f} bytes in "
+                f"{worst[f'slowest_{side}_s']:,.2f} s, {where}, on {worst['path']}",
+                "a small request needs milliseconds from any disk, so these waited: for a lock "
+                "(small pieces of a file that other ranks write in bulk: on Lustre, extent locks "
+                "per stripe), for a busy server, or for the client's cache to drain; write the "
+                "small pieces from one rank or to a file of their own, aligned to the stripe, "
+                "and if it recurs on one server, tell your centre",
+                files=top_paths(stalled, stalled[f"slowest_{side}_s"]),
+                ranks=[int(r) for r in own.sort_values(ascending=False).index[:TOP_FILES]],
+                counters={
+                    proof["s"]: float(worst[f"slowest_{side}_s"]),
+                    proof["b"]: float(worst[f"slowest_{side}_bytes"]),
+                    "records": float(len(stalled)),
+                },
+            )
+        )
     return found

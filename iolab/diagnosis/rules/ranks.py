@@ -36,9 +36,13 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
     seconds = records.read_time_s + records.write_time_s + records.meta_time_s
     # Files several ranks wrote with per-rank records: extremes by rank.
     own = records[records["rank"] >= 0].assign(moved=moved, seconds=seconds)
-    per_file = own.groupby("path").agg(ranks=("rank", "nunique"), most_bytes=("moved", "max"),
-                                       least_bytes=("moved", "min"), slowest_s=("seconds", "max"),
-                                       mean_s=("seconds", "mean"))
+    per_file = own.groupby("path").agg(
+        ranks=("rank", "nunique"),
+        most_bytes=("moved", "max"),
+        least_bytes=("moved", "min"),
+        slowest_s=("seconds", "max"),
+        mean_s=("seconds", "mean"),
+    )
     by_path = own.groupby("path")
     per_file["heavy_rank"] = own.loc[by_path.moved.idxmax()].set_index("path")["rank"]
     per_file["slow_rank"] = own.loc[by_path.seconds.idxmax()].set_index("path")["rank"]
@@ -48,16 +52,24 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
     # Shared records: Darshan keeps the fastest and slowest rank, their bytes and seconds.
     shared = records[records["rank"] < 0]
     extremes = shared[["fastest_rank_bytes", "slowest_rank_bytes"]]
-    shared_file = pd.DataFrame({
-        "ranks": run.processes, "most_bytes": extremes.max(axis=1).to_numpy(),
-        "least_bytes": extremes.min(axis=1).to_numpy(),
-        "slowest_s": shared.slowest_rank_s.to_numpy(),
-        "mean_s": (seconds[shared.index] / max(run.processes, 1)).to_numpy(),
-        "heavy_rank": np.where(shared.slowest_rank_bytes >= shared.fastest_rank_bytes,
-                               shared.slowest_rank, shared.fastest_rank),
-        "slow_rank": shared.slowest_rank.to_numpy(),
-        "fast_bytes": shared.fastest_rank_bytes.to_numpy(),
-        "slow_bytes": shared.slowest_rank_bytes.to_numpy()}, index=shared.path.to_numpy())
+    shared_file = pd.DataFrame(
+        {
+            "ranks": run.processes,
+            "most_bytes": extremes.max(axis=1).to_numpy(),
+            "least_bytes": extremes.min(axis=1).to_numpy(),
+            "slowest_s": shared.slowest_rank_s.to_numpy(),
+            "mean_s": (seconds[shared.index] / max(run.processes, 1)).to_numpy(),
+            "heavy_rank": np.where(
+                shared.slowest_rank_bytes >= shared.fastest_rank_bytes,
+                shared.slowest_rank,
+                shared.fastest_rank,
+            ),
+            "slow_rank": shared.slowest_rank.to_numpy(),
+            "fast_bytes": shared.fastest_rank_bytes.to_numpy(),
+            "slow_bytes": shared.slowest_rank_bytes.to_numpy(),
+        },
+        index=shared.path.to_numpy(),
+    )
     files = [frame for frame in (per_file, shared_file) if len(frame)]
     if not files:
         return pd.DataFrame()
@@ -79,16 +91,19 @@ def rank_imbalance(run: Run) -> list[Finding]:
     # Below a tenth of the minor line a file's spread is noise, not even worth listing.
     files = files[files.cost_s >= NOISE_SHARE * minor_line(run)]
     posix = files[files.layer == "POSIX"]
-    byte_spread = ((posix.most_bytes - posix.least_bytes)
-                   / posix.most_bytes.where(posix.most_bytes > 0)).fillna(0)
+    byte_spread = (
+        (posix.most_bytes - posix.least_bytes) / posix.most_bytes.where(posix.most_bytes > 0)
+    ).fillna(0)
     by_bytes = posix[(byte_spread > BYTES_IMBALANCE) & (posix.most_bytes >= IMBALANCE_MIN_BYTES)]
-    time_spread = ((files.slowest_s - files.mean_s)
-                   / files.slowest_s.where(files.slowest_s > 0)).fillna(0)
+    time_spread = (
+        (files.slowest_s - files.mean_s) / files.slowest_s.where(files.slowest_s > 0)
+    ).fillna(0)
     # Equal work: the slowest and fastest ranks moved about the same, or so little that the
     # bytes cannot explain the seconds.
-    equal = (((files.slow_bytes - files.fast_bytes).abs()
-              <= BYTES_IMBALANCE * files[["slow_bytes", "fast_bytes"]].max(axis=1))
-             | (files.most_bytes < IMBALANCE_MIN_BYTES))
+    equal = (
+        (files.slow_bytes - files.fast_bytes).abs()
+        <= BYTES_IMBALANCE * files[["slow_bytes", "fast_bytes"]].max(axis=1)
+    ) | (files.most_bytes < IMBALANCE_MIN_BYTES)
     by_time = files[(time_spread > TIME_IMBALANCE) & equal & ~files.index.isin(by_bytes.index)]
     # A file once, at the layer where its ranks' spread costs most.
     by_time = by_time.sort_values("cost_s", ascending=False, kind="stable")
@@ -96,49 +111,74 @@ def rank_imbalance(run: Run) -> list[Finding]:
     found = []
     if len(by_bytes):
         worst = by_bytes.sort_values("cost_s", ascending=False).iloc[0]
-        evidence = (f"on {worst.name} ({int(worst.ranks):,} ranks) one rank moved "
-                    f"{worst.most_bytes:,.0f} bytes and another {worst.least_bytes:,.0f}; the "
-                    f"slowest rank spent {worst.slowest_s:,.1f} s on it against "
-                    f"{worst.mean_s:,.1f} s on average"
-                    + (f" ({len(by_bytes)} files like this)" if len(by_bytes) > 1 else ""))
-        advice = ("split the data evenly (equal blocks per rank) or let collective MPI-IO "
-                  "spread it over aggregators: the job waits for the rank with the most")
+        evidence = (
+            f"on {worst.name} ({int(worst.ranks):,} ranks) one rank moved "
+            f"{worst.most_bytes:,.0f} bytes and another {worst.least_bytes:,.0f}; the "
+            f"slowest rank spent {worst.slowest_s:,.1f} s on it against "
+            f"{worst.mean_s:,.1f} s on average"
+            + (f" ({len(by_bytes)} files like this)" if len(by_bytes) > 1 else "")
+        )
+        advice = (
+            "split the data evenly (equal blocks per rank) or let collective MPI-IO "
+            "spread it over aggregators: the job waits for the rank with the most"
+        )
         mpiio = layer_records(run, "MPI-IO")
         above = mpiio[(mpiio.path == worst.name) & (mpiio["rank"] < 0)]
         if len(above):
             low, high = sorted(above[["fastest_rank_bytes", "slowest_rank_bytes"]].iloc[0])
             if high and (high - low) <= BYTES_IMBALANCE * high:
-                evidence += (f"; at the MPI-IO layer the ranks' shares are even ({low:,.0f} to "
-                             f"{high:,.0f} bytes), so the split below is collective I/O's")
-                advice = ("the application splits evenly; ROMIO gave the POSIX work to few "
-                          "aggregators (one per stripe by default on Lustre): stripe the file "
-                          "over more OSTs or raise the cb_nodes hint")
-        found.append(Finding(
-            "rank-imbalance-bytes", "ranks given unequal shares of a file",
-            float(by_bytes.cost_s.max()), evidence, advice,
-            files=list(by_bytes.sort_values("cost_s", ascending=False).index[:TOP_FILES]),
-            ranks=[int(worst.heavy_rank)],
-            counters={"bytes of the heaviest rank": float(worst.most_bytes),
-                      "bytes of the lightest rank": float(worst.least_bytes),
-                      "seconds of the slowest rank": float(worst.slowest_s)}))
+                evidence += (
+                    f"; at the MPI-IO layer the ranks' shares are even ({low:,.0f} to "
+                    f"{high:,.0f} bytes), so the split below is collective I/O's"
+                )
+                advice = (
+                    "the application splits evenly; ROMIO gave the POSIX work to few "
+                    "aggregators (one per stripe by default on Lustre): stripe the file "
+                    "over more OSTs or raise the cb_nodes hint"
+                )
+        found.append(
+            Finding(
+                "rank-imbalance-bytes",
+                "ranks given unequal shares of a file",
+                float(by_bytes.cost_s.max()),
+                evidence,
+                advice,
+                files=list(by_bytes.sort_values("cost_s", ascending=False).index[:TOP_FILES]),
+                ranks=[int(worst.heavy_rank)],
+                counters={
+                    "bytes of the heaviest rank": float(worst.most_bytes),
+                    "bytes of the lightest rank": float(worst.least_bytes),
+                    "seconds of the slowest rank": float(worst.slowest_s),
+                },
+            )
+        )
     if len(by_time):
         worst = by_time.iloc[0]
         at_posix = worst.layer == "POSIX"
-        found.append(Finding(
-            "rank-imbalance-time", "ranks slow on equal work", float(worst.cost_s),
-            f"on {worst.name} ({int(worst.ranks):,} ranks) ranks moved about the same bytes "
-            f"but the slowest spent {worst.slowest_s:,.1f} s in {worst.layer} calls against "
-            f"{worst.mean_s:,.1f} s on average",
-            "equal work taking unequal time points at the file system: check the file's "
-            "striping (lfs getstripe) and whether some OSTs or nodes are slower" if at_posix
-            else "equal work taking unequal time inside MPI-IO calls: the ranks waited there, "
-                 "for locks or for one another, in turn (see the MPI-IO waits finding if it is "
-                 "raised); collective calls on a parallel file system even the turns out",
-            files=list(by_time.index[:TOP_FILES]),
-            ranks=[int(worst.slow_rank)],
-            counters={f"{'POSIX' if at_posix else 'MPIIO'}_F_SLOWEST_RANK_TIME":
-                      float(worst.slowest_s),
-                      "mean seconds per rank": float(worst.mean_s)}))
+        found.append(
+            Finding(
+                "rank-imbalance-time",
+                "ranks slow on equal work",
+                float(worst.cost_s),
+                f"on {worst.name} ({int(worst.ranks):,} ranks) ranks moved about the same bytes "
+                f"but the slowest spent {worst.slowest_s:,.1f} s in {worst.layer} calls against "
+                f"{worst.mean_s:,.1f} s on average",
+                "equal work taking unequal time points at the file system: check the file's "
+                "striping (lfs getstripe) and whether some OSTs or nodes are slower"
+                if at_posix
+                else "equal work taking unequal time inside MPI-IO calls: the ranks waited there, "
+                "for locks or for one another, in turn (see the MPI-IO waits finding if it is "
+                "raised); collective calls on a parallel file system even the turns out",
+                files=list(by_time.index[:TOP_FILES]),
+                ranks=[int(worst.slow_rank)],
+                counters={
+                    f"{'POSIX' if at_posix else 'MPIIO'}_F_SLOWEST_RANK_TIME": float(
+                        worst.slowest_s
+                    ),
+                    "mean seconds per rank": float(worst.mean_s),
+                },
+            )
+        )
     return found
 
 
@@ -151,7 +191,8 @@ WAIT_FOR_IO_FIX = (
     "the job runs at the pace of the ranks doing its I/O, so the findings on their files are "
     "where its time goes; then spread the I/O over more ranks (more MPI-IO aggregators: the "
     "cb_nodes hint; more writers) or take it off the others' path (dedicated I/O ranks, or "
-    "asynchronous I/O such as HDF5's asynchronous VOL connector)")
+    "asynchronous I/O such as HDF5's asynchronous VOL connector)"
+)
 
 
 def rank_io_seconds(run: Run) -> pd.Series:
@@ -160,8 +201,11 @@ def rank_io_seconds(run: Run) -> pd.Series:
     data = run.data()
     data = data[data.layer.isin(("POSIX", "STDIO")) & (data["rank"] >= 0)]
     seconds = data.read_time_s + data.write_time_s + data.meta_time_s
-    return seconds.groupby(data["rank"].astype("int64")).sum().reindex(
-        run.mpi["rank"].astype("int64"), fill_value=0.0)
+    return (
+        seconds.groupby(data["rank"].astype("int64"))
+        .sum()
+        .reindex(run.mpi["rank"].astype("int64"), fill_value=0.0)
+    )
 
 
 def ranks_wait_for_io(run: Run) -> list[Finding]:
@@ -197,24 +241,39 @@ def ranks_wait_for_io(run: Run) -> list[Finding]:
     on_io_ranks = data[own & data["rank"].isin(io_ranks.index)]
     nodes = ranks.node[heavy].nunique()
     little = io_s[~heavy].max()
-    evidence = (f"{int((~heavy).sum())} of {len(ranks)} ranks did "
-                + ("no I/O of their own" if little < 0.05 else f"at most {little:,.1f} s of I/O")
-                + " and waited a median "
-                f"{others_wait:,.0f} s in MPI_Barrier and MPI_Wait calls, against "
-                f"{io_wait:,.0f} s for the {int(heavy.sum())} ranks on {nodes} node(s) that "
-                f"did the I/O ({io_ranks.median():,.0f} s of POSIX and STDIO time each, median); "
-                f"across the ranks, the waiting falls as the I/O time rises (r = {r:.2f}): the "
-                "others were waiting for the I/O ranks")
-    return [Finding(
-        "ranks-wait-for-io", "ranks waiting in MPI for the ranks doing I/O",
-        float(others_wait - io_wait), evidence, WAIT_FOR_IO_FIX,
-        files=top_paths(on_io_ranks, on_io_ranks.read_time_s + on_io_ranks.write_time_s
-                        + on_io_ranks.meta_time_s),
-        ranks=[int(rank) for rank in io_ranks.index[:TOP_FILES]],
-        counters={"MPI_BARRIER_TOTAL_TIME + MPI_WAIT*_TOTAL_TIME, median of the other ranks":
-                  float(others_wait),
-                  "MPI_BARRIER_TOTAL_TIME + MPI_WAIT*_TOTAL_TIME, median of the I/O ranks":
-                  float(io_wait),
-                  "POSIX_F_*_TIME + STDIO_F_*_TIME, median of the I/O ranks":
-                  float(io_ranks.median()),
-                  "correlation of I/O and MPI waiting across ranks": r})]
+    evidence = (
+        f"{int((~heavy).sum())} of {len(ranks)} ranks did "
+        + ("no I/O of their own" if little < 0.05 else f"at most {little:,.1f} s of I/O")
+        + " and waited a median "
+        f"{others_wait:,.0f} s in MPI_Barrier and MPI_Wait calls, against "
+        f"{io_wait:,.0f} s for the {int(heavy.sum())} ranks on {nodes} node(s) that "
+        f"did the I/O ({io_ranks.median():,.0f} s of POSIX and STDIO time each, median); "
+        f"across the ranks, the waiting falls as the I/O time rises (r = {r:.2f}): the "
+        "others were waiting for the I/O ranks"
+    )
+    return [
+        Finding(
+            "ranks-wait-for-io",
+            "ranks waiting in MPI for the ranks doing I/O",
+            float(others_wait - io_wait),
+            evidence,
+            WAIT_FOR_IO_FIX,
+            files=top_paths(
+                on_io_ranks,
+                on_io_ranks.read_time_s + on_io_ranks.write_time_s + on_io_ranks.meta_time_s,
+            ),
+            ranks=[int(rank) for rank in io_ranks.index[:TOP_FILES]],
+            counters={
+                "MPI_BARRIER_TOTAL_TIME + MPI_WAIT*_TOTAL_TIME, median of the other ranks": float(
+                    others_wait
+                ),
+                "MPI_BARRIER_TOTAL_TIME + MPI_WAIT*_TOTAL_TIME, median of the I/O ranks": float(
+                    io_wait
+                ),
+                "POSIX_F_*_TIME + STDIO_F_*_TIME, median of the I/O ranks": float(
+                    io_ranks.median()
+                ),
+                "correlation of I/O and MPI waiting across ranks": r,
+            },
+        )
+    ]

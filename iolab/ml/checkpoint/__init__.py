@@ -28,23 +28,53 @@ The command line is iolab.cli.checkpoint. Notebooks use the names below as `ck.<
 from iolab.ml.checkpoint.budget import checked_size
 from iolab.ml.checkpoint.compare import TARGETS_HELP, describe, run_strategy, target_dir
 from iolab.ml.checkpoint.copies import BackgroundCopier, CopyCancelled, CopyRecord, copy_checkpoint
-from iolab.ml.checkpoint.formats import (import_torch, load_checkpoint, save_checkpoint,
-                                         torch_save_checkpoint)
+from iolab.ml.checkpoint.formats import (
+    import_torch,
+    load_checkpoint,
+    save_checkpoint,
+    torch_save_checkpoint,
+)
 from iolab.ml.checkpoint.loop import LoopRun, check_loop, simulate_step, train_and_checkpoint
-from iolab.ml.checkpoint.resume import (checkpoint_name, complete_checkpoints, rotate,
-                                        verify_checkpoint)
+from iolab.ml.checkpoint.resume import (
+    checkpoint_name,
+    complete_checkpoints,
+    rotate,
+    verify_checkpoint,
+)
 from iolab.ml.checkpoint.state import DEFAULT_LAYERS, DEFAULT_MIB, MIB, model_state, state_bytes
 from iolab.ml.checkpoint.tables import copies_frame, summary_frame
 from iolab.ml.checkpoint.writing import Saved, fsync_dir, sidecar
 
 __all__ = [
     "checked_size",
-    "TARGETS_HELP", "describe", "run_strategy", "target_dir",
-    "BackgroundCopier", "CopyCancelled", "CopyRecord", "copy_checkpoint",
-    "import_torch", "load_checkpoint", "save_checkpoint", "torch_save_checkpoint",
-    "LoopRun", "check_loop", "simulate_step", "train_and_checkpoint",
-    "checkpoint_name", "complete_checkpoints", "rotate", "verify_checkpoint",
-    "DEFAULT_LAYERS", "DEFAULT_MIB", "MIB", "model_state", "state_bytes",
-    "copies_frame", "summary_frame",
-    "Saved", "fsync_dir", "sidecar",
+    "TARGETS_HELP",
+    "describe",
+    "run_strategy",
+    "target_dir",
+    "BackgroundCopier",
+    "CopyCancelled",
+    "CopyRecord",
+    "copy_checkpoint",
+    "import_torch",
+    "load_checkpoint",
+    "save_checkpoint",
+    "torch_save_checkpoint",
+    "LoopRun",
+    "check_loop",
+    "simulate_step",
+    "train_and_checkpoint",
+    "checkpoint_name",
+    "complete_checkpoints",
+    "rotate",
+    "verify_checkpoint",
+    "DEFAULT_LAYERS",
+    "DEFAULT_MIB",
+    "MIB",
+    "model_state",
+    "state_bytes",
+    "copies_frame",
+    "summary_frame",
+    "Saved",
+    "fsync_dir",
+    "sidecar",
 ]

@@ -14,8 +14,14 @@ from iolab.core.errors import LabError
 def checked_size(size_mib: int, compute_node: bool | None = None) -> int:
     """The size in MiB if it is allowed here, else a LabError with the fix."""
     if size_mib < 1:
-        raise LabError(f"a checkpoint of {size_mib} MiB holds nothing; choose a size of at "
-                       "least 1 MiB (--size-mib)")
-    budget.check(f"a checkpoint of {size_mib} MiB", data_mib=size_mib,
-                 fix="choose a smaller --size-mib", compute_node=compute_node)
+        raise LabError(
+            f"a checkpoint of {size_mib} MiB holds nothing; choose a size of at "
+            "least 1 MiB (--size-mib)"
+        )
+    budget.check(
+        f"a checkpoint of {size_mib} MiB",
+        data_mib=size_mib,
+        fix="choose a smaller --size-mib",
+        compute_node=compute_node,
+    )
     return size_mib

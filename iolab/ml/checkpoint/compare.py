@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -54,8 +54,10 @@ def target_dir(target: str, scratch: Path) -> Iterator[Path]:
                 try:
                     directory = Path(tempfile.mkdtemp(prefix="iolab-checkpoint-", dir=base))
                 except OSError as err:
-                    raise LabError(f"cannot write in {base} ({err.strerror}); choose a "
-                                   "directory you can write to") from None
+                    raise LabError(
+                        f"cannot write in {base} ({err.strerror}); choose a "
+                        "directory you can write to"
+                    ) from None
                 cleanup.callback(_remove_uninterrupted, discard_owned, directory)
             yield directory
 
@@ -68,10 +70,19 @@ def describe(target: str, path: Path) -> str:
 
 
 @heavy_turn("checkpoint")
-def run_strategy(state: dict[str, np.ndarray], target: str = "local", *, background: bool = False,
-                 fsync: bool = False, steps: int = 6, every: int = 2, step_s: float = 0.5,
-                 keep: int = 2, use_torch: bool = False,
-                 throttle_MiBps: float | None = None) -> LoopRun:
+def run_strategy(
+    state: dict[str, np.ndarray],
+    target: str = "local",
+    *,
+    background: bool = False,
+    fsync: bool = False,
+    steps: int = 6,
+    every: int = 2,
+    step_s: float = 0.5,
+    keep: int = 2,
+    use_torch: bool = False,
+    throttle_MiBps: float | None = None,
+) -> LoopRun:
     """One complete measured run in fresh directories, all removed afterwards (also on SIGTERM).
 
     Synchronous: the save call writes to the target. Background: it writes to the local
@@ -96,11 +107,24 @@ def run_strategy(state: dict[str, np.ndarray], target: str = "local", *, backgro
             saver = torch_save_checkpoint if use_torch else save_checkpoint
             how = "torch.save" if use_torch else "np.save"
             where = describe(target, destination)
-            label = (f"background: {how} to local disk, copy to {where}" if background
-                     else f"sync: {how} to {where}") + (", fsync" if fsync else "")
-            run = train_and_checkpoint(state, save_dir, steps=steps, every=every, step_s=step_s,
-                                       fsync=fsync, keep=keep, copy_to=copy_to,
-                                       throttle_MiBps=throttle_MiBps, saver=saver, label=label)
+            label = (
+                f"background: {how} to local disk, copy to {where}"
+                if background
+                else f"sync: {how} to {where}"
+            ) + (", fsync" if fsync else "")
+            run = train_and_checkpoint(
+                state,
+                save_dir,
+                steps=steps,
+                every=every,
+                step_s=step_s,
+                fsync=fsync,
+                keep=keep,
+                copy_to=copy_to,
+                throttle_MiBps=throttle_MiBps,
+                saver=saver,
+                label=label,
+            )
             run.saved_to = describe("local", local) if background else where
             run.copied_to = where if background else ""
             return run
@@ -111,4 +135,3 @@ def _remove_uninterrupted(remove: Callable, path: Path, *args) -> None:
     (then ends the run), so no half-deleted checkpoint directory is left behind."""
     with interrupts_held():
         remove(path, *args)
-

@@ -42,9 +42,14 @@ class CopyRecord:
         return self.sha256_local == self.sha256_copy
 
 
-def copy_checkpoint(saved: Saved, dest_dir: Path, fsync: bool = False,
-                    throttle_MiBps: float | None = None,
-                    cancel: threading.Event | None = None, clock_zero: float = 0.0) -> CopyRecord:
+def copy_checkpoint(
+    saved: Saved,
+    dest_dir: Path,
+    fsync: bool = False,
+    throttle_MiBps: float | None = None,
+    cancel: threading.Event | None = None,
+    clock_zero: float = 0.0,
+) -> CopyRecord:
     """Copy a saved checkpoint atomically, read the copy back, and mark it complete if it matches.
 
     `throttle_MiBps` slows the copy down on purpose (tests, or a stand-in for a busy file
@@ -60,7 +65,9 @@ def copy_checkpoint(saved: Saved, dest_dir: Path, fsync: bool = False,
                     raise CopyCancelled
                 writer.write(chunk)
                 if throttle_MiBps:
-                    ahead_s = writer.size_bytes / (throttle_MiBps * MIB) - (time.perf_counter() - start)
+                    ahead_s = writer.size_bytes / (throttle_MiBps * MIB) - (
+                        time.perf_counter() - start
+                    )
                     if ahead_s > 0 and cancel.wait(ahead_s):
                         raise CopyCancelled
 
@@ -68,8 +75,14 @@ def copy_checkpoint(saved: Saved, dest_dir: Path, fsync: bool = False,
     read_back = sha256_of(copied.path)
     if read_back == saved.sha256:
         write_sidecar(copied.path, read_back, fsync)
-    return CopyRecord(saved.path.name, copied.size_bytes, start - clock_zero,
-                      time.perf_counter() - clock_zero, saved.sha256, read_back)
+    return CopyRecord(
+        saved.path.name,
+        copied.size_bytes,
+        start - clock_zero,
+        time.perf_counter() - clock_zero,
+        saved.sha256,
+        read_back,
+    )
 
 
 class BackgroundCopier:
@@ -79,8 +92,13 @@ class BackgroundCopier:
     last one, leaving it by an exception (Ctrl-C, SIGTERM) cancels it and joins the thread.
     """
 
-    def __init__(self, dest_dir: Path, fsync: bool = False,
-                 throttle_MiBps: float | None = None, clock_zero: float = 0.0) -> None:
+    def __init__(
+        self,
+        dest_dir: Path,
+        fsync: bool = False,
+        throttle_MiBps: float | None = None,
+        clock_zero: float = 0.0,
+    ) -> None:
         self.dest_dir = Path(dest_dir)
         self.fsync = fsync
         self.throttle_MiBps = throttle_MiBps
@@ -92,8 +110,9 @@ class BackgroundCopier:
 
     def submit(self, saved: Saved) -> None:
         self.wait()
-        self._thread = threading.Thread(target=self._copy, args=(saved,), daemon=True,
-                                        name=f"copy {saved.path.name}")
+        self._thread = threading.Thread(
+            target=self._copy, args=(saved,), daemon=True, name=f"copy {saved.path.name}"
+        )
         self._thread.start()
 
     def wait(self) -> None:
@@ -112,8 +131,16 @@ class BackgroundCopier:
 
     def _copy(self, saved: Saved) -> None:
         try:
-            self.records.append(copy_checkpoint(saved, self.dest_dir, self.fsync,
-                                                self.throttle_MiBps, self._cancel, self.clock_zero))
+            self.records.append(
+                copy_checkpoint(
+                    saved,
+                    self.dest_dir,
+                    self.fsync,
+                    self.throttle_MiBps,
+                    self._cancel,
+                    self.clock_zero,
+                )
+            )
         except BaseException as err:  # handed to the main thread by wait()
             self._error = err
 

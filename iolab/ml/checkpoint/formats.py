@@ -22,6 +22,7 @@ def save_checkpoint(state: dict[str, np.ndarray], path: Path, fsync: bool = Fals
     Without fsync the call returns once the data is in the page cache; with it, once the
     file, its sidecar and the directory entries are on stable storage.
     """
+
     def write(writer: HashingWriter) -> None:
         np.save(writer, np.array(list(state)), allow_pickle=False)
         for array in state.values():
@@ -35,8 +36,10 @@ def import_torch():
     try:
         import torch
     except ImportError:
-        raise LabError("torch is not installed, so torch.save cannot be shown; install it with "
-                       "`make torch` (CPU build), or use the numpy format, which needs no torch") from None
+        raise LabError(
+            "torch is not installed, so torch.save cannot be shown; install it with "
+            "`make torch` (CPU build), or use the numpy format, which needs no torch"
+        ) from None
     return torch
 
 
@@ -51,8 +54,10 @@ def load_checkpoint(path: Path) -> dict[str, np.ndarray]:
     """Read a checkpoint written by save_checkpoint back into named arrays, once its sidecar
     proves it complete and unchanged; a missing, partial or damaged one is a LabError."""
     if not verify_checkpoint(path):
-        raise LabError(f"the checkpoint {path} is incomplete or damaged (its {SIDECAR_SUFFIX} "
-                       "sidecar is missing or names another sha256); load an older checkpoint")
+        raise LabError(
+            f"the checkpoint {path} is incomplete or damaged (its {SIDECAR_SUFFIX} "
+            "sidecar is missing or names another sha256); load an older checkpoint"
+        )
     with open(path, "rb") as handle:
         names = np.load(handle, allow_pickle=False)
         return {str(name): np.load(handle, allow_pickle=False) for name in names}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -47,21 +47,42 @@ class LoopRun:
 
     def to_json_dict(self) -> dict:
         """The run as plain JSON (to show a recorded run where sshfs is missing)."""
-        return {**{name: getattr(self, name) for name in (
-                    "label", "strategy", "saved_to", "copied_to", "fsync", "steps", "every",
-                    "step_s", "loop_wall_s", "final_wait_s", "kept")},
-                "timeline": self.timeline.to_dict(orient="list"),
-                "saves": [{**asdict(s), "path": str(s.path)} for s in self.saves],
-                "copies": [asdict(c) for c in self.copies]}
+        return {
+            **{
+                name: getattr(self, name)
+                for name in (
+                    "label",
+                    "strategy",
+                    "saved_to",
+                    "copied_to",
+                    "fsync",
+                    "steps",
+                    "every",
+                    "step_s",
+                    "loop_wall_s",
+                    "final_wait_s",
+                    "kept",
+                )
+            },
+            "timeline": self.timeline.to_dict(orient="list"),
+            "saves": [{**asdict(s), "path": str(s.path)} for s in self.saves],
+            "copies": [asdict(c) for c in self.copies],
+        }
 
     @classmethod
     def from_json_dict(cls, value: dict) -> LoopRun:
         """A run read back from to_json_dict."""
-        fields = {name: item for name, item in value.items()
-                  if name not in ("timeline", "saves", "copies")}
-        return cls(**fields, timeline=pd.DataFrame(value["timeline"]),
-                   saves=[Saved(**{**s, "path": Path(s["path"])}) for s in value["saves"]],
-                   copies=[CopyRecord(**c) for c in value["copies"]])
+        fields = {
+            name: item
+            for name, item in value.items()
+            if name not in ("timeline", "saves", "copies")
+        }
+        return cls(
+            **fields,
+            timeline=pd.DataFrame(value["timeline"]),
+            saves=[Saved(**{**s, "path": Path(s["path"])}) for s in value["saves"]],
+            copies=[CopyRecord(**c) for c in value["copies"]],
+        )
 
 
 def simulate_step(step_s: float) -> None:
@@ -69,10 +90,20 @@ def simulate_step(step_s: float) -> None:
     time.sleep(step_s)
 
 
-def train_and_checkpoint(state: dict[str, np.ndarray], save_dir: Path, *, steps: int,
-                         every: int, step_s: float, fsync: bool = False, keep: int = 2,
-                         copy_to: Path | None = None, throttle_MiBps: float | None = None,
-                         saver: Saver = save_checkpoint, label: str = "") -> LoopRun:
+def train_and_checkpoint(
+    state: dict[str, np.ndarray],
+    save_dir: Path,
+    *,
+    steps: int,
+    every: int,
+    step_s: float,
+    fsync: bool = False,
+    keep: int = 2,
+    copy_to: Path | None = None,
+    throttle_MiBps: float | None = None,
+    saver: Saver = save_checkpoint,
+    label: str = "",
+) -> LoopRun:
     """Run `steps` simulated steps, saving after every `every`-th; time what blocks the loop.
 
     Blocked time is the time inside the save call as the loop sees it: writing (plus, in
@@ -100,26 +131,45 @@ def train_and_checkpoint(state: dict[str, np.ndarray], save_dir: Path, *, steps:
                 written = time.perf_counter()
                 saves.append(saved)
                 name = saved.path.name
-            rows.append({"step": step, "start_s": begin - clock_zero,
-                         "compute_s": computed - begin, "waiting_for_copy_s": waited - computed,
-                         "writing_s": written - waited, "blocked_s": written - computed,
-                         "checkpoint": name})
+            rows.append(
+                {
+                    "step": step,
+                    "start_s": begin - clock_zero,
+                    "compute_s": computed - begin,
+                    "waiting_for_copy_s": waited - computed,
+                    "writing_s": written - waited,
+                    "blocked_s": written - computed,
+                    "checkpoint": name,
+                }
+            )
         loop_end = time.perf_counter()
     final_wait = time.perf_counter() - loop_end
     strategy = "background" if copy_to else "sync"
-    return LoopRun(label=label, strategy=strategy, saved_to=str(save_dir),
-                   copied_to=str(copy_to) if copy_to else "", fsync=fsync, steps=steps,
-                   every=every, step_s=step_s, timeline=pd.DataFrame(rows), saves=saves,
-                   copies=list(copier.records) if copier else [],
-                   loop_wall_s=loop_end - clock_zero, final_wait_s=final_wait,
-                   kept=[p.name for p in complete_checkpoints(save_dir)])
+    return LoopRun(
+        label=label,
+        strategy=strategy,
+        saved_to=str(save_dir),
+        copied_to=str(copy_to) if copy_to else "",
+        fsync=fsync,
+        steps=steps,
+        every=every,
+        step_s=step_s,
+        timeline=pd.DataFrame(rows),
+        saves=saves,
+        copies=list(copier.records) if copier else [],
+        loop_wall_s=loop_end - clock_zero,
+        final_wait_s=final_wait,
+        kept=[p.name for p in complete_checkpoints(save_dir)],
+    )
 
 
 def check_loop(steps: int, every: int, step_s: float, keep: int) -> None:
     """Refuse a loop that would write no checkpoint or keep none, in one sentence."""
     if steps < 1 or not 1 <= every <= steps:
-        raise LabError(f"--steps {steps} with a checkpoint every {every} steps writes no "
-                       "checkpoint; choose steps >= 1 and 1 <= every <= steps")
+        raise LabError(
+            f"--steps {steps} with a checkpoint every {every} steps writes no "
+            "checkpoint; choose steps >= 1 and 1 <= every <= steps"
+        )
     if step_s < 0:
         raise LabError(f"a step cannot take {step_s} s; choose --step-s of 0 or more")
     if keep < 1:

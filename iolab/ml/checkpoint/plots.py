@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -33,28 +33,50 @@ def timeline_plot(runs: Sequence[LoopRun], *, title: str = "") -> plt.Figure:
     for lane, run in enumerate(runs):
         y = lane * 1.4
         t = run.timeline
-        ax.broken_barh(list(zip(t["start_s"], t["compute_s"])), (y, 0.6),
-                       facecolors=colours["compute"], edgecolor="white", linewidth=0.5)
+        ax.broken_barh(
+            list(zip(t["start_s"], t["compute_s"])),
+            (y, 0.6),
+            facecolors=colours["compute"],
+            edgecolor="white",
+            linewidth=0.5,
+        )
         compute_end = t["start_s"] + t["compute_s"]
-        ax.broken_barh(list(zip(compute_end, t["waiting_for_copy_s"])), (y, 0.6),
-                       facecolors=colours["waiting"])
-        ax.broken_barh(list(zip(compute_end + t["waiting_for_copy_s"], t["writing_s"])), (y, 0.6),
-                       facecolors=colours["writing"])
+        ax.broken_barh(
+            list(zip(compute_end, t["waiting_for_copy_s"])), (y, 0.6), facecolors=colours["waiting"]
+        )
+        ax.broken_barh(
+            list(zip(compute_end + t["waiting_for_copy_s"], t["writing_s"])),
+            (y, 0.6),
+            facecolors=colours["writing"],
+        )
         if run.copies:
-            ax.broken_barh([(c.start_s, c.end_s - c.start_s) for c in run.copies], (y + 0.65, 0.3),
-                           facecolors=colours["copy"], edgecolor="white", linewidth=0.5)
+            ax.broken_barh(
+                [(c.start_s, c.end_s - c.start_s) for c in run.copies],
+                (y + 0.65, 0.3),
+                facecolors=colours["copy"],
+                edgecolor="white",
+                linewidth=0.5,
+            )
         labels.append(run.label)
         ticks.append(y + 0.3)
     ax.set_yticks(ticks, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the training loop started")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
-    ax.legend(handles, ["computing (a step)", "writing a checkpoint (blocked)",
-                        "waiting for the previous copy (blocked)", "background copy + verify"],
-              loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.4 / len(runs)),
-              ncol=2, fontsize="small")
+    ax.legend(
+        handles,
+        [
+            "computing (a step)",
+            "writing a checkpoint (blocked)",
+            "waiting for the previous copy (blocked)",
+            "background copy + verify",
+        ],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.12 - 0.4 / len(runs)),
+        ncol=2,
+        fontsize="small",
+    )
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
-

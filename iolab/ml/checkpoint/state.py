@@ -15,13 +15,16 @@ DEFAULT_MIB = 256
 DEFAULT_LAYERS = 8
 
 
-def model_state(size_mib: int = DEFAULT_MIB, layers: int = DEFAULT_LAYERS,
-                seed: int = 0) -> dict[str, np.ndarray]:
+def model_state(
+    size_mib: int = DEFAULT_MIB, layers: int = DEFAULT_LAYERS, seed: int = 0
+) -> dict[str, np.ndarray]:
     """A stand-in for a state_dict: `layers` float32 arrays of exactly size_mib MiB in total."""
     values = size_mib * MIB // 4
     if not 1 <= layers <= values:
-        raise LabError(f"{layers} layers do not fit in {size_mib} MiB of float32; choose "
-                       f"between 1 and {values} layers")
+        raise LabError(
+            f"{layers} layers do not fit in {size_mib} MiB of float32; choose "
+            f"between 1 and {values} layers"
+        )
     rng = np.random.default_rng(seed)
     sizes = [values // layers] * (layers - 1)
     sizes.append(values - sum(sizes))

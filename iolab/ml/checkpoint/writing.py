@@ -13,9 +13,10 @@ import hashlib
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from iolab.core.errors import LabError
 
@@ -91,8 +92,10 @@ def atomic_write(path: Path, write: Callable[[HashingWriter], object], fsync: bo
     except BaseException as err:
         temporary.unlink(missing_ok=True)
         if isinstance(err, OSError):
-            raise LabError(f"writing {path} failed ({err.strerror or err}); check that the "
-                           "directory is writable and has room, or choose another target") from None
+            raise LabError(
+                f"writing {path} failed ({err.strerror or err}); check that the "
+                "directory is writable and has room, or choose another target"
+            ) from None
         raise
     return Saved(path, writer.size_bytes, writer.sha256.hexdigest(), time.perf_counter() - start)
 
@@ -110,5 +113,6 @@ def write_complete(path: Path, write: Callable[[HashingWriter], None], fsync: bo
     saved = atomic_write(path, write, fsync)
     start = time.perf_counter()
     write_sidecar(saved.path, saved.sha256, fsync)
-    return Saved(saved.path, saved.size_bytes, saved.sha256,
-                 saved.seconds + time.perf_counter() - start)
+    return Saved(
+        saved.path, saved.size_bytes, saved.sha256, saved.seconds + time.perf_counter() - start
+    )
