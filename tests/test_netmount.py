@@ -150,6 +150,45 @@ def test_an_interrupted_program_leaves_no_mount_and_no_sshd(
     assert_cleaned_up(Path(mount_point), int(sshd_pid), workspace)
 
 
+CUT_OFF_CHILD = """
+import sys
+from pathlib import Path
+from iolab.core.errors import Interrupted, run_cli
+from iolab.storage.netmount import loopback_sshfs
+
+def main():
+    held = loopback_sshfs(Path(sys.argv[1]))
+    mount = held.__enter__()
+    print("mounted", mount.mount_point, mount.sshd_pid, flush=True)
+    raise Interrupted()
+
+run_cli(main)
+"""
+
+
+@needs_sshfs
+@pytest.mark.slow
+def test_an_interrupt_between_the_context_managers_steps_leaves_no_mount(
+    export: Path, workspace: Path
+):
+    """A signal handled inside contextlib's own code, after the mount and before the
+    with-body, leaves the generator suspended, and the lab ends an interrupted command with
+    os._exit: the mount and sshd must go all the same (errors.undo_if_cut_off). The handler
+    raising there is played by raising Interrupted right after __enter__."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "IOLAB_WORKDIR": str(workspace)}
+    proc = subprocess.run(
+        [sys.executable, "-c", CUT_OFF_CHILD, str(export)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 130 and proc.stderr.strip() == "interrupted.", proc.stderr
+    _, mount_point, sshd_pid = proc.stdout.split()
+    assert_cleaned_up(Path(mount_point), int(sshd_pid), workspace)
+
+
 @pytest.mark.slow
 @needs_sshfs
 def test_cli_runs_the_command_on_the_mount(export: Path, workspace: Path):

@@ -146,10 +146,10 @@ def leave(code: int) -> NoReturn:
 #: own steps: a signal handled in contextlib's __enter__ after the generator took a lock, or
 #: in __exit__ before the generator resumed, leaves that generator suspended with its
 #: `finally` never run (seen in CI: a writer's lock left behind by SIGTERM).
-_undo_at_exit: dict[int, Callable[[], None]] = {}
+_undo_at_exit: dict[int, Callable[[], object]] = {}
 
 
-def undo_if_cut_off(undo: Callable[[], None]) -> int:
+def undo_if_cut_off(undo: Callable[[], object]) -> int:
     """Have exit_interrupted run `undo` unless forget_undo(token) is called first."""
     token = id(undo)
     _undo_at_exit[token] = undo

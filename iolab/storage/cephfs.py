@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iolab.core.budget import check as check_budget
-from iolab.core.errors import LabError, interrupts_held
+from iolab.core.errors import LabError, forget_undo, interrupts_held, undo_if_cut_off
 from iolab.core.owned import discard_owned
 from iolab.core.workspace import (
     WorkspaceEntry,
@@ -719,8 +719,10 @@ def _tail(path: Path, lines: int = 3) -> str:
 @contextlib.contextmanager
 def running(osds: int = DEFAULT_OSDS, *, compute_node: bool | None = None) -> Iterator[Cluster]:
     """A cluster for the length of a block (tests, a notebook cell): up, then down."""
-    cluster = up(osds, compute_node=compute_node)
+    # an interrupt handled in contextlib's own steps skips this generator's finally
+    token = undo_if_cut_off(down)
     try:
-        yield cluster
+        yield up(osds, compute_node=compute_node)
     finally:
         down()
+        forget_undo(token)

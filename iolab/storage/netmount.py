@@ -31,7 +31,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from iolab.core.errors import LabError, interrupts_held, sigterm_as_interrupt
+from iolab.core.errors import (
+    LabError,
+    forget_undo,
+    interrupts_held,
+    sigterm_as_interrupt,
+    undo_if_cut_off,
+)
 from iolab.core.workspace import (
     WorkspaceEntry,
     ensure_writable_dir,
@@ -198,7 +204,8 @@ def _mentions(binary: str, text: str) -> bool:
 
 
 def _version(cmd: list[str], pattern: str) -> str | None:
-    """The version a tool prints (on stdout or stderr), found by `pattern`; None if it does not say."""
+    """The version a tool prints (on stdout or stderr), found by `pattern`; None if it does not
+    say."""
     try:
         proc = subprocess.run(
             cmd,
@@ -265,11 +272,14 @@ def loopback_sshfs(export_dir: Path, name: str = "sshfs") -> Iterator[SshfsMount
     export = existing_dir(export_dir, "give --data an existing folder to mount").resolve()
     with sigterm_as_interrupt():
         cleanup = contextlib.ExitStack()
+        # an interrupt handled in contextlib's own steps skips this generator's finally
+        token = undo_if_cut_off(cleanup.close)
         try:
             yield _mount(cleanup, tools, export, name)
         finally:
             with interrupts_held():
                 cleanup.close()
+            forget_undo(token)
 
 
 def _mount(cleanup: contextlib.ExitStack, tools: _Tools, export: Path, name: str) -> SshfsMount:
