@@ -5,6 +5,7 @@
 #                   (in a class: IOLAB_CLASS=DIR make lab, with the class's shared install)
 #   make test       every test: unit tests, nbval on every notebook, the site with -W -n and its links
 #   make test-fast  the unit tests only (no notebooks, no mounts, no MPI runs, no Slurm): minutes
+#   make lint       maintainers: ruff (lint and format), mypy, and the commit subjects' length
 #   make jupyter    JupyterLab on your own copies of the notebooks (in the workspace)
 #   make html       the site from the committed notebooks, into _build/html
 #   make bench      this machine's timings: generation, each reader, and the raw-read floor;
@@ -43,7 +44,7 @@ LOCK_DATE := 2026-11-25
 CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
   sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-.PHONY: lab test test-fast jupyter html bench bench-diagnosis torch darshan lock record record-slurm record-pfs check-sources clean distclean
+.PHONY: lab test test-fast lint jupyter html bench bench-diagnosis torch darshan lock record record-slurm record-pfs check-sources clean distclean
 
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -77,6 +78,24 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest $(XDIST) -m "not slow" tests
+
+# The commit convention (CONTRIBUTING.md) holds from this commit on; older subjects predate it.
+CONVENTION_SINCE := 81193ff
+LINT_STAMP := $(VENV)/.lint-tools
+
+$(LINT_STAMP): requirements-dev.txt $(STAMP)
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@touch $@
+
+lint: $(LINT_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	@if git rev-parse -q --verify "$(CONVENTION_SINCE)^{commit}" >/dev/null 2>&1; then \
+	  long=$$(git log --format=%s $(CONVENTION_SINCE)..HEAD | awk 'length > 72'); \
+	  if [ -n "$$long" ]; then printf 'error: commit subjects longer than 72 characters (CONTRIBUTING.md):\n%s\n' "$$long"; exit 1; fi; \
+	  echo "commit subjects since $(CONVENTION_SINCE): all 72 characters or fewer"; \
+	else echo "(no git history here: the commit subjects were not checked)"; fi
 
 jupyter: $(STAMP)
 	$(PY) -m iolab jupyter
@@ -139,7 +158,7 @@ record-slurm: $(STAMP)
 
 clean:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m iolab clean
-	rm -rf _build jupyter_execute .pytest_cache
+	rm -rf _build jupyter_execute .pytest_cache .mypy_cache .ruff_cache
 	rm -f slurm-iolab-*.out  # the job scripts' Slurm logs, written where they were submitted
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 

@@ -248,8 +248,8 @@ def main() -> int:
     manifest, reused = generate(args.dataset_dir, args.files, args.seed, args.quiet)
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
     print(
-        f"Dataset {public_text(args.dataset_dir)}: {manifest['file_count']} files, {manifest['total_rows']} rows, "
-        f"{manifest['total_bytes']} bytes, {verb}"
+        f"Dataset {public_text(args.dataset_dir)}: {manifest['file_count']} files, "
+        f"{manifest['total_rows']} rows, {manifest['total_bytes']} bytes, {verb}"
     )
     print(f"Expected mean activity_level: {manifest['expected_mean']!r}")
     return 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write a synthetic image-like dataset, as many files and as webdataset shards.
+r"""Write a synthetic image-like dataset, as many files and as webdataset shards.
 
 Real training images (JPEG, 100 KB to a few MB) are incompressible bytes read whole; these
 samples are pseudo-random bytes of a chosen size, deterministic from --seed, so nothing is
@@ -12,7 +12,8 @@ webdataset convention for a label.
     DIR/manifest.json            count, bytes, label sum, per-sample sha256 and label (last)
 
     python data_generators/make_images.py --data workspace/images
-    python data_generators/make_images.py --data workspace/images --count 64 --sample-kb 2048 --shard-mb 32
+    python data_generators/make_images.py --data workspace/images --count 64 --sample-kb 2048 \
+        --shard-mb 32
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ DEFAULTS = {"count": 512, "sample_kb": 256, "seed": 1, "shard_mb": 16.0}
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Write a deterministic image-like dataset as files and as webdataset shards.",
-        epilog=f"Defaults ({DEFAULTS['count']} x {DEFAULTS['sample_kb']} KB = 128 MB) suit a shared "
-        "login node. A dataset that already verifies with the same options is reused.",
+        epilog=f"Defaults ({DEFAULTS['count']} x {DEFAULTS['sample_kb']} KB = 128 MB) suit a "
+        "shared login node. A dataset that already verifies with the same options is reused.",
     )
     add_data_option(
         parser,
@@ -247,8 +248,9 @@ def main() -> int:
     )
     verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
     print(
-        f"Images {args.dataset_dir}: {manifest['count']} samples x {manifest['sample_bytes']} bytes "
-        f"as files and {manifest['shard_count']} shards, label sum {manifest['label_sum']}, {verb}"
+        f"Images {args.dataset_dir}: {manifest['count']} samples x "
+        f"{manifest['sample_bytes']} bytes as files and {manifest['shard_count']} shards, "
+        f"label sum {manifest['label_sum']}, {verb}"
     )
     return 0
 

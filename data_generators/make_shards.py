@@ -44,7 +44,9 @@ SHARD_SIZE_MB = Bounds(
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Write webdataset shards (one sample per day) from the verified activity dataset.",
+        description=(
+            "Write webdataset shards (one sample per day) from the verified activity dataset."
+        ),
         epilog="Shards that already verify for the same dataset and sharding are reused.",
     )
     add_data_option(

@@ -95,7 +95,8 @@ def convert(dataset_dir: Path, manifest: dict, out: Path) -> dict[str, Path]:
 
 
 def timed(function, repeats: int) -> tuple[float, list[float]]:
-    """The value of function() (the same every time) and the seconds each of `repeats` calls took."""
+    """The value of function() (the same every time) and the seconds each of `repeats` calls
+    took."""
     seconds, values = [], set()
     for _ in range(repeats):
         start = time.perf_counter()

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Five I/O patterns that slow programs down, each with a known number of system calls.
+r"""Five I/O patterns that slow programs down, each with a known number of system calls.
 
 Each pattern writes what it needs into a directory of the lab's own (made and marked by the
 lab, so `make clean` removes it), does its one thing with os.open, os.read, os.pread,
 os.pwrite and os.stat (one system call each, no buffering in between), removes its files
 again and prints one line saying what it did. Profile it to see the pattern from outside:
 
-    python -m iolab profile -- python demos/io_patterns.py small-reads --data workspace/tmp/io-patterns
+    python -m iolab profile -- \
+        python demos/io_patterns.py small-reads --data workspace/tmp/io-patterns
 
   small-reads             write an 8 MiB file in 1 MiB writes, read it back 4 KiB at a time
   reread-loop             write a 1 MiB file, then open, read whole and close it 10 times

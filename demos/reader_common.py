@@ -97,7 +97,8 @@ def member_order(members: list[tuple[str, bytes]]) -> Callable[[], list[str]]:
 
 
 def parse_args(description: str, *, seed: bool = False, buffer: bool = False) -> argparse.Namespace:
-    """The common command line: --data DIR [--json] [--verify] [--seed S] [--buffer N] [--order-out F]."""
+    """The common command line: --data DIR [--json] [--verify] [--seed S] [--buffer N]
+    [--order-out F]."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--data",

@@ -1,4 +1,5 @@
-"""The simulated accelerator: exact arithmetic on fixed schedules, and loops whose physics is known."""
+"""The simulated accelerator: exact arithmetic on fixed schedules, and loops whose physics is
+known."""
 
 from __future__ import annotations
 

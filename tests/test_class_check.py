@@ -265,10 +265,9 @@ def test_the_letters_job_figures_are_the_job_scripts_defaults() -> None:
     assert re.search(r"^#SBATCH --ntasks-per-node=(\d+)$", script, re.M).group(1) == str(
         class_load_module.STORM_TASKS_PER_NODE
     )
-    assert "FILES=${IOLAB_STORM_FILES:-%d}" % class_load_module.STORM_FILES_PER_TASK in script
-    assert (
-        "STORM_MAX_TOTAL=${IOLAB_STORM_MAX_TOTAL:-%d}" % class_load_module.STORM_MAX_TOTAL in script
-    )
+    files, most = class_load_module.STORM_FILES_PER_TASK, class_load_module.STORM_MAX_TOTAL
+    assert f"FILES=${{IOLAB_STORM_FILES:-{files}}}" in script
+    assert f"STORM_MAX_TOTAL=${{IOLAB_STORM_MAX_TOTAL:-{most}}}" in script
     lesson = (ROOT / "lessons" / "08-mpi-io.md").read_text()
     assert (
         f"sbatch --nodes={class_load_module.JOB_NODES} demos/slurm/metadata-storm.sbatch" in lesson

@@ -1,4 +1,5 @@
-"""Tests of iolab.measure.context: mount tables, file-system classes, tool versions, machine context."""
+"""Tests of iolab.measure.context: mount tables, file-system classes, tool versions, machine
+context."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests of iolab.storage.locations on this machine: discovery, de-duplication, O_DIRECT, safe cleanup."""
+"""Tests of iolab.storage.locations on this machine: discovery, de-duplication, O_DIRECT, safe
+cleanup."""
 
 from __future__ import annotations
 

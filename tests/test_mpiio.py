@@ -1,4 +1,5 @@
-"""MPI-IO demo and iolab.hpc.mpiio: bytes verified independently, hints read back, exact call counts.
+"""MPI-IO demo and iolab.hpc.mpiio: bytes verified independently, hints read back, exact call
+counts.
 
 The counts asserted exactly are the ones ROMIO's algorithms fix (MPICH 5.0.2, one node):
 a collective write with one aggregator makes one pwrite per cb_buffer_size piece; data

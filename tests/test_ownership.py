@@ -277,7 +277,7 @@ def test_a_read_only_lab_folder_is_still_removed(tmp_path: Path, monkeypatch) ->
     assert not ws.exists()
 
 
-# --------------------------------------------------------------------------- any sequence of commands
+# ------------------------------------------------------------------------- any sequence of commands
 
 NAMES = st.sampled_from(["a", "b", "c", "dataset", "tmp", "lab", "notes"])
 BASES = st.sampled_from(["scratch", "shm"])

@@ -33,11 +33,13 @@ TRACE = """\
 101 close(3</run/x/data/a.bin>) = 0 <0.000001>
 101 newfstatat(AT_FDCWD</run/x>, "data/b.bin", {st_mode=S_IFREG|0644, ...}, 0) = 0 <0.000004>
 101 newfstatat(AT_FDCWD</run/x>, "data/missing", 0x7ffd, 0) = -1 ENOENT (No such file) <0.000004>
-101 openat(AT_FDCWD</run/x>, "out.txt", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 4</run/x/out.txt> <0.000030>
+101 openat(AT_FDCWD</run/x>, "out.txt", O_WRONLY|O_CREAT|O_TRUNC, \
+0644) = 4</run/x/out.txt> <0.000030>
 101 write(4</run/x/out.txt>, ""..., 10) = 10 <0.000004>
 101 write(4</run/x/out.txt>, ""..., 10) = 10 <0.000004>
 101 write(1<pipe:[1234]>, ""..., 10) = 10 <0.000004>
-101 openat(AT_FDCWD</run/x>, "/usr/lib/python3.11/os.py", O_RDONLY) = 5</usr/lib/python3.11/os.py> <0.000010>
+101 openat(AT_FDCWD</run/x>, "/usr/lib/python3.11/os.py", \
+O_RDONLY) = 5</usr/lib/python3.11/os.py> <0.000010>
 """
 
 

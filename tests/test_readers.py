@@ -1,4 +1,5 @@
-"""The five readers agree with the manifest, for the default dataset and for other sizes and seeds."""
+"""The five readers agree with the manifest, for the default dataset and for other sizes and
+seeds."""
 
 from __future__ import annotations
 

@@ -1197,7 +1197,7 @@ def test_sample_reader_of_an_intact_dataset(reader: str, template: Path) -> None
     assert f'"samples": {FILES},' in proc.stdout and f'"mean": {expected}' in proc.stdout
 
 
-# --------------------------------------------------------------------------- `python -m iolab checkpoint`
+# --------------------------------------------------------------------- `python -m iolab checkpoint`
 
 
 def checkpoint_argv(target: Path, background: bool = False) -> list[str]:
@@ -1272,7 +1272,7 @@ def test_checkpoint_read_only_target_is_one_sentence(tmp_path: Path, read_only) 
     assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in mine)
 
 
-# --------------------------------------------------------------------------- `python -m iolab hygiene`
+# ------------------------------------------------------------------------ `python -m iolab hygiene`
 # The hygiene sub-commands only read: even `caches` is a dry run that prints the cleaning
 # commands; hygiene_caches.apply_cleanup, which does delete, has no command of its own.
 
@@ -1368,7 +1368,7 @@ def test_apply_cleanup_of_a_read_only_cache_is_one_sentence(
     assert_user_files_intact(mine)
 
 
-# --------------------------------------------------------------------------- `python -m iolab` starting
+# ----------------------------------------------------------------------- `python -m iolab` starting
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
@@ -1381,7 +1381,7 @@ def test_iolab_interrupted_while_starting_is_one_sentence(sig: int, tmp_path: Pa
         assert_interrupt_reported(proc, "| os.statvfs")
 
 
-# --------------------------------------------------------------------------- result files of fio and mpiio
+# -------------------------------------------------------------------- result files of fio and mpiio
 
 
 def result_argv(name: str, out: Path, tmp: Path) -> list[str]:

@@ -1,4 +1,5 @@
-"""Shards and the image-like dataset: tar layout, reproducibility, completeness, same results as files."""
+"""Shards and the image-like dataset: tar layout, reproducibility, completeness, same results as
+files."""
 
 from __future__ import annotations
 

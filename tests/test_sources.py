@@ -102,7 +102,8 @@ def test_every_source_a_reader_sees_opens(path: Path) -> None:
     assert not problems, (
         f"{path.relative_to(ROOT)} cites what a reader cannot open or what has moved since: "
         f"{problems[:6]}. Link the public page at the commit it was read at "
-        "(https://github.com/OWNER/REPO/blob/<sha>/path); re-execute a notebook whose output shows it"
+        "(https://github.com/OWNER/REPO/blob/<sha>/path); re-execute a notebook whose output "
+        "shows it"
     )
 
 
@@ -184,7 +185,8 @@ KIT = [ROOT / "workshop" / "instructor-guide.md", ROOT / "workshop" / "learner-s
 def test_the_total_check_reads_a_table() -> None:
     table = (
         "| step | wall time |\n| --- | ---: |\n| a | {glue:text}`nb.ipynb::time_a:s` |\n"
-        "| b | {glue:text}`nb.ipynb::time_b:s` |\n| **all** | **{glue:text}`nb.ipynb::total:s`** |\n"
+        "| b | {glue:text}`nb.ipynb::time_b:s` |\n"
+        "| **all** | **{glue:text}`nb.ipynb::total:s`** |\n"
     )
     assert time_column_totals(table) == [
         (["nb.ipynb::time_a:s", "nb.ipynb::time_b:s"], "nb.ipynb::total:s")
@@ -198,9 +200,12 @@ def test_a_kit_total_is_the_sum_of_its_rows(page: Path) -> None:
     rounded to the second: one second of slack per row)."""
     tables = time_column_totals(page.read_text())
     assert tables, f"{page.name}: no table with a bold time total found"
+
+    def key(ref: str) -> str:
+        return ref.split("::")[1].split(":")[0]
+
     for rows, total in tables:
         values = glued_values(page.parent / total.split("::")[0])
-        key = lambda ref: ref.split("::")[1].split(":")[0]
         missing = [key(r) for r in [*rows, total] if key(r) not in values]
         assert not missing, f"{page.name}: keys not glued by the committed notebook: {missing}"
         row_sum = sum(seconds(values[key(r)]) for r in rows)
@@ -288,7 +293,8 @@ def test_a_ratio_word_beside_a_figure_is_checked() -> None:
                     rel = str(page.relative_to(ROOT))
                     if not any(rel == p and phrase in sentence for p, phrase in claimed):
                         found.append(
-                            f"{rel}: ...{sentence[max(0, match.start() - 40) : match.end() + 40]}..."
+                            f"{rel}: ..."
+                            f"{sentence[max(0, match.start() - 40) : match.end() + 40]}..."
                         )
     assert not found, (
         "ratios said in words next to figures, unchecked: add each to RATIO_CLAIMS "

@@ -80,24 +80,30 @@ def python_reader(data: Path) -> list[str]:
     return [sys.executable, "-c", READER, str(data)]
 
 
-# --------------------------------------------------------------------------- parsers, on captured lines
+# ----------------------------------------------------------------------- parsers, on captured lines
 
-CAPTURED_TRACE = r"""3084  openat(AT_FDCWD</tmp/sx>, "d ir/f1.csv", O_RDONLY|O_CLOEXEC) = 3</tmp/sx/d ir/f1.csv>
+CAPTURED_TRACE = (
+    """\
+3084  openat(AT_FDCWD</tmp/sx>, "d ir/f1.csv", O_RDONLY|O_CLOEXEC) = 3</tmp/sx/d ir/f1.csv>
 3084  lseek(3</tmp/sx/d ir/f1.csv>, 0, SEEK_CUR <unfinished ...>
 3085  read(4</tmp/sx/d ir/f2.csv>,  <unfinished ...>
 3084  <... lseek resumed>)              = 0
 3085  <... read resumed>"h"..., 9)      = 8
 3083  openat(AT_FDCWD</tmp/sx>, "d ir", O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_DIRECTORY) = 3</tmp/sx/d ir>
 3083  getdents64(3</tmp/sx/d ir>, 0x55fa98c0ace0 /* 6 entries */, 32768) = 168
-3083  openat(AT_FDCWD</tmp/sx>, "d ir/nope", O_RDONLY|O_CLOEXEC) = -1 ENOENT (No such file or directory)
+3083  openat(AT_FDCWD</tmp/sx>, "d ir/nope", O_RDONLY|O_CLOEXEC) \
+= -1 ENOENT (No such file or directory)
 3277  openat(AT_FDCWD</tmp/sx>, "d ir/p)ar = x", O_RDONLY|O_CLOEXEC) = 3</tmp/sx/d ir/p)ar = x>
-3277  read(3</tmp/sx/d ir/a\76b>, "z", 2) = 1
+"""
+    # Raw from here on, for strace's own escapes (\76, \303\251).
+    r"""3277  read(3</tmp/sx/d ir/a\76b>, "z", 2) = 1
 3277  close(3</tmp/sx/d ir/caf\303\251>) = 0
 4320  read(3<pipe:[8493]>, "a"..., 2)   = 2
 3625  mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f6bfa81c000
 3625  access("/etc/ld.so.preload", R_OK) = -1 ENOENT (No such file or directory)
 4320  newfstatat(AT_FDCWD</tmp>, "sx/d ir/f1.csv", {st_mode=S_IFREG|0644, st_size=8, ...}, 0) = 0
-""".splitlines(keepends=True)
+"""
+).splitlines(keepends=True)
 
 CAPTURED_SUMMARY = """% time     seconds  usecs/call     calls    errors syscall
 ------ ----------- ----------- --------- --------- ----------------
@@ -262,7 +268,8 @@ import json, sys
 from iolab.measure.syscalls import count_syscalls, strace_status
 status = strace_status()
 report = count_syscalls([sys.executable, "-c", sys.argv[1], sys.argv[2]], sys.argv[2])
-print(json.dumps([status.available, status.reason, report.method, report.note, report.dataset_opens]))
+print(json.dumps([status.available, status.reason, report.method, report.note, \
+report.dataset_opens]))
 """
 
 

@@ -30,7 +30,8 @@ needs_strace = pytest.mark.needs("strace")
 # O_APPEND log with fsync.
 COPIES_AND_DESCRIPTORS = """\
 101 openat(AT_FDCWD</run/x>, "in.bin", O_RDONLY|O_CLOEXEC) = 3</run/x/in.bin> <0.000030>
-101 openat(AT_FDCWD</run/x>, "out.bin", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0777) = 4</run/x/out.bin> <0.000053>
+101 openat(AT_FDCWD</run/x>, "out.bin", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, \
+0777) = 4</run/x/out.bin> <0.000053>
 101 copy_file_range(3</run/x/in.bin>, NULL, 4</run/x/out.bin>, NULL, 4, 0) = 4 <0.000036>
 101 copy_file_range(3</run/x/in.bin>, [0], 4</run/x/out.bin>, [4096], 4, 0) = 4 <0.000015>
 101 sendfile(4</run/x/out.bin>, 3</run/x/in.bin>, NULL, 4) = 4 <0.000010>
@@ -40,12 +41,14 @@ COPIES_AND_DESCRIPTORS = """\
 101 dup2(4</run/x/out.bin>, 1</dev/pts/0>) = 1</run/x/out.bin> <0.000009>
 101 close(4</run/x/out.bin>)         = 0 <0.000008>
 101 write(1</run/x/out.bin>, "1"..., 2) = 2 <0.000009>
-101 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7f8c6ec70e50 <unfinished ...>
+101 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, \
+child_tidptr=0x7f8c6ec70e50 <unfinished ...>
 102 write(1</run/x/out.bin>, "c"..., 5) = 5 <0.000010>
 101 <... clone resumed>)              = 102 <0.000192>
 101 lseek(1</run/x/out.bin>, 8192, SEEK_SET) = 8192 <0.000009>
 101 write(1</run/x/out.bin>, "x", 1) = 1 <0.000016>
-101 openat(AT_FDCWD</run/x>, "log.txt", O_WRONLY|O_CREAT|O_TRUNC|O_APPEND|O_CLOEXEC, 0777) = 4</run/x/log.txt> <0.000040>
+101 openat(AT_FDCWD</run/x>, "log.txt", O_WRONLY|O_CREAT|O_TRUNC|O_APPEND|O_CLOEXEC, \
+0777) = 4</run/x/log.txt> <0.000040>
 101 write(4</run/x/log.txt>, "a"..., 3) = 3 <0.000014>
 101 write(4</run/x/log.txt>, "b"..., 2) = 2 <0.000009>
 101 fsync(4</run/x/log.txt>)         = 0 <0.000350>
@@ -54,18 +57,25 @@ COPIES_AND_DESCRIPTORS = """\
 # A thread (clone3 with CLONE_FILES) opens a file; its parent writes through that descriptor,
 # then duplicates it with fcntl(F_DUPFD_CLOEXEC) and reads the mapping of another file.
 THREADS_AND_SYNCS = """\
-201 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID, child_tid=0x7f38c523f990, parent_tid=0x7f38c523f990, exit_signal=0, stack=0x7f38c4a3f000, stack_size=0x7fff80, tls=0x7f38c523f6c0} => {parent_tid=[202]}, 88) = 202 <0.000037>
-202 openat(AT_FDCWD</run/x>, "t.bin", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0666) = 3</run/x/t.bin> <0.000040>
+201 clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|\
+CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID, child_tid=0x7f38c523f990, \
+parent_tid=0x7f38c523f990, exit_signal=0, stack=0x7f38c4a3f000, stack_size=0x7fff80, \
+tls=0x7f38c523f6c0} => {parent_tid=[202]}, 88) = 202 <0.000037>
+202 openat(AT_FDCWD</run/x>, "t.bin", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, \
+0666) = 3</run/x/t.bin> <0.000040>
 201 write(3</run/x/t.bin>, "a"..., 4096) = 4096 <0.000014>
 201 fcntl(3</run/x/t.bin>, F_DUPFD_CLOEXEC, 0) = 7</run/x/t.bin> <0.000010>
 201 write(7</run/x/t.bin>, "a"..., 100) = 100 <0.000014>
 201 fdatasync(7</run/x/t.bin>)       = 0 <0.000051>
 201 sync_file_range(3</run/x/t.bin>, 0, 0, SYNC_FILE_RANGE_WRITE) = 0 <0.000015>
 201 syncfs(3</run/x/t.bin>)          = 0 <0.002649>
-201 openat(AT_FDCWD</run/x>, "s.bin", O_WRONLY|O_CREAT|O_SYNC|O_CLOEXEC, 0777) = 9</run/x/s.bin> <0.000048>
-201 openat(AT_FDCWD</run/x>, "d.bin", O_WRONLY|O_CREAT|O_DIRECT|O_CLOEXEC, 0777) = 12</run/x/d.bin> <0.000027>
+201 openat(AT_FDCWD</run/x>, "s.bin", O_WRONLY|O_CREAT|O_SYNC|O_CLOEXEC, \
+0777) = 9</run/x/s.bin> <0.000048>
+201 openat(AT_FDCWD</run/x>, "d.bin", O_WRONLY|O_CREAT|O_DIRECT|O_CLOEXEC, \
+0777) = 12</run/x/d.bin> <0.000027>
 201 mmap(NULL, 6, PROT_READ, MAP_SHARED, 9</run/x/s.bin>, 0) = 0x7f7ce88bc000 <0.000015>
-201 mmap(NULL, 1048576, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f7ce7d65000 <0.000014>
+201 mmap(NULL, 1048576, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, \
+0) = 0x7f7ce7d65000 <0.000014>
 """
 
 

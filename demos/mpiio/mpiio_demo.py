@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             "error: mpi4py is not installed; install it with `pip install mpich mpi4py` "
             "(no root needed) or `module load mpich` and build mpi4py against it"
-        )
+        ) from None
     if MPI.COMM_WORLD.Get_rank() == 0:
         args.directory.mkdir(parents=True, exist_ok=True)
     MPI.COMM_WORLD.Barrier()

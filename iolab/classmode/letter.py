@@ -34,9 +34,15 @@ def letter(report: dict, load: Load, user: str, host: str, date: str) -> str:
         for c in report["checks"]
     )
     reserved = ", ".join(r["ReservationName"] for r in report["reservations"]) or "none"
+    room = (
+        f"{where['path']} ({where['name']})"
+        if where
+        else "no place here has room for the whole class (see below)"
+    )
     fallbacks = (
         "\n".join(f"- {line}" for line in report["fallbacks"]) or "- none: every part runs live"
     )
+    # A backslash at the end of a line below joins it to the next: one line of the letter.
     return f"""# A storage I/O workshop for {n} learners on {host}
 
 From: {user}, the instructor. Checked on {host} on {date} with `python -m iolab class check`.
@@ -47,12 +53,13 @@ From: {user}, the instructor. Checked on {host} on {date} with `python -m iolab 
    at a time: one node each for most, {JOB_NODES} nodes each for the parallel-I/O lesson's
    jobs across nodes (a few minutes each; they can take turns). Only root or the Slurm user
    can create one, for example:
-   `scontrol create reservation ReservationName=iolab StartTime=<start> Duration=<hours>:00:00 Users=<learners> NodeCnt={JOB_NODES}`.
+   `scontrol create reservation ReservationName=iolab StartTime=<start> Duration=<hours>:00:00 \
+Users=<learners> NodeCnt={JOB_NODES}`.
    Reservations visible to us now: {reserved}.
 2. **ptrace of one's own processes** (strace), for the system-call counts of the first
    lessons, and **FUSE for ordinary users** (sshfs), for the network-file-system comparisons.
    Without them the lessons show a recorded run instead; nothing fails.
-3. **Room for the class** where the workspaces go: {"%s (%s)" % (where["path"], where["name"]) if where else "no place here has room for the whole class (see below)"}.
+3. **Room for the class** where the workspaces go: {room}.
 
 ## The load we expect
 
@@ -64,10 +71,15 @@ dataset of small files, results). Figures from one recorded run of the whole lab
 | --- | ---: | ---: |
 | files and folders (inodes) at the peak | {load.files_each:,} | {load.files_all:,} |
 | bytes at the peak | {_gb(load.bytes_each)} | {_gb(load.bytes_all)} |
-| of which the Python environment | {load.environment_files:,} files, {_gb(load.environment_bytes)} | {n * load.environment_files:,} files |
-| small files written when the dataset is generated | {load.dataset_files:,} | {n * load.dataset_files:,} |
-| processes busy at once, at most (the lab's login-node limit) | {load.processes} | {load.processes_all:,} |
-| files created, statted and removed on scratch by the metadata-storm job ({JOB_NODES} nodes x {STORM_TASKS_PER_NODE} tasks x {STORM_FILES_PER_TASK:,} files, all at once) | {load.storm_files_each:,} | {load.storm_files_all:,} |
+| of which the Python environment | {load.environment_files:,} files, \
+{_gb(load.environment_bytes)} | {n * load.environment_files:,} files |
+| small files written when the dataset is generated | {load.dataset_files:,} | \
+{n * load.dataset_files:,} |
+| processes busy at once, at most (the lab's login-node limit) | {load.processes} | \
+{load.processes_all:,} |
+| files created, statted and removed on scratch by the metadata-storm job ({JOB_NODES} nodes \
+x {STORM_TASKS_PER_NODE} tasks x {STORM_FILES_PER_TASK:,} files, all at once) | \
+{load.storm_files_each:,} | {load.storm_files_all:,} |
 
 Every benchmark step keeps to the lab's login-node budget ({_limits()}) and cleans up after
 itself; learners install before the day, not all at the same minute. The batch jobs clean

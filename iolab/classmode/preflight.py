@@ -170,7 +170,7 @@ def check_slurm() -> tuple[Check, Check]:
             "slurm",
             "fail",
             f"sbatch --test-only refused a 5-minute one-task job "
-            f"({said[0] if said else 'no answer within %d s' % SLURM_TIMEOUT_S})",
+            f"({said[0] if said else f'no answer within {SLURM_TIMEOUT_S} s'})",
             "set SBATCH_ACCOUNT and SBATCH_PARTITION to what learners will use, and check again",
         )
     else:

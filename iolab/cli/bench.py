@@ -159,7 +159,8 @@ def run_bench(repeats: int = 5, classic: Path | None = None) -> int:
     )
     print(
         f"Machine: {context.get('cpu_model')}, {context.get('cpu_count')} CPUs, kernel "
-        f"{context.get('kernel')}, file system {context.get('location_fs_type')} (warm page cache)\n"
+        f"{context.get('kernel')}, file system {context.get('location_fs_type')} "
+        "(warm page cache)\n"
     )
     print(to_markdown(setup))
     print()

@@ -75,8 +75,8 @@ def main(args: argparse.Namespace) -> int:
                 f"{tool}: {frame[f'{tool}_hits'].sum()} of {frame.must.sum()} findings, "
                 f"{frame[f'{tool}_misses'].map(len).sum()} missed, "
                 f"{frame[f'{tool}_false_alarms'].map(len).sum()} false alarms; slowest log "
-                f"{frame[f'{tool}_seconds'].max():.2f} s (median of {frame.repeats.max()} runs), largest peak "
-                f"{frame[f'{tool}_peak_MiB'].max():.0f} MiB"
+                f"{frame[f'{tool}_seconds'].max():.2f} s (median of {frame.repeats.max()} runs), "
+                f"largest peak {frame[f'{tool}_peak_MiB'].max():.0f} MiB"
             )
     from iolab.diagnosis.benchmark import scaling
 

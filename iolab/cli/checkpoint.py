@@ -59,8 +59,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "afterwards, also on Ctrl-C."
         ),
         epilog=(
-            f"Outside a batch job on a compute node the size is capped at {LIMITS['data_mib'].most} "
-            "MiB. Example: python -m iolab checkpoint --target sshfs --fsync --background"
+            "Outside a batch job on a compute node the size is capped at "
+            f"{LIMITS['data_mib'].most} MiB. Example: python -m iolab checkpoint --target sshfs "
+            "--fsync --background"
         ),
     )
     parser.add_argument(

@@ -102,9 +102,9 @@ class CommandLine(argparse.ArgumentParser):
     #: Whether the words after `--` are a program to run (add_input_or_command sets it).
     splits_command = False
 
-    def parse_known_args(
+    def parse_known_args(  # type: ignore[override]
         self,
-        args: Sequence[str] | None = None,  # type: ignore[override]
+        args: Sequence[str] | None = None,
         namespace: argparse.Namespace | None = None,
     ) -> tuple[argparse.Namespace, list[str]]:
         words = list(sys.argv[1:] if args is None else args)

@@ -7,11 +7,11 @@ workspace itself only when the lab created it and nothing else is left in it. Ev
 else -- unmarked, copied from a lab folder, made by an older version of the lab, another
 user's -- is listed and left alone. Per-user places elsewhere (/tmp, /dev/shm, $SCRATCH, ...;
 workspace.location_dir) are removed only when they carry the lab's location marker written
-for this user; another user's folder of that name is never entered. The hidden scratch folders of
-short jobs (.iolab-<user>-<job>-XXXXXXXX, left by a job killed before its own cleanup) are
-removed when they carry the lab's creation marker. Every check and delete
-goes through one open handle, so a name swapped for a link meanwhile leads nowhere. Names come from the workspace's
-WorkspaceEntry and markers, so `clean` looks where the writers write.
+for this user; another user's folder of that name is never entered. The hidden scratch
+folders of short jobs (.iolab-<user>-<job>-XXXXXXXX, left by a job killed before its own
+cleanup) are removed when they carry the lab's creation marker. Every check and delete goes
+through one open handle, so a name swapped for a link meanwhile leads nowhere. Names come
+from the workspace's WorkspaceEntry and markers, so `clean` looks where the writers write.
 
 The lab's loopback mounts live in a marked <workspace>/mnt; they are unmounted first, and
 nothing is ever deleted through a live mount: a recursive delete into a mount would delete

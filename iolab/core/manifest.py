@@ -90,7 +90,8 @@ def manifest_problem(manifest: object) -> str | None:
 
 
 def _why_no_manifest(dataset_dir: Path) -> str:
-    """Why there is no manifest, in the words the user needs: missing folder, a file, or unfinished."""
+    """Why there is no manifest, in the words the user needs: missing folder, a file, or
+    unfinished."""
     if not dataset_dir.exists():
         return (
             f"no dataset at {dataset_dir}: the folder does not exist; create it with "

@@ -508,7 +508,7 @@ def make_private_dir(path: Path, marker: str | None, text: str = "") -> None:
         os.close(parent)
 
 
-# --------------------------------------------------------------------------- deletes through a handle
+# ------------------------------------------------------------------------- deletes through a handle
 
 
 def _pause_for_test(name: str) -> None:

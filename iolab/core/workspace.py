@@ -403,7 +403,7 @@ def replace_json(path: Path, value: dict, indent: int) -> None:
     os.replace(partial, path)
 
 
-# --------------------------------------------------------------------------- directories the lab makes
+# ------------------------------------------------------------------------ directories the lab makes
 
 
 def _missing_levels(path: Path) -> list[Path]:

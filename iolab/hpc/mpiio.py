@@ -7,9 +7,10 @@ turns what the run reports into tables:
 
 * hints: what was set (MPI.Info at open, or a ROMIO_HINTS file), what the open file reports
   back (`File.Get_info()`), and what MPICH prints with ROMIO_PRINT_HINTS=1;
-* system calls: traced with strace (iolab.measure.syscalls), the pwrite64/pread64/write/read calls on
-  the output file(s) are counted apart from everything else the interpreter and MPI do, per
-  process, so the ranks that really wrote (the aggregators of collective I/O) are visible.
+* system calls: traced with strace (iolab.measure.syscalls), the pwrite64/pread64/write/read
+  calls on the output file(s) are counted apart from everything else the interpreter and MPI
+  do, per process, so the ranks that really wrote (the aggregators of collective I/O) are
+  visible.
 
 Counts, not bandwidth, are what a learner can check: on a shared two-core VM the MiB/s
 figures change from run to run, while "collective I/O with one aggregator and a 16 MiB

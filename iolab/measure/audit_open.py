@@ -75,7 +75,8 @@ class OpenCounter:
             return False
 
     def _relative(self, path: object) -> str | None:
-        """path relative to the data directory, or None (also for descriptors, which have no name)."""
+        """path relative to the data directory, or None (also for descriptors, which have no
+        name)."""
         if not isinstance(path, (str, bytes, os.PathLike)):
             return None  # a descriptor, or not a path at all
         try:
@@ -101,7 +102,8 @@ class OpenCounter:
 
 
 def run_program(program: list[str]) -> None:
-    """Run a script, `-c CODE` or `-m MODULE` as __main__, with sys.argv and sys.path as python sets them."""
+    """Run a script, `-c CODE` or `-m MODULE` as __main__, with sys.argv and sys.path as python
+    sets them."""
     # sys.path[0] is this file's directory: put the program's in its place (unless -P, 3.11+).
     if not getattr(sys.flags, "safe_path", False):
         sys.path[0] = (

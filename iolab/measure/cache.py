@@ -50,12 +50,12 @@ FINCORE_TIMEOUT_S = 60.0
 class Residency:
     """How many bytes of the regular files at or below `path` are in the page cache.
 
-    `path` is the resolved path in its public form (home as ~, see iolab.measure.context.public_text)
-    because residencies end up in published measurement records. `resident_bytes` never
-    exceeds `total_bytes`: the cached last page of a file counts only up to the end of the
-    file. `skipped` counts files that vanished or could not be opened while looking;
-    `hidden` those whose residency the kernel would not show (see residency_visible): with
-    any of those the share is unknown.
+    `path` is the resolved path in its public form (home as ~, see
+    iolab.measure.context.public_text) because residencies end up in published measurement
+    records. `resident_bytes` never exceeds `total_bytes`: the cached last page of a file counts
+    only up to the end of the file. `skipped` counts files that vanished or could not be opened
+    while looking; `hidden` those whose residency the kernel would not show (see
+    residency_visible): with any of those the share is unknown.
     """
 
     path: str

@@ -131,7 +131,8 @@ def run_scratch(name: str) -> Iterator[Path]:
 def check_command(
     cmd: Sequence[str], cwd: str | os.PathLike | None, env: Mapping[str, str] | None
 ) -> list[str]:
-    """Fail early, in one sentence, on an empty or unknown command (as subprocess would look it up)."""
+    """Fail early, in one sentence, on an empty or unknown command (as subprocess would look it
+    up)."""
     cmd = [str(part) for part in cmd]
     if not cmd:
         raise LabError(

@@ -64,7 +64,8 @@ def _wrap_python(cmd: list[str], dataset_dir: str, counts_file: Path) -> list[st
 
 
 def count_from_inside(cmd: Sequence[str], dataset_dir, cwd, env, why: str) -> SyscallReport:
-    """Count without a tracer: an audit hook for a Python program's opens, /proc/<pid>/io for all."""
+    """Count without a tracer: an audit hook for a Python program's opens, /proc/<pid>/io for
+    all."""
     roots = dataset_roots(dataset_dir)
     cmd = check_command(cmd, cwd, env)
     python = _is_python(cmd[0])

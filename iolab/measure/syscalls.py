@@ -118,14 +118,15 @@ def strace_summary(
 class Attribution:
     """Traced file and descriptor calls of one command, split by what they touched.
 
-    Targets: `dataset` (the path, from an argument or from the descriptor's -y annotation,
-    lies in dataset_dir, the directory itself included), `other_files` (any other path:
-    interpreter, libraries, /proc, /dev, ..., and the dataset's own bookkeeping files such
-    as manifest.json, iolab.core.dataset.BOOKKEEPING_NAMES, which readers read to check the data) and `no_path` (no file: anonymous mmap, pipes,
-    sockets, event fds, or a descriptor strace could not name). Only %file and %desc calls
-    are traced, so `total_calls` is not every system call (see strace_summary for that).
-    `dataset_open_counts` maps each dataset file (path relative to dataset_dir) to its
-    successful opens, e.g. to check that each of 7300 files was opened exactly once.
+    Targets: `dataset` (the path, from an argument or from the descriptor's -y annotation, lies
+    in dataset_dir, the directory itself included), `other_files` (any other path: interpreter,
+    libraries, /proc, /dev, ..., and the dataset's own bookkeeping files such as manifest.json,
+    iolab.core.dataset.BOOKKEEPING_NAMES, which readers read to check the data) and `no_path`
+    (no file: anonymous mmap, pipes, sockets, event fds, or a descriptor strace could not name).
+    Only %file and %desc calls are traced, so `total_calls` is not every system call (see
+    strace_summary for that). `dataset_open_counts` maps each dataset file (path relative to
+    dataset_dir) to its successful opens, e.g. to check that each of 7300 files was opened
+    exactly once.
     """
 
     command: list[str]

@@ -7,8 +7,8 @@ time.perf_counter, the child's user and system CPU time from os.wait4) with its 
 spread, the cache state, and the machine and file system it ran on. Comparing wall with
 CPU time tells whether a reader waits for storage or is busy parsing.
 
-Warm runs measure the page cache as much as the storage. A cold run evicts the command's
-input before every timed repeat (a `before_each` hook, e.g. iolab.measure.cache.evict), and the record
+Warm runs measure the page cache as much as the storage. A cold run evicts the command's input
+before every timed repeat (a `before_each` hook, e.g. iolab.measure.cache.evict), and the record
 keeps what the hook reported, so the table shows how much was still cached when each repeat
 started instead of asking to be trusted.
 
@@ -64,12 +64,12 @@ SUMMARY_COLUMNS = [
 class Measurement:
     """Repeated timings of one command with everything needed to judge them.
 
-    Lists hold one entry per timed repeat, in seconds. `result` is the JSON object the
-    command printed as its last line in the last repeat (the lab's readers do with --json),
-    `results` the same per repeat (None where a repeat printed none). `location` is the
-    directory the command worked on; it and `command` have the home directory and the user
-    name masked (see iolab.measure.context.public_text), since records end up in published notebooks.
-    `prepared` holds what the `before_each` hook returned before each timed repeat, and
+    Lists hold one entry per timed repeat, in seconds. `result` is the JSON object the command
+    printed as its last line in the last repeat (the lab's readers do with --json), `results`
+    the same per repeat (None where a repeat printed none). `location` is the directory the
+    command worked on; it and `command` have the home directory and the user name masked (see
+    iolab.measure.context.public_text), since records end up in published notebooks. `prepared`
+    holds what the `before_each` hook returned before each timed repeat, and
     `resident_pct_before` the percentage of the input still cached when each repeat started
     (from the hook's Eviction; None where the hook did not say, or there was no hook).
     """

@@ -146,8 +146,9 @@ def batch_size(batch: Any) -> tuple[int, int]:
     """(samples, bytes) in a batch: bytes objects, arrays/tensors, or lists/tuples/dicts of them.
 
     A list or tuple counts its items as samples (a plain list of samples); an array or tensor
-    (anything with `shape` and `nbytes`, as numpy and torch have) counts its first dimension; a dict (a webdataset sample or a collated batch) counts the
-    largest of its values' sample counts. Strings and keys count as metadata, not bytes.
+    (anything with `shape` and `nbytes`, as numpy and torch have) counts its first dimension; a
+    dict (a webdataset sample or a collated batch) counts the largest of its values' sample
+    counts. Strings and keys count as metadata, not bytes.
     """
     if isinstance(batch, (bytes, bytearray, memoryview)):
         return 1, len(batch)

@@ -7,7 +7,8 @@ tabulates it:
 
     throughput_frame(dataset_dir, sources, workers, repeats=3, limit=None) -> DataFrame (warm)
     read_samples_command(dataset_dir, source, workers=None, limit=None) -> argv of the demo
-    count_read_syscalls(dataset_dir, source, workers=None, limit=None, method="auto") -> SyscallReport
+    count_read_syscalls(dataset_dir, source, workers=None, limit=None, method="auto")
+        -> SyscallReport
     syscalls_per_sample_frame({label: SyscallReport}) -> DataFrame
 
 Shuffle orders, their locality and the resumable EpochSampler are in iolab.ml.shuffling.
@@ -41,7 +42,8 @@ def throughput_frame(
     """Warm read rates: each (source, workers) is read once untimed, then `repeats` times.
 
     Worker counts need PyTorch; without it only workers=None is measured (and the frame's
-    attrs["note"] says why). One row per timed repeat; see iolab.core.loader.ReadResult.row for the columns.
+    attrs["note"] says why). One row per timed repeat; see iolab.core.loader.ReadResult.row for
+    the columns.
     """
     have_torch = torch_available()
     rows = []
@@ -94,7 +96,8 @@ def count_read_syscalls(
 
 
 def sample_file_opens(open_counts: dict[str, int]) -> int:
-    """Opens of files that hold samples (shards or per-sample files), not of indexes or manifests."""
+    """Opens of files that hold samples (shards or per-sample files), not of indexes or
+    manifests."""
     holders = (".tar", ".csv", ".bin")
     return sum(count for path, count in open_counts.items() if path.endswith(holders))
 

@@ -166,8 +166,9 @@ class EpochSampler:
         """Continue where a saved state left off; refuses a state of another dataset or seed."""
         if state.get("n") != self.n or state.get("seed") != self.seed:
             raise LabError(
-                f"the saved sampler state is for {state.get('n')} samples with seed {state.get('seed')}, "
-                f"not {self.n} with seed {self.seed}; resume with the same dataset and seed"
+                f"the saved sampler state is for {state.get('n')} samples with seed "
+                f"{state.get('seed')}, not {self.n} with seed {self.seed}; resume with the same "
+                "dataset and seed"
             )
         if not 0 <= state["position"] <= self.n:
             raise LabError(f"the saved sampler position {state['position']} is outside 0..{self.n}")

@@ -114,7 +114,7 @@ def _run_steps(out: Path, repeats: int, share: Share) -> int:
     budget_file = out / "lab-budget.json"
     os.environ[BUDGET_ENV] = str(budget_file)
     with LabBudget(budget_file, missing=missing_names(tools)) as budget:
-        step(2, total, "Dataset and archive (workspace: %s)" % workdir())
+        step(2, total, f"Dataset and archive (workspace: {workdir()})")
         budget.begin("dataset")
         dataset_dir = default_dataset_dir()
         manifest = build_dataset(dataset_dir, echo=True).manifest

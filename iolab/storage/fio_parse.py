@@ -16,11 +16,11 @@ and while numjobs stands before the first --name. This parser relies on neither:
   and each stands for numjobs / count processes (`processes`): the number Little's law needs.
   (A group that mixes different jobs is one entry whose name and options may even come from
   different jobs, fio#2132; `processes` then counts the clones of the job named only.)
-* units: fio 3.x reports latencies in ns (`clat_ns`, `lat_ns`) and io_bytes in bytes; fio 2.x
-  in microseconds (`clat`, `lat`) with io_bytes in KiB despite its name (the 3.x output adds
-  `io_kbytes`, the sign that io_bytes means bytes). `bw_bytes` (B/s) is missing from fio 2.x
-  and early 3.x (3.1) outputs; `bw` (KiB/s) is then the source. Percentiles are found by value ("99.900000" is 99.9), so
-  other percentile lists and fio 2.x's stray "0.00" key do no harm.
+* units: fio 3.x reports latencies in ns (`clat_ns`, `lat_ns`) and io_bytes in bytes; fio 2.x in
+  microseconds (`clat`, `lat`) with io_bytes in KiB despite its name (the 3.x output adds
+  `io_kbytes`, the sign that io_bytes means bytes). `bw_bytes` (B/s) is missing from fio 2.x and
+  early 3.x (3.1) outputs; `bw` (KiB/s) is then the source. Percentiles are found by value
+  ("99.900000" is 99.9), so other percentile lists and fio 2.x's stray "0.00" key do no harm.
 
 Little's law (requests in flight = throughput x time in the system) turns a queue into a
 latency: processes x iodepth / IOPS is the mean latency a full queue forces, whatever the

@@ -64,8 +64,9 @@ def lustre(run: Run) -> list[Finding]:
                     "a slow OST",
                     busiest_rank_seconds(records, record_lost),
                     f"the {len(on_it)} files on OST {slowest} moved data at a median "
-                    f"{per_ost[slowest] / 1024**2:,.1f} MiB/s, against {typical / 1024**2:,.1f} MiB/s "
-                    f"typical of the {len(per_ost)} OSTs; {lost.sum():,.1f} s lost over all ranks",
+                    f"{per_ost[slowest] / 1024**2:,.1f} MiB/s, against "
+                    f"{typical / 1024**2:,.1f} MiB/s typical of the {len(per_ost)} OSTs; "
+                    f"{lost.sum():,.1f} s lost over all ranks",
                     "report it to your centre's support with the job id and OST; meanwhile stripe "
                     "over more OSTs so no file depends on one server alone",
                     files=list(on_it.sort_values("seconds", ascending=False).path[:TOP_FILES]),

@@ -66,7 +66,8 @@ def metadata(run: Run) -> list[Finding]:
             "many opens and lookups",
             cost,
             f"{calls.sum():,.0f} opens and stat-like calls for {moved_mib:,.1f} MiB moved "
-            f"({per_mib:,.0f} per MiB), {frame.meta_time_s.sum():,.2f} s in metadata over all ranks",
+            f"({per_mib:,.0f} per MiB), {frame.meta_time_s.sum():,.2f} s in metadata over all "
+            "ranks",
             advice,
             files=top_paths(frame, calls),
             counters={

@@ -55,8 +55,8 @@ def direction_rules(run: Run) -> list[Finding]:
                     f"small-{op}s",
                     f"small {op}s",
                     busiest_rank_seconds(posix, part),
-                    f"{small.sum():,.0f} of {total:,.0f} {op}s ({share_of(small.sum(), total):.0%}) "
-                    "move less than 1 MiB",
+                    f"{small.sum():,.0f} of {total:,.0f} {op}s "
+                    f"({share_of(small.sum(), total):.0%}) move less than 1 MiB",
                     f"{op} in larger blocks: buffer in memory, larger chunks, a packed format; "
                     "with MPI-IO, collective buffering gathers the ranks' pieces",
                     files=top_paths(

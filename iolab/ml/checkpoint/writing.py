@@ -61,7 +61,8 @@ def sidecar(path: Path) -> Path:
 
 
 def fsync_dir(directory: Path) -> None:
-    """Make a rename durable: the new name lives in the directory, which has to reach the disk too."""
+    """Make a rename durable: the new name lives in the directory, which has to reach the disk
+    too."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
