@@ -27,8 +27,9 @@ from iolab.core.errors import Interrupted, LabError, interrupts_held, quiet_inte
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
 from iolab.core import dataset as ds  # noqa: E402
+from iolab.core.capacity import check_capacity  # noqa: E402
 from iolab.core.options import add_data_option  # noqa: E402
-from iolab.core.workspace import check_capacity, public_text  # noqa: E402
+from iolab.core.workspace import public_text  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
 
 BLOCK = tarfile.BLOCKSIZE

@@ -30,8 +30,9 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core import samples as sm  # noqa: E402
 from iolab.core import shards as sh  # noqa: E402
+from iolab.core.capacity import check_capacity  # noqa: E402
 from iolab.core.options import SEEDS, add_data_option, int_option  # noqa: E402
-from iolab.core.workspace import WorkspaceEntry, check_capacity  # noqa: E402
+from iolab.core.workspace import WorkspaceEntry  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
 
 MANIFEST_NAME = sm.IMAGES_MANIFEST

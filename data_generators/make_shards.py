@@ -25,8 +25,9 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core import samples as sm  # noqa: E402
 from iolab.core import shards as sh  # noqa: E402
+from iolab.core.capacity import check_capacity  # noqa: E402
 from iolab.core.options import Bounds, add_data_option, float_option, int_option, path_option  # noqa: E402
-from iolab.core.workspace import check_capacity, default_dataset_dir  # noqa: E402
+from iolab.core.workspace import default_dataset_dir  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
 
 DEFAULT_SAMPLES_PER_SHARD = 1000

@@ -31,10 +31,12 @@ import read_files  # the CSV files are read exactly as read_files.py reads them
 import reader_common as rc  # starts the interrupt handling
 
 from iolab.core import dataset as ds  # noqa: E402
+from iolab.core.capacity import check_capacity  # noqa: E402
 from iolab.core.errors import LabError, run_cli  # noqa: E402
+from iolab.core.lab_dirs import remove_tree, scratch_dir  # noqa: E402
 from iolab.core.options import Bounds, int_option, path_option  # noqa: E402
 from iolab.core.tables import to_markdown  # noqa: E402
-from iolab.core.workspace import check_capacity, public_text, remove_tree, scratch_dir  # noqa: E402
+from iolab.core.workspace import public_text  # noqa: E402
 
 COLUMN = "activity_level"
 #: The size of a .npy header: numpy pads it so that the data starts at a multiple of 64 bytes.

@@ -23,9 +23,11 @@ import os
 import random
 from pathlib import Path
 
+from iolab.core.capacity import check_capacity
 from iolab.core.errors import LabError, quiet_interrupts, run_cli
+from iolab.core.lab_dirs import lab_owned_dir
 from iolab.core.options import path_option
-from iolab.core.workspace import WorkspaceEntry, check_capacity, lab_owned_dir
+from iolab.core.workspace import WorkspaceEntry
 
 quiet_interrupts()
 

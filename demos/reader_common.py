@@ -255,7 +255,7 @@ def write_order(path: Path | None, order: Callable[[], list[str]] | None) -> Non
     """Record the order members were read in, for checking how random a shuffle was; whole
     or not at all, and only for a reading that matched the manifest."""
     if path is not None and order is not None:
-        from iolab.core.workspace import atomic_output
+        from iolab.core.atomic import atomic_output
 
         names = order()
         with atomic_output(path) as partial:
@@ -340,7 +340,7 @@ def run_reader(
 
     def main() -> None:
         if order_out is not None:
-            from iolab.core.workspace import output_file
+            from iolab.core.user_paths import output_file
 
             output_file(order_out, "--order-out")  # before reading: say so now, not after
         try:

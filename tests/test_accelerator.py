@@ -15,7 +15,7 @@ from conftest import run_script
 
 from iolab.cli.accelerator import setup_parser
 from iolab.core.errors import LabError
-from iolab.core.workspace import remove_tree, scratch_dir
+from iolab.core.lab_dirs import remove_tree, scratch_dir
 from iolab.ml import accelerator as acc
 from iolab.ml import mlperf_reference
 

@@ -17,7 +17,7 @@ import pytest
 
 from iolab.cli import main as cli_main
 from iolab.core.errors import LabError
-from iolab.core.workspace import ensure_writable_dir
+from iolab.core.lab_dirs import ensure_writable_dir
 from iolab.storage import advice_rules
 from iolab.storage.advice_rules import NEARLY_FULL_PCT, Advice, advise
 from iolab.storage.advise import (

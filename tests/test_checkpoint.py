@@ -24,7 +24,7 @@ import pytest
 from iolab.cli import checkpoint as checkpoint_command
 from iolab.core.budget import LIMITS
 from iolab.core.errors import LabError, run_cli
-from iolab.core.workspace import MADE_MARKER
+from iolab.core.markers import MADE_MARKER
 from iolab.ml import checkpoint as ck
 from iolab.ml.checkpoint.writing import atomic_write
 from iolab.storage.netmount import lab_leftovers

@@ -1,4 +1,4 @@
-"""`iolab class check` (iolab.classmode): the instructor's preflight a week before a workshop.
+"""`iolab class preflight` (iolab.classmode): the instructor's preflight a week before a workshop.
 
 The class's load is the recorded `make lab` run scaled exactly; Slurm's answers are read from
 fake `sbatch` and `scontrol` programs put first on PATH (the lab's real one-node Slurm is
@@ -180,7 +180,7 @@ def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
             "-m",
             "iolab",
             "class",
-            "check",
+            "preflight",
             "--learners",
             "25",
             "--class-dir",
@@ -213,6 +213,7 @@ def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
         "class folder",
     }
     text = (out / "letter.md").read_text()
+    assert "with `python -m iolab class preflight`." in text  # the command's name today
     assert f"| {load.files_each:,} | {load.files_all:,} |" in text
     assert f"all at once) | 4,000 | {25 * 4000:,} |" in text  # 2 nodes x 2 tasks x 1000 files
     assert "NodeCnt=2" in text
@@ -232,7 +233,7 @@ def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
 )
 def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "iolab", "class", "check", *argv],
+        [sys.executable, "-m", "iolab", "class", "preflight", *argv],
         capture_output=True,
         text=True,
         cwd=ROOT,

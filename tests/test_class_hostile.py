@@ -33,8 +33,9 @@ from iolab.classmode.teardown import clean_class
 from iolab.core import owned
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA, read_class
 from iolab.core.errors import LabError
+from iolab.core.markers import MADE_MARKER, MADE_MARKER_TEXT
 from iolab.core.owned import write_marker
-from iolab.core.workspace import MADE_MARKER, MADE_MARKER_TEXT, user_name, workdir
+from iolab.core.workspace import user_name, workdir
 
 ROOT = Path(__file__).resolve().parent.parent
 LEARNER, CLASSMATE = "iolab-hostile-learner", "iolab-hostile-mate"
@@ -166,12 +167,12 @@ def _others_group() -> int | None:
 
 @pytest.mark.parametrize("mode", [0o2770, 0o777])
 @pytest.mark.slow
-def test_a_class_folder_others_may_rename_is_refused_and_class_check_says_so(
+def test_a_class_folder_others_may_rename_is_refused_and_class_preflight_says_so(
     tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A project folder writable by the group (or everyone) without the sticky bit lets a
     learner rename the class folder: setup refuses it in one sentence, before making
-    anything, and `class check` reports it in the letter; the sticky bit makes it fine."""
+    anything, and `class preflight` reports it in the letter; the sticky bit makes it fine."""
     project = tmp_path / "project"
     project.mkdir()
     if mode & 0o070:
@@ -464,7 +465,8 @@ def as_user(stage: Path, name: str, code: str) -> subprocess.CompletedProcess:
 
 LEARNER_WRITES = """
 from iolab.core.errors import run_cli
-from iolab.core.workspace import results_dir, workdir
+from iolab.core.lab_dirs import results_dir
+from iolab.core.workspace import workdir
 def main():
     (results_dir() / "result.txt").write_text("mine")
     print(workdir())

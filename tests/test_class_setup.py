@@ -24,8 +24,8 @@ from iolab.core import budget
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, active_class, read_class
 from iolab.core.dataset import DEFAULT_FILES
 from iolab.core.errors import LabError
+from iolab.core.markers import MADE_MARKER
 from iolab.core.workspace import (
-    MADE_MARKER,
     WorkspaceEntry,
     default_dataset_dir,
     user_name,
@@ -248,7 +248,7 @@ def test_the_benchmark_bounds_a_class_by_its_cpu_seconds() -> None:
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may create users: the refusal is for others")
 def test_the_benchmark_refuses_an_ordinary_user_in_one_sentence() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "iolab", "class", "bench", "--learners", "2"],
+        [sys.executable, "-m", "iolab", "class", "load-test", "--learners", "2"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -35,7 +35,8 @@ LEARNERS = ("iolab-learner-1", "iolab-learner-2", "iolab-learner-3")
 #: queue, and where everything went.
 LEARNER_RUN = """
 import json, subprocess, sys
-from iolab.core.workspace import default_dataset_dir, ensure_writable_dir, repo_root, workdir
+from iolab.core.lab_dirs import ensure_writable_dir
+from iolab.core.workspace import default_dataset_dir, repo_root, workdir
 from iolab.measure.cache import evict
 from iolab.storage.mdrates import run_mdtest
 eviction = evict(default_dataset_dir() / "data.tar")

@@ -1,4 +1,4 @@
-"""`iolab check NN` and the class wall: answers computed from the lab's facts agree with the
+"""`iolab answer NN` and the class wall: answers computed from the lab's facts agree with the
 lessons' solutions and with real tools; a learner's file is theirs alone; the wall's spread,
 outliers and progress are exact for known records; the page loads nothing from elsewhere."""
 
@@ -31,7 +31,7 @@ from iolab.classmode.wall import (
     wall_page,
     where_i_sit,
 )
-from iolab.cli.check import main as check_main
+from iolab.cli.answer import main as answer_main
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA, read_class
 from iolab.core.workspace import user_name
 
@@ -87,13 +87,13 @@ def iolab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_check_says_right_or_not_yet_without_giving_the_answer_away() -> None:
-    right = iolab("check", "02", "tar-size", "7,485,440")
+def test_answer_says_right_or_not_yet_without_giving_the_answer_away() -> None:
+    right = iolab("answer", "02", "tar-size", "7,485,440")
     assert right.returncode == 0 and right.stdout.startswith("right: The size of a tar archive")
-    wrong = iolab("check", "2", "tar-size", "7476224")
+    wrong = iolab("answer", "2", "tar-size", "7476224")
     assert wrong.returncode == 1 and wrong.stdout.startswith("not yet: 7,476,224 bytes is too low")
     assert "7,485,440" not in wrong.stdout and "7485440" not in wrong.stdout
-    listed = iolab("check", "07")
+    listed = iolab("answer", "07")
     assert listed.returncode == 0 and listed.stdout.startswith("straddle: Find the misalignment")
 
 
@@ -107,8 +107,8 @@ def test_check_says_right_or_not_yet_without_giving_the_answer_away() -> None:
     ],
 )
 @pytest.mark.slow
-def test_check_refuses_bad_input_in_one_sentence(args: list[str], says: str) -> None:
-    done = iolab("check", *args)
+def test_answer_refuses_bad_input_in_one_sentence(args: list[str], says: str) -> None:
+    done = iolab("answer", *args)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
@@ -291,14 +291,14 @@ def test_my_own_broken_file_does_not_stop_publishing(class_folder: Path) -> None
 
 
 @pytest.mark.slow
-def test_check_and_lab_go_on_without_a_wall(
+def test_answer_and_lab_go_on_without_a_wall(
     class_folder: Path, capsys: pytest.CaptureFixture
 ) -> None:
     from iolab.cli.lab import to_the_wall
 
     (class_folder / "wall").rmdir()
     done = iolab(
-        "check",
+        "answer",
         "02",
         "tar-size",
         "7,485,440",
@@ -365,7 +365,7 @@ def test_fio_figures_come_from_the_learners_own_notebook_05_unless_it_showed_the
     class_folder: Path,
 ) -> None:
     from iolab.classmode.wall import FIO_FIGURES, own_fio_figures
-    from iolab.core.workspace import results_dir
+    from iolab.core.lab_dirs import results_dir
 
     executed = results_dir() / "notebooks"
     executed.mkdir()
@@ -410,7 +410,7 @@ with open(sys.argv[1], "w") as out:
 
 
 def check_as(uid: int, gid: int, home: Path) -> int:
-    """`iolab check 02 tar-size 7485440` in a forked child running as `uid` (the modules it
+    """`iolab answer 02 tar-size 7485440` in a forked child running as `uid` (the modules it
     needs are loaded already: the interpreter's own folder may be closed to other users)."""
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
@@ -426,7 +426,7 @@ def check_as(uid: int, gid: int, home: Path) -> int:
                     "XDG_STATE_HOME": str(home / "state"),
                 }
             )
-            code = check_main(argparse.Namespace(lesson="02", key="tar-size", value="7485440"))
+            code = answer_main(argparse.Namespace(lesson="02", key="tar-size", value="7485440"))
         except BaseException as err:  # noqa: BLE001 - reported through the exit code
             print(f"the victim's check failed: {err!r}", file=sys.stderr)
         finally:

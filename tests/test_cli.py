@@ -19,14 +19,9 @@ from iolab.cli import main as cli_main
 from iolab.core import budget, cleanup
 from iolab.core.cleanup import clean
 from iolab.core.errors import LabError
-from iolab.core.workspace import (
-    LOCATION_MARKER,
-    MADE_MARKER,
-    WorkspaceEntry,
-    ensure_writable_dir,
-    location_dir,
-    make_location_dir,
-)
+from iolab.core.lab_dirs import ensure_writable_dir
+from iolab.core.markers import LOCATION_MARKER, MADE_MARKER
+from iolab.core.workspace import WorkspaceEntry, location_dir, make_location_dir
 from iolab.storage.netmount import loopback_sshfs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,6 +131,88 @@ def test_old_and_new_name_together_are_a_usage_error(capsys) -> None:
     with pytest.raises(SystemExit) as done:
         build_parser().parse_args(["hygiene", "df", "--data", "A", "--directory", "B"])
     assert done.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+# --- renamed commands: the old names still work for one release, with a notice ---------------
+
+#: (command line with the old name, the same with the new one, the one line it must print).
+RENAMED_COMMANDS = [
+    (
+        ["check", "02", "tar-size", "7485440"],
+        ["answer", "02", "tar-size", "7485440"],
+        "note: `python -m iolab check` is now `python -m iolab answer`; the old name will be "
+        "removed in the next release\n",
+    ),
+    (
+        ["class", "check", "--learners", "25", "--out", "OUT"],
+        ["class", "preflight", "--learners", "25", "--out", "OUT"],
+        "note: `python -m iolab class check` is now `python -m iolab class preflight`; the old "
+        "name will be removed in the next release\n",
+    ),
+    (
+        ["class", "bench", "--learners", "2"],
+        ["class", "load-test", "--learners", "2"],
+        "note: `python -m iolab class bench` is now `python -m iolab class load-test`; the old "
+        "name will be removed in the next release\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "old,new,said", RENAMED_COMMANDS, ids=[" ".join(r[0][:2]) for r in RENAMED_COMMANDS]
+)
+def test_an_old_command_name_still_works_and_says_its_new_name(
+    old: list[str], new: list[str], said: str, capsys, monkeypatch
+) -> None:
+    """The old spelling runs the new command with the same arguments, after one line; the new
+    spelling prints nothing more. (The commands' work is replaced by a recorder here.)"""
+    import iolab.cli.answer
+    import iolab.cli.classroom
+
+    ran: list[dict] = []
+
+    def recorder(args: argparse.Namespace) -> int:
+        ran.append({key: value for key, value in vars(args).items() if key != "func"})
+        return 0
+
+    monkeypatch.setattr(iolab.cli.answer, "main", recorder)  # set_defaults(func=main) reads it
+    for action in ("preflight_main", "load_test_main"):
+        monkeypatch.setattr(iolab.cli.classroom, action, recorder)
+    assert cli_main(old) == 0
+    assert capsys.readouterr().err == said
+    assert cli_main(new) == 0
+    assert capsys.readouterr().err == ""
+    assert len(ran) == 2 and ran[0] == ran[1]
+
+
+def test_the_old_check_runs_the_real_answer_command(capsys) -> None:
+    with pytest.raises(LabError, match="lesson 13 has no exercise with one right answer"):
+        cli_main(["check", "13"])
+    assert capsys.readouterr().err == RENAMED_COMMANDS[0][2]
+
+
+def test_only_a_whole_old_name_is_renamed(capsys) -> None:
+    """`check-tools` and `class wall` are not `check` and `class check`."""
+    from iolab.cli import renamed
+
+    for argv in (["check-tools", "--strict"], ["class", "wall"], ["answer", "02"], ["bench"]):
+        assert renamed(argv) == argv
+    assert renamed(["class", "check"]) == ["class", "preflight"]
+    assert capsys.readouterr().err == RENAMED_COMMANDS[1][2]
+
+
+def test_help_lists_the_new_names_only(capsys) -> None:
+    parsers = command_parsers()
+    assert "answer" in parsers and "check" not in parsers
+    actions = next(
+        a for a in parsers["class"]._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    assert set(actions.choices) == {"preflight", "setup", "clean", "wall", "load-test", "joined"}
+    with pytest.raises(SystemExit) as done:
+        cli_main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "\n  answer " in out and "\n  check " not in out
 
 
 @pytest.mark.parametrize(
@@ -420,8 +497,8 @@ def test_jupyter_works_on_copies_and_keeps_the_learners_edits(workspace: Path, c
 def test_kernel_sockets_leave_a_workspace_whose_path_is_too_long(monkeypatch) -> None:
     """A Unix socket's path must fit in 107 bytes; a cluster workspace path easily does not
     (the kernel then never answers and `make lab` waits for it until its timeout)."""
+    from iolab.core.lab_dirs import SOCKET_PATH_MAX_BYTES, socket_dir
     from iolab.core.owned import discard_owned
-    from iolab.core.workspace import SOCKET_PATH_MAX_BYTES, socket_dir
 
     base = Path(tempfile.mkdtemp(prefix="iolab-test-", dir="/tmp"))  # pytest's tmp_path is long
     try:

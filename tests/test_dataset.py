@@ -15,8 +15,9 @@ import pytest
 from conftest import build_dataset, run_script
 
 from iolab.core import dataset as ds
+from iolab.core.capacity import check_capacity
 from iolab.core.errors import LabError
-from iolab.core.workspace import check_capacity, ensure_writable_dir
+from iolab.core.lab_dirs import ensure_writable_dir
 
 _spec = importlib.util.spec_from_file_location(
     "generate_data", Path(__file__).resolve().parent.parent / "data_generators/generate_data.py"

@@ -14,7 +14,7 @@ import pytest
 from conftest import build_dataset, run_script
 
 from iolab.core import dataset as ds
-from iolab.core.workspace import MADE_MARKER
+from iolab.core.markers import MADE_MARKER
 
 
 def run_formats(data: Path, *extra: str):

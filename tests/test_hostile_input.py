@@ -42,7 +42,7 @@ import pytest
 from iolab.core import dataset as ds
 from iolab.core import writer_lock as wl
 from iolab.core.errors import LabError
-from iolab.core.workspace import has_marker
+from iolab.core.owned import has_marker
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

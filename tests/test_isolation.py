@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import CHECKOUT_WORKSPACE, tree_state
 
+from iolab.core.capacity import SPACE_MARGIN_BYTES, check_capacity
 from iolab.core.cluster import on_compute_node
 from iolab.core.errors import LabError
-from iolab.core.workspace import SPACE_MARGIN_BYTES, check_capacity, workdir
+from iolab.core.workspace import workdir
 
 
 def test_the_run_and_its_subprocesses_use_a_temporary_workspace(tmp_path_factory) -> None:

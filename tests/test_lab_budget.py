@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab.core.workspace import WorkspaceEntry, ensure_writable_dir, repo_root
+from iolab.core.lab_dirs import ensure_writable_dir
+from iolab.core.workspace import WorkspaceEntry, repo_root
 from iolab.measure.footprint import Footprint, PhaseSampler, footprint
 from iolab.measure.lab_budget import (
     BUDGET_ENV,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from iolab.core.errors import LabError
+from iolab.core.markers import LOCATION_MARKER
 from iolab.core.storage_areas import STORAGE_AREAS
-from iolab.core.workspace import LOCATION_MARKER
 from iolab.measure.context import mount_for
 from iolab.storage import locations as locations_module
 from iolab.storage.locations import discover_locations, locations_frame, remove_user_dir, user_dir

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from iolab.core.errors import LabError
-from iolab.core.workspace import MADE_MARKER
+from iolab.core.markers import MADE_MARKER
 from iolab.measure.context import parse_proc_mounts
 from iolab.storage.netmount import lab_leftovers, loopback_sshfs, sshfs_status
 

@@ -171,7 +171,8 @@ def test_one_command_puts_a_learners_own_cluster_runs_into_the_site(tmp_path, mo
     """`node-runs --site`: the learner's jobs (here the recorded ones, as if from two
     separate machines of a cluster called mycluster) appear on the page of the site their
     last `make lab` built, with the rates that only separate machines give."""
-    from iolab.core.workspace import WorkspaceEntry, ensure_writable_dir, results_dir
+    from iolab.core.lab_dirs import ensure_writable_dir, results_dir
+    from iolab.core.workspace import WorkspaceEntry
 
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "workspace"))
     own = ensure_writable_dir(WorkspaceEntry.SLURM_RESULTS.path())

@@ -23,18 +23,10 @@ from hypothesis import strategies as st
 
 from iolab.core import cleanup, owned
 from iolab.core.errors import LabError
+from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, results_dir
+from iolab.core.markers import LOCATION_MARKER, MADE_MARKER, MADE_MARKER_TEXT, is_lab_made
 from iolab.core.owned import PAUSE_ENV, discard_owned, has_marker, parse_mount_id, remove_owned
-from iolab.core.workspace import (
-    LOCATION_MARKER,
-    MADE_MARKER,
-    MADE_MARKER_TEXT,
-    ensure_writable_dir,
-    is_lab_made,
-    location_dir,
-    make_location_dir,
-    remove_tree,
-    results_dir,
-)
+from iolab.core.workspace import location_dir, make_location_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -644,7 +636,7 @@ def test_the_seal_is_in_the_users_private_registry(tmp_path: Path, monkeypatch) 
         [
             PY,
             "-c",
-            "import sys; from iolab.core.workspace import is_lab_made;"
+            "import sys; from iolab.core.markers import is_lab_made;"
             " print(is_lab_made(sys.argv[1]))",
             str(data),
         ],

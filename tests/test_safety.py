@@ -37,7 +37,9 @@ import numpy as np
 import pytest
 
 from iolab.core.errors import LabError
-from iolab.core.workspace import MADE_MARKER, WorkspaceEntry, ensure_writable_dir
+from iolab.core.lab_dirs import ensure_writable_dir
+from iolab.core.markers import MADE_MARKER
+from iolab.core.workspace import WorkspaceEntry
 from iolab.ml import checkpoint as ck
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -526,8 +528,10 @@ def test_two_commands_started_at_once_both_take_the_results_folder() -> None:
     folder that is empty and seconds old now gets a moment to be marked."""
     import threading
 
+    from iolab.core.lab_dirs import results_dir
+    from iolab.core.markers import MADE_MARKER, MADE_MARKER_TEXT
     from iolab.core.owned import write_marker
-    from iolab.core.workspace import MADE_MARKER, MADE_MARKER_TEXT, WorkspaceEntry, results_dir
+    from iolab.core.workspace import WorkspaceEntry
 
     made_now = WorkspaceEntry.LAB.path()
     made_now.parent.mkdir(parents=True, exist_ok=True)
@@ -547,13 +551,9 @@ def test_two_commands_started_at_once_share_one_per_user_place(tmp_path: Path, c
     a fresh private folder beside the first one's, and say it was not the user's."""
     import threading
 
+    from iolab.core.markers import LOCATION_MARKER, LOCATION_MARKER_TEXT
     from iolab.core.owned import write_marker
-    from iolab.core.workspace import (
-        LOCATION_MARKER,
-        LOCATION_MARKER_TEXT,
-        location_dir,
-        make_location_dir,
-    )
+    from iolab.core.workspace import location_dir, make_location_dir
 
     usual = location_dir(tmp_path)
     usual.mkdir(mode=0o700)  # the other run's mkdir; its marker follows 0.2 s later
@@ -570,7 +570,8 @@ def test_two_commands_started_at_once_share_one_per_user_place(tmp_path: Path, c
 @pytest.mark.usefixtures("workspace")
 def test_the_users_own_results_folder_is_refused_at_once() -> None:
     """A `lab` folder with the user's files in it is never waited for."""
-    from iolab.core.workspace import WorkspaceEntry, results_dir
+    from iolab.core.lab_dirs import results_dir
+    from iolab.core.workspace import WorkspaceEntry
 
     users = WorkspaceEntry.LAB.path()
     mine = place_user_files(users)
@@ -584,7 +585,7 @@ def test_the_users_own_results_folder_is_refused_at_once() -> None:
 @pytest.mark.usefixtures("workspace")
 def test_a_second_make_lab_refuses_while_one_runs() -> None:
     """Two `make lab` would empty each other's notebooks and site: the second says who runs."""
-    from iolab.core.workspace import results_dir
+    from iolab.core.lab_dirs import results_dir
     from iolab.core.writer_lock import writer_lock
 
     out = results_dir()
@@ -1507,7 +1508,7 @@ def _interrupted_right_after_mkdir(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_ctrl_c_the_moment_a_run_directory_is_made_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: str
 ) -> None:
-    from iolab.core.workspace import fresh_run_dir
+    from iolab.core.lab_dirs import fresh_run_dir
     from iolab.storage.perception import run_dir
     from iolab.storage.sweep import run_directory
 

@@ -21,7 +21,7 @@ import pytest
 import slurm_cluster
 from slurm_jobs import ROOT, SLURM_DEMOS, assert_completed, job_places, submit
 
-from iolab.core.workspace import LOCATION_MARKER, MADE_MARKER
+from iolab.core.markers import LOCATION_MARKER, MADE_MARKER
 from iolab.storage.fio import PROFILES, scaled_profile
 from iolab.storage.fio_parse import loads_fio
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from slurm_jobs import NODES, assert_completed, on_nodes, results_of, submit
 
-from iolab.core.workspace import LOCATION_MARKER
+from iolab.core.markers import LOCATION_MARKER
 from iolab.storage.fio import PROFILES, scaled_profile
 from iolab.storage.fio_parse import loads_fio
 

@@ -18,7 +18,7 @@ import pytest
 import slurm_cluster
 from slurm_jobs import NODES, assert_completed, on_nodes, results_of, submit
 
-from iolab.core.workspace import LOCATION_MARKER
+from iolab.core.markers import LOCATION_MARKER
 
 
 @on_nodes

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from slurm_jobs import ROOT, SLURM_DEMOS, assert_completed, on_nodes, results_of, submit
 
-from iolab.core.workspace import LOCATION_MARKER
+from iolab.core.markers import LOCATION_MARKER
 
 HELPER = SLURM_DEMOS / "metadata_storm.py"
 SCRIPT = SLURM_DEMOS / "metadata-storm.sbatch"

@@ -19,7 +19,7 @@ import pytest
 matplotlib.use("Agg")
 
 from iolab.core.errors import LabError  # noqa: E402
-from iolab.core.workspace import MADE_MARKER  # noqa: E402
+from iolab.core.markers import MADE_MARKER  # noqa: E402
 from iolab.hpc.stripe_plots import grid_pair, stripes_by_ost  # noqa: E402
 from iolab.hpc.stripe_trial import TrialStep, layout_problems, plan_frame, plan_trial  # noqa: E402
 from iolab.hpc.stripes import (  # noqa: E402

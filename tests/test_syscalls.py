@@ -17,7 +17,8 @@ import pytest
 
 from iolab.cli import syscalls as syscalls_command
 from iolab.core.errors import LabError
-from iolab.core.workspace import MADE_MARKER, repo_root
+from iolab.core.markers import MADE_MARKER
+from iolab.core.workspace import repo_root
 from iolab.measure import audit_open
 from iolab.measure.strace_parse import TraceReader, parse_strace_summary, unescape_strace
 from iolab.measure.strace_run import strace_status

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.core.workspace import LOCATION_MARKER
+from iolab.core.markers import LOCATION_MARKER
 
 pytestmark = pytest.mark.needs("users")
 
@@ -309,7 +309,8 @@ def test_another_users_file_inside_a_lab_folder_is_named_not_deleted(fresh: Path
         fresh,
         RUNNER,
         """
-from iolab.core.workspace import ensure_writable_dir, workdir
+from iolab.core.lab_dirs import ensure_writable_dir
+from iolab.core.workspace import workdir
 shared = ensure_writable_dir(workdir() / "dataset")
 (shared / "mine.csv").write_text("1")
 for opened in (workdir().parent, workdir()):

@@ -65,7 +65,8 @@ lab_job_start() {
     # Made and marked as the lab makes every workspace entry, so `make clean` removes it.
     "$PY" -c 'import sys
 from iolab.core.errors import LabError
-from iolab.core.workspace import WorkspaceEntry, ensure_writable_dir
+from iolab.core.lab_dirs import ensure_writable_dir
+from iolab.core.workspace import WorkspaceEntry
 try:
     ensure_writable_dir(WorkspaceEntry.SLURM_RESULTS.path())
 except LabError as err:
@@ -198,7 +199,8 @@ from pathlib import Path
 
 from iolab.core.errors import LabError
 from iolab.storage.locations import discover_locations, user_dir
-from iolab.core.workspace import ensure_writable_dir, workdir
+from iolab.core.lab_dirs import ensure_writable_dir
+from iolab.core.workspace import workdir
 
 scratch = os.environ.get("SCRATCH")
 if not scratch:

@@ -1,4 +1,4 @@
-"""`iolab class bench --learners N`: a class of N real users joining one class at once.
+"""`iolab class load-test --learners N`: a class of N real users joining one class at once.
 
 Needs root (it creates the users, as CI may): on a laptop or a VM, not on a cluster. It sets
 up a real class (the environment built by pip), lets one learner reach a first result alone,
@@ -46,7 +46,8 @@ LEARNER = f"""
 import json, os, sys, time
 from iolab.classmode.wall import publish
 from iolab.core.class_folder import active_class, heavy_turn
-from iolab.core.workspace import default_dataset_dir, ensure_writable_dir, results_dir, workdir
+from iolab.core.lab_dirs import ensure_writable_dir, results_dir
+from iolab.core.workspace import default_dataset_dir, workdir
 from iolab.measure.footprint import PhaseSampler
 from iolab.measure.readers import time_readers, timing_frame
 from iolab.storage.mdrates import run_mdtest
@@ -93,7 +94,7 @@ def _require_root() -> None:
     ]
     if os.geteuid() != 0 or missing:
         raise LabError(
-            "the class benchmark creates real users, which needs root and "
+            "`python -m iolab class load-test` creates real users, which needs root and "
             "useradd/runuser: run it in a VM or a container of your own, not on a "
             "shared cluster"
         )

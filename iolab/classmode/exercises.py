@@ -1,4 +1,4 @@
-"""The lessons' exercises that have one right answer, and how `iolab check NN` judges them.
+"""The lessons' exercises that have one right answer, and how `iolab answer NN` judges them.
 
 Each answer is computed here from the lab's own facts and the exercise's givens (the tar
 format, the dataset's size, the stripe size), never typed in, so a changed dataset changes
@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.dataset import ARCHIVE_NAME, DEFAULT_FILES, days
-from iolab.core.workspace import default_dataset_dir, results_dir
+from iolab.core.lab_dirs import results_dir
+from iolab.core.workspace import default_dataset_dir
 
 TAR_BLOCK = 512
 TAR_RECORD = 10_240

@@ -45,7 +45,7 @@ def letter(report: dict, load: Load, user: str, host: str, date: str) -> str:
     # A backslash at the end of a line below joins it to the next: one line of the letter.
     return f"""# A storage I/O workshop for {n} learners on {host}
 
-From: {user}, the instructor. Checked on {host} on {date} with `python -m iolab class check`.
+From: {user}, the instructor. Checked on {host} on {date} with `python -m iolab class preflight`.
 
 ## What we ask
 

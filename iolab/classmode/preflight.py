@@ -1,4 +1,4 @@
-"""`iolab class check`: what an instructor learns about a cluster a week before a workshop.
+"""`iolab class preflight`: what an instructor learns about a cluster a week before a workshop.
 
 Each check looks at one thing a class needs and says, in one sentence, what it found and what
 to do: whether strace may trace (ptrace), whether FUSE mounts work (sshfs), whether Slurm

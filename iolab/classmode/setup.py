@@ -50,8 +50,9 @@ from iolab.classmode.preflight import RENAME_FIX, check_places, rename_risk
 from iolab.classmode.teardown import marker_text, remove_made
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA
 from iolab.core.errors import LabError, interrupts_held
+from iolab.core.markers import MADE_MARKER, MADE_MARKER_TEXT
 from iolab.core.owned import fd_has_marker, open_dir, write_marker_at
-from iolab.core.workspace import MADE_MARKER, MADE_MARKER_TEXT, public_text, repo_root, user_name
+from iolab.core.workspace import public_text, repo_root, user_name
 from iolab.measure.footprint import footprint
 from iolab.storage.locations import discover_locations
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from iolab.classmode.layout import CLASS_MARKER, FOLDER_MADE, LEARNER_WRITABLE, MADE
 from iolab.core import owned
 from iolab.core.errors import LabError, interrupts_held
+from iolab.core.markers import MADE_MARKER
 from iolab.core.owned import fd_has_marker, open_dir, remove_file, remove_marked, same_mount
-from iolab.core.workspace import MADE_MARKER
 from iolab.measure.footprint import Footprint, footprint
 
 #: The markers that prove a folder of the class the setup's: each is marked when made, the

@@ -1,13 +1,13 @@
 """The class wall: each learner's results as one small file, and the page that shows them all.
 
 A learner's file is `wall/<user>.json` in the class folder, written by the learner's own lab
-(`iolab lab` at its end, `iolab check` after each answer) and readable by the class. The
+(`iolab lab` at its end, `iolab answer` after each answer) and readable by the class. The
 folder is sticky, so no learner can replace or delete another's file, and the wall trusts
 nothing it reads: a file counts only if it is a regular file (never read through a link or
 waited on as a FIFO) named after its owner, small, and every field passes WALL_SCHEMA; each
 learner counts once (their newest file); everything else is left out and counted on the page.
 A classmate who took a learner's name first only sends that learner's file to a name of
-their own (USER~HEX.json): it never stops their `iolab check` or `iolab lab`.
+their own (USER~HEX.json): it never stops their `iolab answer` or `iolab lab`.
 
 The page is for the projector: per exercise the spread of the class's numbers (a strip plot,
 one dot per learner, coloured by node: wall_plots.py), who has finished which checked
@@ -40,8 +40,9 @@ import pandas as pd
 
 from iolab.core.class_folder import ClassFolder
 from iolab.core.errors import LabError
+from iolab.core.lab_dirs import results_dir
 from iolab.core.safe_input import Check, NotRegularFile, field_check, open_regular, record_problem
-from iolab.core.workspace import results_dir, workdir
+from iolab.core.workspace import workdir
 from iolab.measure.context import mount_for
 
 #: A learner's file holds a few readers and checks; anything larger is not one of the lab's.
@@ -495,6 +496,6 @@ Built {time.strftime("%H:%M:%S")}; the page reloads every minute.</p>
 <h2>Reader times across the class</h2>{picture}
 <h2>fio on each learner's disk</h2>{fio_picture}
 <h2>Outliers</h2>{flagged_html}
-<h2>Checked exercises (<code>iolab check NN</code>)</h2>{progress.to_html(index=False)}
+<h2>Checked exercises (<code>iolab answer NN</code>)</h2>{progress.to_html(index=False)}
 </body></html>
 """

@@ -10,7 +10,8 @@ parser and sets `func=main`, and `main(args) -> int`; a test can build the parse
 main in-process. Modules are imported only when the parser is built, and `clean` needs only
 the standard library, so `make clean` works even without the .venv. `--help` is written for
 a learner: what the toolkit is, and the commands grouped by the lesson that uses them
-(BY_LESSON).
+(BY_LESSON). A renamed command's old spelling works for one release, with a notice
+(RENAMED_COMMANDS).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import NoReturn
 
 from iolab.cli.options import CommandLine
 from iolab.core.errors import run_cli
+from iolab.core.options import renamed_notice
 
 #: Command modules under iolab.cli, in the order `--help` lists them. `clean` comes first
 #: and alone needs no third-party package.
@@ -52,17 +54,27 @@ COMMAND_MODULES = (
     "jupyter",
     "bench",
     "bench_diagnosis",
-    "check",
+    "answer",
     "classroom",
 )
 
 #: Commands whose module has another name (`class` is a Python keyword).
 MODULE_OF = {"class": "classroom"}
 
+#: Old spellings of a command (the words that start the command line) and their new ones:
+#: they keep working for one release, with a notice (issue 39: three things were "check",
+#: three "bench"). Rewritten in `main`, not argparse aliases, so --help lists each command
+#: once under its lesson.
+RENAMED_COMMANDS = {
+    ("check",): ("answer",),
+    ("class", "check"): ("class", "preflight"),
+    ("class", "bench"): ("class", "load-test"),
+}
+
 
 #: The commands by the lesson that uses them, in the order a learner meets them (--help).
 BY_LESSON = (
-    ("start here", ("lab", "jupyter", "check-tools", "locations", "bench", "clean", "check")),
+    ("start here", ("lab", "jupyter", "check-tools", "locations", "bench", "clean", "answer")),
     ("01-03 how a program reads files", ("syscalls", "time")),
     ("04 the page cache, a network file system", ("over-sshfs",)),
     ("05 benchmarking storage with fio", ("fio",)),
@@ -122,8 +134,18 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     return parser
 
 
+def renamed(argv: list[str]) -> list[str]:
+    """The command line with an old command name replaced by its new one, after the notice."""
+    for old, new in RENAMED_COMMANDS.items():
+        if tuple(argv[: len(old)]) == old:
+            spelled = ("`python -m iolab " + " ".join(words) + "`" for words in (old, new))
+            print(renamed_notice(*spelled), file=sys.stderr)
+            return [*new, *argv[len(old) :]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = renamed(sys.argv[1:] if argv is None else argv)
     named = argv[0].replace("-", "_") if argv and not argv[0].startswith("-") else None
     if named is not None:
         named = MODULE_OF.get(named, named)

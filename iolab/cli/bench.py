@@ -24,10 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.core.atomic import atomic_output
 from iolab.core.builder import archive_dataset, generate_dataset
 from iolab.core.dataset import ARCHIVE_NAME, DATA_DIR
+from iolab.core.lab_dirs import remove_tree, results_dir, scratch_dir
 from iolab.core.options import Bounds, int_option, path_option
-from iolab.core.workspace import atomic_output, remove_tree, results_dir, scratch_dir
 
 #: What `--classic` writes beside bench.csv: every run, and the ratios with the machine.
 CLASSIC_RUNS, CLASSIC_RECORD = "bench-classic-runs.csv", "bench-classic.json"

@@ -9,9 +9,11 @@ import argparse
 import datetime
 import json
 
+from iolab.core.atomic import atomic_output
 from iolab.core.errors import LabError
+from iolab.core.lab_dirs import results_dir
 from iolab.core.options import path_option
-from iolab.core.workspace import atomic_output, repo_root, results_dir
+from iolab.core.workspace import repo_root
 
 RESULT = "diagnosis-vs-drishti.json"
 

@@ -1,8 +1,10 @@
 """`python -m iolab class ACTION`: a workshop on one cluster (iolab.classmode).
 
-check (a week before: the preflight, a letter for the centre's admins and a site profile),
-setup DIR (the day before: one shared, read-only install), clean DIR (after: remove it),
-joined (what the class's `activate` prints: where a learner's things are).
+preflight (a week before: a letter for the centre's admins and a site profile), setup DIR
+(the day before: one shared, read-only install), clean DIR (after: remove it), wall (during:
+the class's results on one page), joined (what the class's `activate` prints: where a
+learner's things are), and load-test (maintainers, as root in a VM of their own: N real
+users join one class at once).
 """
 
 from __future__ import annotations
@@ -36,33 +38,33 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.set_defaults(func=main)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    check = actions.add_parser(
-        "check",
-        help="preflight: ptrace, FUSE, Slurm and reservations, room for N learners, "
+    preflight = actions.add_parser(
+        "preflight",
+        help="a week before: ptrace, FUSE, Slurm and reservations, room for N learners, "
         "Python, the class folder; writes letter.md and site-profile.json",
         description="Check this cluster for a workshop of N learners, a week before. Nothing "
         "is submitted or installed; two reports are written.",
     )
-    check.add_argument(
+    preflight.add_argument(
         "--learners",
         type=int_option("--learners", LEARNERS),
         required=True,
         help="how many learners will take part",
     )
-    check.add_argument(
+    preflight.add_argument(
         "--class-dir",
         type=path_option("--class-dir"),
         default=None,
         help="the folder the class will share (checked, never changed)",
     )
-    check.add_argument(
+    preflight.add_argument(
         "--out",
         type=path_option("--out"),
         default=None,
         help="where to write letter.md and site-profile.json "
-        "(default: <workspace>/lab/class-check)",
+        "(default: <workspace>/lab/class-preflight)",
     )
-    check.set_defaults(func=main)
+    preflight.set_defaults(func=main)
 
     setup = actions.add_parser(
         "setup",
@@ -141,26 +143,26 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     wall.set_defaults(func=main)
 
-    bench = actions.add_parser(
-        "bench",
+    load_test = actions.add_parser(
+        "load-test",
         help="maintainers, as root in a VM: N real users join one class at once",
         description="Create N users, set up a real class, and measure each learner's time to "
         "a first result, the queue's waits, what the shared place gained, privacy "
         "and teardown; everything made is removed. Needs root: never on a cluster.",
     )
-    bench.add_argument(
+    load_test.add_argument(
         "--learners",
         type=int_option("--learners", BENCH_LEARNERS),
         default=30,
         help="how many learners join at once (default: 30)",
     )
-    bench.add_argument(
+    load_test.add_argument(
         "--out",
         type=path_option("--out"),
         default=None,
-        help="the JSON to write (default: <workspace>/lab/class-bench.json)",
+        help="the JSON to write (default: <workspace>/lab/class-load-test.json)",
     )
-    bench.set_defaults(func=main)
+    load_test.set_defaults(func=main)
 
     joined = actions.add_parser(
         "joined",
@@ -174,22 +176,23 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """The action named."""
     return {
-        "check": check_main,
+        "preflight": preflight_main,
         "setup": setup_main,
         "clean": clean_main,
         "wall": wall_main,
-        "bench": bench_main,
+        "load-test": load_test_main,
         "joined": joined_main,
     }[args.action](args)
 
 
-def bench_main(args: argparse.Namespace) -> int:
-    """Run the class benchmark and save its figures."""
+def load_test_main(args: argparse.Namespace) -> int:
+    """Run the class benchmark (N real users at once) and save its figures."""
     from iolab.classmode.bench import run_class_bench
-    from iolab.core.workspace import atomic_output, results_dir
+    from iolab.core.atomic import atomic_output
+    from iolab.core.lab_dirs import results_dir
 
     figures = run_class_bench(args.learners)
-    out = args.out or results_dir() / "class-bench.json"
+    out = args.out or results_dir() / "class-load-test.json"
     with atomic_output(out) as partial:
         partial.write_text(json.dumps(figures, indent=1) + "\n")
     shown = {key: value for key, value in figures.items() if key != "wall"}
@@ -204,10 +207,11 @@ def wall_main(args: argparse.Namespace) -> int:
     """Build the wall page; with --me, say where this learner's numbers sit."""
     from iolab.classmode.exercises import EXERCISES
     from iolab.classmode.wall import figures_frame, learner_name, scan_wall, wall_page, where_i_sit
+    from iolab.core.atomic import atomic_output
     from iolab.core.class_folder import CLASS_ENV, active_class
     from iolab.core.class_queue import queue_summary
     from iolab.core.errors import LabError
-    from iolab.core.workspace import atomic_output, results_dir
+    from iolab.core.lab_dirs import results_dir
 
     joined = active_class()
     if joined is None:
@@ -319,19 +323,20 @@ def joined_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_main(args: argparse.Namespace) -> int:
+def preflight_main(args: argparse.Namespace) -> int:
     """The preflight and its two reports."""
     from iolab.classmode.letter import letter
     from iolab.classmode.load import class_load
     from iolab.classmode.preflight import preflight
-    from iolab.core.workspace import atomic_output, ensure_writable_dir, results_dir
+    from iolab.core.atomic import atomic_output
+    from iolab.core.lab_dirs import ensure_writable_dir, results_dir
 
     load = class_load(args.learners)
     report = preflight(load, args.class_dir)
     out = (
         ensure_writable_dir(args.out)
         if args.out
-        else ensure_writable_dir(results_dir() / "class-check")
+        else ensure_writable_dir(results_dir() / "class-preflight")
     )
     host = socket.gethostname()
     text = letter(report, load, getpass.getuser(), host, time.strftime("%Y-%m-%d"))

@@ -9,19 +9,15 @@ import time
 from pathlib import Path
 
 from iolab.cli.options import add_budget_option
+from iolab.core.atomic import atomic_output
 from iolab.core.budget import LIMITS
 from iolab.core.cluster import JOB_VARIABLES
 from iolab.core.errors import LabError
+from iolab.core.lab_dirs import ensure_writable_dir, results_dir
 from iolab.core.options import Bounds, float_option, int_option, path_option, text_option
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import (
-    WorkspaceEntry,
-    atomic_output,
-    ensure_writable_dir,
-    output_file,
-    public_text,
-    results_dir,
-)
+from iolab.core.user_paths import output_file
+from iolab.core.workspace import WorkspaceEntry, public_text
 from iolab.storage.fio import (
     FIO_MISSING,
     MIB,

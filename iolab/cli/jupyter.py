@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from iolab.core.errors import LabError
-from iolab.core.workspace import lab_owned_dir, repo_root, results_dir
+from iolab.core.lab_dirs import lab_owned_dir, results_dir
+from iolab.core.workspace import repo_root
 
 #: The folder of the learner's copies, inside <workspace>/lab.
 COPIES_DIRNAME = "jupyter"

@@ -9,7 +9,7 @@ import sys
 from iolab.core.errors import LabError
 from iolab.core.options import path_option, text_option
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import existing_path
+from iolab.core.user_paths import existing_path
 from iolab.hpc.lustre import getstripe, is_lustre, layout_frame, lfs_command, lustre_status
 from iolab.hpc.lustre_parse import parse_getstripe
 

@@ -7,10 +7,11 @@ import argparse
 
 from iolab.cli.options import add_budget_option
 from iolab.core import budget
+from iolab.core.atomic import atomic_output
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, int_option, path_option
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import atomic_output, output_file
+from iolab.core.user_paths import output_file
 from iolab.hpc.mpiio import KIB, MIB, compare_modes, syscall_frame, timing_frame
 
 #: MPI ranks started on this node, iolab.hpc.mpiio's own range.

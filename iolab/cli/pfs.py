@@ -173,7 +173,7 @@ def _print_layout(cluster: cephfs.Cluster, stripe_count: int) -> int:
 def _measure(cluster: cephfs.Cluster, out) -> int:
     import pandas as pd
 
-    from iolab.core.workspace import atomic_output
+    from iolab.core.atomic import atomic_output
     from iolab.hpc.cephfs_lessons import measure_all
 
     print(
@@ -202,7 +202,7 @@ def _record(out, rounds: int, compute_node: bool | None) -> int:
     import statistics
     import time
 
-    from iolab.core.workspace import atomic_output
+    from iolab.core.atomic import atomic_output
     from iolab.hpc.cephfs_lessons import measure_all
 
     runs = []

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 
+from iolab.core.atomic import atomic_output
 from iolab.core.options import Bounds, int_option, path_option
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import atomic_output, output_file
+from iolab.core.user_paths import output_file
 from iolab.storage.sweep import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MIN_BYTES,

@@ -13,7 +13,7 @@ import json
 from iolab.cli.options import add_data_option, add_json_option
 from iolab.core.options import Bounds, int_option, text_option
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import existing_dir
+from iolab.core.user_paths import existing_dir
 from iolab.measure.context import context_frame
 from iolab.measure.timing import summarize, time_command
 

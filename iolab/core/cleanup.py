@@ -28,20 +28,17 @@ import subprocess
 from pathlib import Path
 
 from iolab.core.errors import LabError
-from iolab.core.owned import open_dir, opened_parent, remove_marked
-from iolab.core.storage_areas import STORAGE_AREAS
-from iolab.core.workspace import (
+from iolab.core.lab_dirs import mounts_under
+from iolab.core.markers import (
     CREATION_MARKERS,
     LOCATION_MARKER,
     MADE_MARKER,
-    WorkspaceEntry,
     is_lab_made,
-    location_names,
-    mounts_under,
     remove_if_only_marked,
-    scratch_names,
-    workdir,
 )
+from iolab.core.owned import open_dir, opened_parent, remove_marked
+from iolab.core.storage_areas import STORAGE_AREAS
+from iolab.core.workspace import WorkspaceEntry, location_names, scratch_names, workdir
 
 #: Where per-user location directories may have been made (see iolab.storage.locations):
 #: the directory each storage area's variable names...

@@ -32,6 +32,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
+from iolab.core.atomic import replace_json
 from iolab.core.errors import LabError
 
 # The manifest's format and reading live in iolab.core.manifest (what the readers import);
@@ -50,7 +51,7 @@ from iolab.core.manifest import (  # noqa: F401
     rebuild_hint,
     verify_command,
 )
-from iolab.core.owned import discard_owned
+from iolab.core.owned import discard_owned, has_marker, write_marker
 from iolab.core.safe_input import (
     COUNT,
     NUMBER,
@@ -63,7 +64,6 @@ from iolab.core.safe_input import (
     regular_files,
     unreadable,
 )
-from iolab.core.workspace import has_marker, replace_json, write_marker
 from iolab.core.writer_lock import LOCK_NAME
 
 FIRST_DAY = date(2004, 1, 1)

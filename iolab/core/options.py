@@ -9,7 +9,8 @@ arguments inside run_cli. The ranges that only keep a shared login node usable a
 login-node budget's (iolab.core.budget), checked where the request is known whole and lifted
 on a compute node; the ranges here hold everywhere.
 
-Renamed flags: an old spelling keeps working for one release, with a notice.
+Renamed flags: an old spelling keeps working for one release, with a notice (renamed_notice,
+which the renamed commands of iolab.cli.RENAMED_COMMANDS print too).
 
 Here in core (standard library only) so that the data generators and demos, which import
 nothing but iolab.core, read their arguments the same way the toolkit's commands do
@@ -155,6 +156,11 @@ BATCH_SAMPLES = Bounds(
 )
 
 
+def renamed_notice(old: str, new: str) -> str:
+    """The one line an old spelling (a flag, or a command: iolab.cli.main) prints when used."""
+    return f"note: {old} is now {new}; the old name will be removed in the next release"
+
+
 class RenamedOption(argparse.Action):
     """An old flag name: stores into the new option's destination after a one-line notice.
 
@@ -174,11 +180,7 @@ class RenamedOption(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        print(
-            f"note: {option_string} is now {self.new_name}; the old name will be removed in "
-            "the next release",
-            file=sys.stderr,
-        )
+        print(renamed_notice(str(option_string), self.new_name), file=sys.stderr)
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from iolab.core.atomic import replace_json
 from iolab.core.dataset import DATA_DIR, load_manifest, require_verified, sha256_in_dataset
 from iolab.core.errors import LabError
 from iolab.core.safe_input import (
@@ -39,7 +40,7 @@ from iolab.core.safe_input import (
     record_problem,
     regular_files,
 )
-from iolab.core.workspace import existing_dir, replace_json
+from iolab.core.user_paths import existing_dir
 
 ACTIVITY = "activity"
 IMAGES = "images"

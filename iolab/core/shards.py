@@ -25,6 +25,7 @@ import tarfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from iolab.core.atomic import replace_json
 from iolab.core.dataset import claim_folder, create_new, present, sha256_in_dataset, sha256_of
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.safe_input import (
@@ -40,7 +41,6 @@ from iolab.core.safe_input import (
     record_problem,
     unreadable,
 )
-from iolab.core.workspace import replace_json
 
 INDEX_NAME = "shards.json"
 MARKER_NAME = ".iolab-shards"

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from iolab.core.errors import LabError, forget_undo, interrupts_held, undo_if_cut_off
+from iolab.core.lab_dirs import ensure_writable_dir
 from iolab.core.safe_input import file_kind, open_regular
-from iolab.core.workspace import ensure_writable_dir
 
 #: The lock file's name in the folder it guards.
 LOCK_NAME = ".iolab-lock"

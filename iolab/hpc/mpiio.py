@@ -41,14 +41,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from iolab.core.capacity import check_capacity
 from iolab.core.errors import Interrupted, LabError, sigterm_as_interrupt
-from iolab.core.workspace import (
-    check_capacity,
-    ensure_writable_dir,
-    remove_tree,
-    repo_root,
-    scratch_dir,
-)
+from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
+from iolab.core.workspace import repo_root
 from iolab.measure.strace_parse import READS, TRACE_OPTIONS, WRITES, TraceReader, unescape_strace
 from iolab.measure.syscalls import strace_status
 

@@ -22,9 +22,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.core.capacity import check_capacity
 from iolab.core.errors import LabError, interrupts_held
+from iolab.core.lab_dirs import remove_tree, scratch_dir
 from iolab.core.owned import remove_owned
-from iolab.core.workspace import check_capacity, remove_tree, scratch_dir, workdir
+from iolab.core.workspace import workdir
 from iolab.hpc import lustre
 from iolab.hpc.stripes import Layout, locate
 from iolab.storage.largefiles import checked_size, run_dd

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.core.atomic import atomic_output
 from iolab.core.class_folder import active_class
 from iolab.core.errors import LabError
-from iolab.core.workspace import WorkspaceEntry, atomic_output, lab_entries, repo_root, workdir
+from iolab.core.workspace import WorkspaceEntry, lab_entries, repo_root, workdir
 from iolab.measure.context import machine_context, machine_label
 from iolab.measure.footprint import SAMPLE_INTERVAL_S, PhaseSampler, footprint
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iolab.core.errors import LabError
+from iolab.core.lab_dirs import scratch_dir
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import existing_dir, scratch_dir
+from iolab.core.user_paths import existing_dir
 
 MISSING_STRACE = (
     "strace is not installed; install it with `apt-get install strace` (Debian/Ubuntu), "

@@ -15,9 +15,11 @@ from typing import Literal
 
 import pandas as pd
 
+from iolab.core.atomic import atomic_output
 from iolab.core.builder import build_dataset
+from iolab.core.lab_dirs import results_dir
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import atomic_output, default_dataset_dir, results_dir, workdir
+from iolab.core.workspace import default_dataset_dir, workdir
 from iolab.core.writer_lock import writer_lock
 from iolab.measure.lab_budget import BUDGET_ENV, LabBudget
 from iolab.pages.missing import missing_names, missing_pieces, not_run_here

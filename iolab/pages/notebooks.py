@@ -8,8 +8,9 @@ import re
 import time
 from pathlib import Path
 
+from iolab.core.lab_dirs import socket_dir
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import repo_root, socket_dir
+from iolab.core.workspace import repo_root
 from iolab.measure.lab_budget import LabBudget
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from iolab.core.errors import LabError
+from iolab.core.lab_dirs import results_dir
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import repo_root, results_dir
+from iolab.core.workspace import repo_root
 from iolab.core.writer_lock import writer_lock
 from iolab.pages.notebooks import EXECUTED_PAGES, JOBS_PAGE, execute_notebook, failure_logs
 

@@ -45,17 +45,10 @@ import pandas as pd
 
 from iolab.core.budget import check, lifted
 from iolab.core.errors import LabError
+from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
+from iolab.core.markers import remove_if_only_marked
 from iolab.core.storage_areas import STORAGE_AREAS
-from iolab.core.workspace import (
-    WorkspaceEntry,
-    ensure_writable_dir,
-    public_text,
-    remove_if_only_marked,
-    remove_tree,
-    scratch_dir,
-    user_name,
-    workdir,
-)
+from iolab.core.workspace import WorkspaceEntry, public_text, user_name, workdir
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.storage.advice_rules import advise
 from iolab.storage.locations import Location, discover_locations, private_scratch

@@ -32,16 +32,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from iolab.core.atomic import atomic_output
 from iolab.core.budget import check as check_budget
 from iolab.core.errors import LabError, forget_undo, interrupts_held, undo_if_cut_off
+from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, socket_dir
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import (
-    WorkspaceEntry,
-    atomic_output,
-    ensure_writable_dir,
-    remove_tree,
-    socket_dir,
-)
+from iolab.core.workspace import WorkspaceEntry
 
 LOOPBACK = "127.0.0.1"
 FS_NAME = "iolabfs"

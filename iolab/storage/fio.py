@@ -62,18 +62,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.core.atomic import atomic_output
 from iolab.core.budget import excess, lifted, refusal
+from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, sigterm_as_interrupt
+from iolab.core.lab_dirs import ensure_writable_dir, fresh_run_dir
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import (
-    atomic_output,
-    check_capacity,
-    ensure_writable_dir,
-    existing_dir,
-    fresh_run_dir,
-    public_text,
-)
+from iolab.core.user_paths import existing_dir
+from iolab.core.workspace import public_text
 from iolab.measure.context import machine_context
 from iolab.measure.recorded import Recordings
 from iolab.storage.fio_parse import fio_frame, latency_cdf, loads_fio, parse_size_bytes

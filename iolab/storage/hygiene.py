@@ -29,7 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError
-from iolab.core.workspace import existing_dir, public_text, workdir
+from iolab.core.user_paths import existing_dir
+from iolab.core.workspace import public_text, workdir
 from iolab.measure.context import fs_kind, mount_for
 
 KIB, MIB = 1024, 1024**2

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.core.capacity import check_capacity
 from iolab.core.dataset import sha256_of
 from iolab.core.errors import LabError
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import check_capacity, workdir
+from iolab.core.workspace import workdir
 
 MANIFEST_NAME = "SHA256SUMS"
 SHA256SUM_TIMEOUT_S = 600

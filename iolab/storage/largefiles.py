@@ -24,9 +24,9 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.budget import check
+from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError
-from iolab.core.workspace import check_capacity
 
 MIB = 1024**2
 DEFAULT_MIB = 256

@@ -38,14 +38,12 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.errors import LabError, interrupts_held
+from iolab.core.lab_dirs import ensure_writable_dir
+from iolab.core.markers import LOCATION_MARKER, MADE_MARKER, MADE_MARKER_TEXT
 from iolab.core.owned import discard_owned, has_marker, opened_parent, remove_marked, write_marker
 from iolab.core.storage_areas import STORAGE_AREAS
 from iolab.core.workspace import (
-    LOCATION_MARKER,
-    MADE_MARKER,
-    MADE_MARKER_TEXT,
     WorkspaceEntry,
-    ensure_writable_dir,
     location_dir,
     make_location_dir,
     public_text,

@@ -55,9 +55,10 @@ import pandas as pd
 from tqdm import tqdm
 
 from iolab.core.budget import check
+from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, interrupts_held
-from iolab.core.workspace import check_capacity, public_text
+from iolab.core.workspace import public_text
 from iolab.measure.context import mount_for
 from iolab.storage.sweep import run_directory
 

@@ -38,14 +38,9 @@ from iolab.core.errors import (
     sigterm_as_interrupt,
     undo_if_cut_off,
 )
-from iolab.core.workspace import (
-    WorkspaceEntry,
-    ensure_writable_dir,
-    existing_dir,
-    remove_tree,
-    scratch_dir,
-    workdir,
-)
+from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
+from iolab.core.user_paths import existing_dir
+from iolab.core.workspace import WorkspaceEntry, workdir
 from iolab.measure.context import parse_proc_mounts
 from iolab.measure.tools import fuse_problem
 

@@ -51,9 +51,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from iolab.core.capacity import check_capacity
 from iolab.core.errors import LabError
+from iolab.core.lab_dirs import fresh_run_dir
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import check_capacity, existing_dir, fresh_run_dir, public_text
+from iolab.core.user_paths import existing_dir
+from iolab.core.workspace import public_text
 from iolab.measure.cache import EVICT_METHOD, Eviction, Residency, evict
 from iolab.measure.context import fs_kind, mount_for
 from iolab.measure.timing import Measurement, time_command

@@ -46,10 +46,13 @@ import pandas as pd
 from tqdm import tqdm
 
 from iolab.core.budget import check
+from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, sigterm_as_interrupt
+from iolab.core.lab_dirs import fresh_run_dir
 from iolab.core.tables import to_markdown
-from iolab.core.workspace import check_capacity, existing_dir, fresh_run_dir, public_text
+from iolab.core.user_paths import existing_dir
+from iolab.core.workspace import public_text
 from iolab.measure.cache import evict
 from iolab.measure.context import machine_context, mount_for
 

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, interrupts_held, sigterm_as_interrupt
+from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import check_capacity, ensure_writable_dir, remove_tree, scratch_dir
 from iolab.measure.context import mount_for
 from iolab.ml.checkpoint.formats import import_torch, save_checkpoint, torch_save_checkpoint
 from iolab.ml.checkpoint.loop import LoopRun, check_loop, train_and_checkpoint

@@ -1,4 +1,4 @@
-"""`python -m iolab check NN [KEY VALUE]`: is my answer to a lesson's exercise right?
+"""`python -m iolab answer NN [KEY VALUE]`: is my answer to a lesson's exercise right?
 
 Without an answer it lists the lesson's checkable exercises and judges what the learner's
 own run measured for them; with one it judges the answer. In a class the outcome also goes
@@ -16,7 +16,7 @@ from iolab.core.errors import LabError
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "check",
+        "answer",
         help="check your answer to a lesson's exercise (and, in a class, show it on the wall)",
         description="Check an answer to one of a lesson's exercises that has one right "
         "answer (a count, a size in bytes, a time from given figures). Without "
@@ -83,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
             )
         if args.value is None:
             raise LabError(
-                f"give your answer after the exercise: `python -m iolab check "
+                f"give your answer after the exercise: `python -m iolab answer "
                 f"{args.lesson} {args.key} NUMBER` ({chosen[args.key].unit})"
             )
         right, sentence = chosen[args.key].judge(_number(args.value))
