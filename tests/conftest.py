@@ -19,7 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -390,6 +390,21 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             f"{area.covers}: {count} tests skipped ({area_problem(name)}); "
             f"enable with: {area.enable}"
         )
+
+
+#: The umask the test session started with (reading it means setting it: set it back).
+SESSION_UMASK = os.umask(0o022)
+os.umask(SESSION_UMASK)
+
+
+@pytest.fixture(autouse=True)
+def umask_restored() -> Iterator[None]:
+    """Each test starts with the session's umask: a lab command run in-process (run_cli)
+    makes the whole process's umask private (0077), as a command should, and a later test in
+    the same worker would otherwise write files other users cannot read."""
+    os.umask(SESSION_UMASK)
+    yield
+    os.umask(SESSION_UMASK)
 
 
 @pytest.fixture
