@@ -662,6 +662,43 @@ def test_an_interrupt_between_the_lock_managers_steps_still_removes_the_lock(
     assert not (tmp_path / ".iolab-lock").exists()
 
 
+CUT_OFF_TARGET_SCRIPT = """
+import sys
+from pathlib import Path
+from iolab.core.errors import Interrupted, run_cli
+from iolab.ml.checkpoint.compare import target_dir
+
+def main():
+    held = target_dir(sys.argv[1], Path(sys.argv[2]))
+    held.{step}
+    raise Interrupted()
+
+run_cli(main)
+"""
+
+
+@pytest.mark.parametrize("step", ["__enter__()", "__enter__(); held.__exit__"])
+def test_any_context_manager_cut_off_by_an_interrupt_still_cleans_up(
+    step: str, tmp_path: Path, workspace: Path
+) -> None:
+    """CI42: the same cut as above left a checkpoint run's iolab-checkpoint-* folder in the
+    user's target. target_dir registers no undo step of its own: exit_interrupted clears the
+    unwound frames, so the suspended generator is closed and its `finally` runs."""
+    target = tmp_path / "target"
+    mine = place_user_files(target)
+    script = CUT_OFF_TARGET_SCRIPT.format(step=step)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(target), str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "IOLAB_WORKDIR": str(workspace)},
+    )
+    assert proc.returncode == 130 and proc.stderr.strip() == "interrupted.", proc.stderr
+    assert sorted(p.name for p in target.iterdir()) == sorted(p.name for p in mine)
+    assert_user_files_intact(mine)
+
+
 # --------------------------------------------------------------------------- (c) interrupted
 
 

@@ -161,6 +161,28 @@ def forget_undo(token: int) -> None:
     _undo_at_exit.pop(token, None)
 
 
+def _close_cut_off(err: BaseException) -> None:
+    """Let every context manager an interrupt cut off between its steps finish.
+
+    The frames the interrupt unwound still hold such a manager (contextlib's __enter__ or
+    __exit__ as `self`, the caller's local), and with it a suspended generator whose
+    `finally` never ran (a temporary folder in a user's directory, a lock). Clearing those
+    frames frees it, and Python closes a generator it frees, which runs that `finally`.
+    Frames still running (the command's own entry) are left as they are.
+    """
+    import gc  # only on this path: every reader imports this module, and starts fast
+    import traceback
+
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if current.__traceback__ is not None:
+            traceback.clear_frames(current.__traceback__)
+        current = current.__context__
+    gc.collect()
+
+
 def exit_interrupted(err: KeyboardInterrupt) -> NoReturn:
     """Print the interrupt's one sentence and end at once, skipping the interpreter's shutdown.
 
@@ -169,6 +191,7 @@ def exit_interrupted(err: KeyboardInterrupt) -> NoReturn:
     already run while the exception unwound through the `finally` blocks, except where the
     interrupt cut a context manager off between its steps (undo_if_cut_off): that runs here.
     """
+    _close_cut_off(err)
     for undo in list(_undo_at_exit.values()):
         with contextlib.suppress(Exception):
             undo()
