@@ -4,6 +4,7 @@ never block or break it, and a ticket speaks only for its file's owner."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import multiprocessing
@@ -17,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,14 @@ def tickets(queue: Path) -> list[str]:
     return sorted(name for name in os.listdir(queue) if TICKET.fullmatch(name))
 
 
+def whole(ticket: Path) -> bool:
+    """Whether a ticket holds its one line of text (a file being made has none yet)."""
+    try:
+        return ticket.read_text().endswith("\n")
+    except OSError:
+        return False
+
+
 def must_not_wait(message: str) -> None:
     raise AssertionError(f"the turn waited: {message}")
 
@@ -135,16 +145,22 @@ class Learners:
         pid = self.processes[index].pid
 
         def mine() -> list[str]:
-            return [name for name in tickets(self.queue) if f"-{pid}-" in name]
+            """Learner `index`'s ticket once whole: its text is its last change, so from then
+            on its ctime (the learner's place) is final; a bare new file's would still move."""
+            return [
+                name
+                for name in tickets(self.queue)
+                if f"-{pid}-" in name and whole(self.queue / name)
+            ]
 
         wait_for(
-            lambda: mine() or (self.tmp / f"holding-{index}").exists(), f"learner {index}'s ticket"
+            lambda: bool(mine()) or (self.tmp / f"holding-{index}").exists(),
+            f"learner {index}'s ticket",
         )
-        if mine():
-            wait_for(
-                lambda: clock_past(self.tmp, os.stat(self.queue / mine()[0]).st_ctime_ns),
-                "the file system's clock",
-            )
+        for name in mine():
+            with contextlib.suppress(FileNotFoundError):  # gone: it ran and is over
+                arrived_ns = os.stat(self.queue / name).st_ctime_ns
+                wait_for(partial(clock_past, self.tmp, arrived_ns), "the file system's clock")
 
     def finish(self) -> list[tuple[int, float, float]]:
         """Wait for everyone; the logged turns in the order they started."""

@@ -5,11 +5,11 @@ The queue is a folder of the class's group (setgid + sticky: each learner create
 only their own files). A waiting or running step owns two files there, a ticket and its
 heartbeat, and nothing a learner writes into them is trusted:
 
-- Order is the ticket's inode change time (st_ctime), set by the kernel when the file is made;
-  its owner can move it later (any change does) but never earlier, so a name or a date in the
-  text (1970, say) buys no place. It needs no server: the file system's clock is the only
-  clock. A waiter decides only once its own heartbeat shows that clock past its ticket's time,
-  so any ticket made after it looked comes after it.
+- Order is the ticket's inode change time (st_ctime), set by the kernel when its owner has
+  made it and written its one line; its owner can move it later (any change does) but never
+  earlier, so a name or a date in the text (1970, say) buys no place. It needs no server: the
+  file system's clock is the only clock. A waiter decides only once its own heartbeat shows
+  that clock past its ticket's time, so any ticket made after it looked comes after it.
 - Liveness: the ticket is flock-held while its process lives (a free lock is a SIGKILL or a
   lost SSH session); the heartbeat is touched every `silent_s` / 4 s, so one not touched for
   `silent_s` is a stopped process (Ctrl-Z, SIGSTOP) or a hung node; and a holder that has kept
