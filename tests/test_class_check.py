@@ -223,15 +223,42 @@ def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
     assert not (tmp_path / "ws").exists()  # --out given: nothing else written
 
 
+#: The lab's third-party packages, which a cluster's system python3 usually lacks.
+LAB_PACKAGES = ("pandas", "numpy", "matplotlib", "scipy", "nbformat", "jupyter_client")
+
+
+def test_the_preflight_runs_on_a_python_without_the_labs_packages(tmp_path: Path) -> None:
+    """The natural first command, before any environment exists: `/usr/bin/python3 -m iolab
+    class preflight` on a cluster whose python3 has none of the lab's packages."""
+    out = tmp_path / "out"
+    blocked = f"import sys; sys.modules.update(dict.fromkeys({LAB_PACKAGES!r}))"
+    argv = ["iolab", "class", "preflight", "--learners", "3", "--out", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-c", f"{blocked}; sys.argv = {argv!r}; from iolab.cli import run; run()"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "letter.md").read_text().startswith("# A storage I/O workshop for 3 learners")
+    assert json.loads((out / "site-profile.json").read_text())["learners"] == 3
+
+
 @pytest.mark.parametrize(
     "argv, says",
     [
         (["--learners", "0"], "--learners 0 is out of range"),
         (["--learners", "many"], "whole number"),
         (["--learners", "3", "--out", ""], "empty value"),
+        (["--learners", "3", "--out", "{a_file}/letters"], "give --out a folder you can write"),
     ],
 )
 def test_bad_input_is_one_sentence(tmp_path: Path, argv: list[str], says: str) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.touch()
+    argv = [arg.replace("{a_file}", str(a_file)) for arg in argv]
     proc = subprocess.run(
         [sys.executable, "-m", "iolab", "class", "preflight", *argv],
         capture_output=True,

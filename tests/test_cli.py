@@ -609,3 +609,27 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path, fast: bool)
     assert done.returncode == PIPE_CLOSED_EXIT, done.stderr
     assert done.stderr == ""
     assert (tmp_path / "atexit").read_text() == "ran"
+
+
+def test_a_missing_package_is_one_sentence_naming_it(tmp_path: Path) -> None:
+    """A command run by a Python without the lab's packages (a system python3 before `make
+    lab`) says which package and which Python, and how to run it instead: no traceback."""
+    code = (
+        "import sys; sys.modules['pandas'] = None; sys.argv = ['iolab', 'sweep', '--help']; "
+        "from iolab.cli import run; run()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")},
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: this command needs the Python package pandas, which {sys.executable} cannot "
+        "import: run the command with the lab's own Python, `.venv/bin/python -m iolab ...` in "
+        "the lab's folder, once `make lab` has built it (in a class: `source CLASS/activate` "
+        "first)"
+    ]

@@ -81,6 +81,20 @@ def test_o_direct_works_on_the_workspace_disk_with_an_alignment(places):
     assert workspace.alignment_bytes in (512, 4096)
 
 
+@pytest.mark.skipif(os.getuid() == 0, reason="root may search any folder")
+def test_a_workspace_we_may_not_search_is_listed_as_not_writable(places, tmp_path, monkeypatch):
+    """Another user's clone, say: its workspace is theirs (0700), and discovery (the class
+    preflight's first step) says it is not ours to write in rather than failing."""
+    workspace = tmp_path / "theirs"
+    workspace.mkdir(mode=0o000)
+    monkeypatch.setenv("IOLAB_WORKDIR", str(workspace))
+    try:
+        found = by_name(discover_locations(probe=False))
+    finally:
+        workspace.chmod(0o700)
+    assert found["workspace"].writable is False
+
+
 def test_a_cluster_variable_is_discovered_under_its_lowercased_name(places, tmp_path, monkeypatch):
     scratch = tmp_path / "scratch"
     scratch.mkdir()

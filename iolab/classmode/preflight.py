@@ -25,8 +25,7 @@ from iolab.classmode.load import Load
 from iolab.core.storage_areas import STORAGE_AREAS
 from iolab.measure.context import mount_for
 from iolab.measure.tools import fuse_problem, ptrace_problem
-from iolab.storage.advise import quota_text
-from iolab.storage.locations import Location, discover_locations
+from iolab.storage.locations import Location, discover_locations, quota_text
 
 #: Seconds a Slurm client command may take before the check gives up on it.
 SLURM_TIMEOUT_S = 30

@@ -332,12 +332,12 @@ def preflight_main(args: argparse.Namespace) -> int:
     from iolab.core.lab_dirs import ensure_writable_dir, results_dir
 
     load = class_load(args.learners)
-    report = preflight(load, args.class_dir)
-    out = (
-        ensure_writable_dir(args.out)
+    out = (  # before the checks: a wrong --out is told at once, not after them
+        ensure_writable_dir(args.out, option="--out")
         if args.out
         else ensure_writable_dir(results_dir() / "class-preflight")
     )
+    report = preflight(load, args.class_dir)
     host = socket.gethostname()
     text = letter(report, load, getpass.getuser(), host, time.strftime("%Y-%m-%d"))
     with atomic_output(out / "letter.md") as partial:

@@ -158,7 +158,7 @@ def main(args: argparse.Namespace) -> int:
     json_out = args.json_out or results_dir() / "fio" / (
         f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     )
-    ensure_writable_dir(json_out.parent)
+    ensure_writable_dir(json_out.parent, option="--json-out" if args.json_out else None)
     output_file(json_out, "--json-out")
     target = _target(args, create=True)
     seconds = sum(job_duration_s(profile.options(job)) for job in profile.jobs)

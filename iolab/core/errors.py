@@ -107,6 +107,15 @@ def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn
     except BrokenPipeError:  # `| head` has all it wanted: stop quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = PIPE_CLOSED_EXIT
+    except ModuleNotFoundError as err:
+        interrupt = interrupt_behind(err)
+        if interrupt is not None:
+            exit_interrupted(interrupt)
+        sentence = missing_package(err)
+        if sentence is None:
+            raise
+        print(f"error: {sentence}", file=sys.stderr)
+        sys.exit(2)
     except Exception as err:
         interrupt = interrupt_behind(err)
         if interrupt is None:
@@ -115,6 +124,29 @@ def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn
     if fast_exit:
         leave(code or 0)
     sys.exit(code or 0)
+
+
+#: Optional packages with a make target of their own that installs them into .venv.
+OPTIONAL_PACKAGES = {"torch": "make torch", "darshan": "make darshan"}
+
+
+def missing_package(err: ModuleNotFoundError) -> str | None:
+    """What to do when a third-party package is missing from the Python that runs the lab (a
+    system python3 before `make lab`, say); None when the missing module is iolab's own."""
+    package = (err.name or "").partition(".")[0]
+    if not package or package == "iolab":
+        return None
+    where = (
+        f"`{OPTIONAL_PACKAGES[package]}` installs it into the lab's .venv"
+        if package in OPTIONAL_PACKAGES
+        else "run the command with the lab's own Python, `.venv/bin/python -m iolab ...` in "
+        "the lab's folder, once `make lab` has built it (in a class: `source CLASS/activate` "
+        "first)"
+    )
+    return (
+        f"this command needs the Python package {package}, which {sys.executable} cannot "
+        f"import: {where}"
+    )
 
 
 def leave(code: int) -> NoReturn:

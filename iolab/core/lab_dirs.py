@@ -60,37 +60,36 @@ def _make_level(level: Path, mark: bool) -> None:
         return  # made in the meantime by someone else: not ours to mark
 
 
-def ensure_writable_dir(path: Path) -> Path:
+#: How to fix a workspace folder the lab cannot use (no option named it).
+WORKSPACE_FIX = "choose a writable location with --data or set IOLAB_WORKDIR to a directory you own"
+
+
+def ensure_writable_dir(path: Path, option: str | None = None) -> Path:
     """Create `path` if needed (marking the folders the lab names) and prove it is writable.
 
-    Raises a LabError that says why when the path is a file or cannot be created or written.
+    Raises a LabError that says why when the path is a file or cannot be created or written,
+    naming `option` (the command-line option that gave the path) as the one to change.
     """
     path = Path(path)
+    fix = f"give {option} a folder you can write" if option else WORKSPACE_FIX
     try:
         is_file = path.exists() and not path.is_dir()
     except OSError as err:  # a folder on the way that is not searchable
         raise LabError(
             f"cannot reach {path} ({err.strerror}): a folder on its path is not "
-            "readable by you; choose a writable location with --data or set "
-            "IOLAB_WORKDIR to a directory you own"
+            f"readable by you; {fix}"
         ) from None
     if is_file:
-        raise LabError(f"{path} exists but is not a directory; choose another location")
+        raise LabError(f"{path} exists but is not a directory; {fix}")
     try:
         for level in _missing_levels(path):
             _make_level(level, _lab_named(level, path))
     except OSError as err:
-        raise LabError(
-            f"cannot create the directory {path} ({err.strerror}); choose a writable location "
-            "with --data or set IOLAB_WORKDIR to a directory you own"
-        ) from None
+        raise LabError(f"cannot create the directory {path} ({err.strerror}); {fix}") from None
     if not path.is_dir():
-        raise LabError(f"{path} is not a directory; choose another location")
+        raise LabError(f"{path} is not a directory; {fix}")
     if not os.access(path, os.W_OK | os.X_OK):
-        raise LabError(
-            f"the directory {path} is not writable by you; choose a writable location with "
-            "--data or set IOLAB_WORKDIR"
-        )
+        raise LabError(f"the directory {path} is not writable by you; {fix}")
     return path
 
 

@@ -22,12 +22,14 @@ import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iolab import __version__ as iolab_version
 from iolab.core.errors import LabError
 from iolab.core.workspace import public_text
+
+if TYPE_CHECKING:  # pandas only for the table: `class preflight` runs without it
+    import pandas as pd
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 PROC_MOUNTS = Path("/proc/mounts")
@@ -314,6 +316,8 @@ def machine_label(context: dict) -> str:
 
 def context_frame(context: dict) -> pd.DataFrame:
     """The context as two text columns (item, value) for display; None shows as 'n/a'."""
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "item": list(context),

@@ -16,8 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iolab.core.atomic import atomic_output
 from iolab.core.class_folder import active_class
@@ -25,6 +24,9 @@ from iolab.core.errors import LabError
 from iolab.core.workspace import WorkspaceEntry, lab_entries, repo_root, workdir
 from iolab.measure.context import machine_context, machine_label
 from iolab.measure.footprint import SAMPLE_INTERVAL_S, PhaseSampler, footprint
+
+if TYPE_CHECKING:  # pandas only for the table: `class preflight` runs without it
+    import pandas as pd
 
 #: Where the kernels of `make lab` find this run's budget (set by `make lab` only).
 BUDGET_ENV = "IOLAB_LAB_BUDGET"
@@ -137,6 +139,8 @@ def duration_text(seconds: float | None) -> str:
 
 def budget_frame(budget: dict) -> pd.DataFrame:
     """One row per phase: its time, and what the workspace and /dev/shm held."""
+    import pandas as pd
+
     rows = []
     for phase in budget["phases"]:
         start, peak, end = (phase[when]["workspace"] for when in ("start", "peak", "end"))

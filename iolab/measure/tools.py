@@ -14,11 +14,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iolab.core.errors import LabError
 from iolab.measure.context import tool_version
+
+if TYPE_CHECKING:  # pandas only for the table: `class preflight` runs without it
+    import pandas as pd
 
 PTRACE_CHECK_TIMEOUT_S = 5.0
 
@@ -239,6 +241,8 @@ FRAME_COLUMNS = ["tool", "state", "required", "version", "path", "purpose", "how
 
 def tools_frame(statuses: list[ToolStatus]) -> pd.DataFrame:
     """One row per tool, for a notebook table."""
+    import pandas as pd
+
     rows = [
         [s.name, s.state, s.required, s.version, s.path, s.purpose, s.how_to_get, s.problem]
         for s in statuses

@@ -31,8 +31,6 @@ from __future__ import annotations
 import datetime
 import math
 import os
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,10 +46,10 @@ from iolab.core.errors import LabError
 from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
 from iolab.core.markers import remove_if_only_marked
 from iolab.core.storage_areas import STORAGE_AREAS
-from iolab.core.workspace import WorkspaceEntry, public_text, user_name, workdir
+from iolab.core.workspace import WorkspaceEntry, public_text, workdir
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.storage.advice_rules import advise
-from iolab.storage.locations import Location, discover_locations, private_scratch
+from iolab.storage.locations import Location, discover_locations, private_scratch, quota_text
 
 MIB = 1024**2
 DEFAULT_BUDGET_S = 180.0
@@ -68,9 +66,7 @@ IMPORT_SUBPACKAGES = 10
 #: Every figure the rules rank by is the median of this many runs, and its spread (the
 #: largest minus the smallest run) is kept beside it: a difference between two places that
 #: is within that spread was not measured (advice_rules).
-REPEATS = 3
-QUOTA_TIMEOUT_S = 10.0
-#: The sshfs place's name; it is measured only where netmount can mount.
+REPEATS = 3  #: The sshfs place's name; it is measured only where netmount can mount.
 SSHFS = "sshfs"
 #: Places whose data does not outlive a job or a reboot (node-local and per-job areas).
 TEMPORARY_PLACES = frozenset(area.name for area in STORAGE_AREAS if area.temporary)
@@ -255,32 +251,6 @@ def _space(directory: Path) -> dict:
         if inodes
         else None,
     }
-
-
-def quota_text(fs_type: str, mount_point: str) -> str:
-    """What `lfs quota -u $USER MOUNT` (Lustre) or `quota -s -w -f MOUNT` says, in one line;
-    "n/a" where the tool is missing, fails or says nothing."""
-    if fs_type == "lustre" and shutil.which("lfs"):
-        command = ["lfs", "quota", "-h", "-u", user_name(), mount_point]
-    elif shutil.which("quota"):
-        command = ["quota", "-s", "-w", "-f", mount_point]
-    else:
-        return "n/a"
-    try:
-        proc = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=QUOTA_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "n/a"
-    lines = [" ".join(line.split()) for line in proc.stdout.splitlines() if line.strip()]
-    if proc.returncode != 0 or not lines:
-        return "n/a"
-    return public_text(" | ".join(lines))[:300]
 
 
 def _sweep(directory: Path, plan: Plan, compute_node: bool | None) -> dict:

@@ -30,12 +30,13 @@ import contextlib
 import errno
 import mmap
 import os
+import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.lab_dirs import ensure_writable_dir
@@ -51,6 +52,12 @@ from iolab.core.workspace import (
     workdir,
 )
 from iolab.measure.context import fs_kind, is_network_fs, mount_for, public_mount_options
+
+if TYPE_CHECKING:  # pandas only for the table: `class preflight` runs without it
+    import pandas as pd
+
+#: How long `lfs quota` or `quota` may take: a hung file system must not hang a report.
+QUOTA_TIMEOUT_S = 10.0
 
 #: Buffer sizes tried for O_DIRECT, smallest first: the logical block of most disks, then
 #: the 4 KiB that newer disks and many file systems require.
@@ -165,7 +172,8 @@ def _inspect(name: str, base: Path) -> Location:
         free_bytes=st.f_bavail * st.f_frsize,
         # f_files == 0: the file system does not count inodes (btrfs, many FUSE mounts).
         free_inodes=st.f_favail if st.f_files else None,
-        writable=os.access(path if path.exists() else base, os.W_OK | os.X_OK),
+        # os.path.exists: a place whose folder we may not search is not ours to write in
+        writable=os.access(path if os.path.exists(path) else base, os.W_OK | os.X_OK),
     )
 
 
@@ -345,6 +353,8 @@ FRAME_COLUMNS = [
 
 def locations_frame(locations: Sequence[Location]) -> pd.DataFrame:
     """One row per location for a table; free space in GB (10^9 bytes), paths made public."""
+    import pandas as pd
+
     rows = [
         [
             loc.name,
@@ -362,3 +372,29 @@ def locations_frame(locations: Sequence[Location]) -> pd.DataFrame:
         for loc in locations
     ]
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)
+
+
+def quota_text(fs_type: str, mount_point: str) -> str:
+    """What `lfs quota -u $USER MOUNT` (Lustre) or `quota -s -w -f MOUNT` says, in one line;
+    "n/a" where the tool is missing, fails or says nothing."""
+    if fs_type == "lustre" and shutil.which("lfs"):
+        command = ["lfs", "quota", "-h", "-u", user_name(), mount_point]
+    elif shutil.which("quota"):
+        command = ["quota", "-s", "-w", "-f", mount_point]
+    else:
+        return "n/a"
+    try:
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=QUOTA_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "n/a"
+    lines = [" ".join(line.split()) for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines:
+        return "n/a"
+    return public_text(" | ".join(lines))[:300]
