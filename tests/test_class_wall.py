@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from iolab.classmode.exercises import EXERCISES, shown, straddling_records, tar_bytes
+from iolab.classmode.exercises import (
+    EXERCISES,
+    given_value,
+    shown,
+    straddling_records,
+    tar_bytes,
+)
 from iolab.classmode.wall import (
     OUTLIER_FACTOR,
     figures_frame,
@@ -33,6 +39,7 @@ from iolab.classmode.wall import (
 )
 from iolab.cli.answer import main as answer_main
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA, read_class
+from iolab.core.errors import LabError
 from iolab.core.workspace import user_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,6 +104,56 @@ def test_answer_says_right_or_not_yet_without_giving_the_answer_away() -> None:
     assert listed.returncode == 0 and listed.stdout.startswith("straddle: Find the misalignment")
 
 
+def exercise(lesson: str, key: str):
+    return next(e for e in EXERCISES if (e.lesson, e.key) == (lesson, key))
+
+
+@pytest.mark.parametrize(
+    "typed, unit, value",
+    [
+        ("7,485,440", "bytes", 7_485_440),
+        ("7485440 bytes", "bytes", 7_485_440),
+        ("7310 KiB", "bytes", 7_485_440),
+        ("7.48544 mb", "bytes", 7_485_440),
+        ("36.5", "s", 36.5),
+        ("36500 ms", "s", 36.5),
+        ("2 min", "s", 120),
+        ("31 calls", "calls", 31),
+        ("31 call", "calls", 31),
+    ],
+)
+def test_an_answer_may_carry_its_unit(typed: str, unit: str, value: float) -> None:
+    assert given_value(typed, unit) == pytest.approx(value, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "typed, unit, says",
+    [
+        ("36 s", "bytes", "this exercise asks for bytes, and 's' is not a unit of bytes"),
+        ("3 MiB", "s", "this exercise asks for s, and 'MiB' is not a unit of s"),
+        ("seven", "bytes", "'seven' is not a number"),
+        ("1.2.3", "bytes", "'1.2.3' is not a number"),
+    ],
+)
+def test_an_answer_in_a_unit_of_something_else_is_refused(typed: str, unit: str, says: str):
+    with pytest.raises(LabError, match=re.escape(says)):
+        given_value(typed, unit)
+
+
+def test_a_right_figure_in_another_unit_gets_a_hint_not_the_answer() -> None:
+    tar, reads = exercise("02", "tar-size"), exercise("03", "random-reads")
+    assert tar.judge(7310) == (
+        False,
+        "not yet: 7,310 bytes is too low, but it is the right figure in KiB: give it in bytes "
+        "(or type the unit after it)",
+    )
+    assert reads.judge(36_500)[1].startswith("not yet: 36,500 s is too high, but it is the right")
+    assert "in ms" in reads.judge(36_500)[1]
+    rounded = tar.judge(given_value("7.1386 MiB", "bytes"))
+    assert rounded[0] is False and "not a whole number" in rounded[1]
+    assert "7,485,440" not in rounded[1]
+
+
 @pytest.mark.parametrize(
     "args, says",
     [
@@ -147,6 +204,15 @@ def test_a_learners_file_is_theirs_readable_by_the_class_and_keeps_earlier_check
     record = json.loads(path.read_text())
     assert record["checks"] == {"02-tar-size": {"right": False}, "03-random-reads": {"right": True}}
     assert [p.name for p in (class_folder / "wall").iterdir()] == [path.name]  # no partials
+
+
+def test_a_right_answer_stays_right_whatever_comes_after_it(class_folder: Path) -> None:
+    joined = read_class(class_folder)
+    publish(joined, {"02-tar-size": {"right": False}})
+    publish(joined, {"02-tar-size": {"right": True}, "03-random-reads": {"right": False}})
+    path = publish(joined, {"02-tar-size": {"right": False}})
+    checks = json.loads(path.read_text())["checks"]
+    assert checks == {"02-tar-size": {"right": True}, "03-random-reads": {"right": False}}
 
 
 ME = learner_name(os.getuid())

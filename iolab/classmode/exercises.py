@@ -10,6 +10,7 @@ same on every machine, so a different one means a broken run, not a slow disk.
 from __future__ import annotations
 
 import calendar
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.dataset import ARCHIVE_NAME, DEFAULT_FILES, days
+from iolab.core.errors import LabError
 from iolab.core.lab_dirs import results_dir
 from iolab.core.workspace import default_dataset_dir
 
@@ -42,7 +44,57 @@ def straddling_records(records: int, record_bytes: int, stripe_bytes: int) -> in
 
 def shown(value: float) -> str:
     """A number as a learner writes it: 7,485,440 or 36.5."""
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.6g}"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.1f}" if abs(value) >= 1e6 else f"{value:,.6g}"  # no 7.48536e+06
+
+
+#: Units a learner may type after a number (any case), with the exercise unit each converts
+#: to and its factor.
+UNIT_FACTORS: dict[str, tuple[str, float]] = {
+    **dict.fromkeys(("B", "byte", "bytes"), ("bytes", 1.0)),
+    "kB": ("bytes", 1e3),
+    "KiB": ("bytes", 1024.0),
+    "MB": ("bytes", 1e6),
+    "MiB": ("bytes", float(MIB)),
+    "GB": ("bytes", 1e9),
+    "GiB": ("bytes", 1024.0**3),
+    **dict.fromkeys(("s", "sec", "second", "seconds"), ("s", 1.0)),
+    "ms": ("s", 1e-3),
+    **dict.fromkeys(("us", "µs"), ("s", 1e-6)),
+    "min": ("s", 60.0),
+}
+_BY_LOWER = {name.lower(): factor for name, factor in UNIT_FACTORS.items()}
+NUMBER_AND_UNIT = re.compile(r"\s*([-+0-9.,_eE]+)\s*([^\s0-9.,_]*)\s*")
+
+
+def given_value(text: str, unit: str) -> float:
+    """A learner's answer in the exercise's `unit`: digits (7485440, 7,485,440), optionally
+    with a unit (7.14 MiB, 3650 ms) converted when it measures the same kind of thing."""
+    matched = NUMBER_AND_UNIT.fullmatch(text)
+    try:
+        value = float(matched.group(1).replace(",", "").replace("_", "")) if matched else None
+    except ValueError:
+        value = None
+    if matched is None or value is None:
+        raise LabError(
+            f"{text!r} is not a number; give your answer as digits, e.g. 7485440 or 36.5, in {unit}"
+        )
+    typed = matched.group(2)
+    if not typed or typed.lower() in (unit.lower(), unit.lower().rstrip("s")):
+        return value
+    measures, factor = _BY_LOWER.get(typed.lower(), (None, 0.0))
+    if measures != unit:
+        raise LabError(f"this exercise asks for {unit}, and {typed!r} is not a unit of {unit}")
+    return value * factor
+
+
+def _other_unit(given: float, right: float, unit: str) -> str | None:
+    """The unit in which `given` is the right figure, when it is not the exercise's own."""
+    for name, (measures, factor) in UNIT_FACTORS.items():
+        if measures == unit and factor != 1.0 and abs(given * factor - right) <= 0.005 * right:
+            return name
+    return None
 
 
 def _months(files: int) -> int:
@@ -87,6 +139,17 @@ class Exercise:
         if abs(given - right) <= self.relative_tolerance * abs(right):
             return True, f"right: {self.title} ({shown(given)} {self.unit})"
         direction = "too high" if given > right else "too low"
+        other = _other_unit(given, right, self.unit)
+        if other is not None:
+            return False, (
+                f"not yet: {shown(given)} {self.unit} is {direction}, but it is the right "
+                f"figure in {other}: give it in {self.unit} (or type the unit after it)"
+            )
+        if float(right).is_integer() and not float(given).is_integer():
+            return False, (
+                f"not yet: {shown(given)} {self.unit} is not a whole number, and the answer is "
+                f"an exact count of {self.unit}: give every digit"
+            )
         return False, f"not yet: {shown(given)} {self.unit} is {direction}; {self.hint}"
 
 

@@ -304,14 +304,25 @@ def read_wall(joined: ClassFolder) -> list[dict]:
     return scan_wall(joined).records
 
 
+def best_checks(earlier: dict, new: dict) -> dict:
+    """Each exercise's best outcome: a right answer stays right on the wall whatever the
+    learner tries after it (trying another figure must not look like forgetting)."""
+    kept = {**earlier}
+    for key, state in new.items():
+        if state.get("right") or not earlier.get(key, {}).get("right"):
+            kept[key] = state
+    return kept
+
+
 def publish(joined: ClassFolder, checks: dict | None = None) -> Path:
     """Write (or update) this learner's file on the wall; returns its path.
 
     The checks of earlier runs (from the newest file of ours that passes the schema) are kept
-    and `checks` added to them. Written beside its final name and renamed over it, so the wall
-    never reads half a file; every name is looked up in the held wall folder. When a classmate
-    took USER.json first (the sticky folder lets nobody but them replace it), the record goes
-    to USER~HEX.json, which the wall counts as ours: their file cannot keep us off it.
+    and `checks` added to them, each exercise at its best (best_checks). Written beside its
+    final name and renamed over it, so the wall never reads half a file; every name is looked
+    up in the held wall folder. When a classmate took USER.json first (the sticky folder lets
+    nobody but them replace it), the record goes to USER~HEX.json, which the wall counts as
+    ours: their file cannot keep us off it.
     """
     me = learner_name(os.getuid())
     partial = f".{me}.{secrets.token_hex(8)}.partial"
@@ -328,7 +339,7 @@ def publish(joined: ClassFolder, checks: dict | None = None) -> Path:
                 **own_results(),
                 "user": me,
                 "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "checks": {**earlier, **(checks or {})},
+                "checks": best_checks(earlier, checks or {}),
             }
             try:
                 _write_new(fd, partial, json.dumps(record))

@@ -29,22 +29,14 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         "value",
         metavar="VALUE",
         nargs="?",
-        help="your answer, a number in the unit listed (7485440 or 7,485,440)",
+        help="your answer, a number in the unit listed (7485440 or 7,485,440), or with its "
+        "unit (7.14 MiB, 3650 ms)",
     )
     parser.set_defaults(func=main)
 
 
-def _number(text: str) -> float:
-    try:
-        return float(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        raise LabError(
-            f"{text!r} is not a number; give your answer as digits, e.g. 7485440 or 36.5"
-        ) from None
-
-
 def main(args: argparse.Namespace) -> int:
-    from iolab.classmode.exercises import EXERCISES, lesson_exercises, shown
+    from iolab.classmode.exercises import EXERCISES, given_value, lesson_exercises, shown
     from iolab.classmode.wall import publish
     from iolab.core.class_folder import active_class
 
@@ -86,7 +78,8 @@ def main(args: argparse.Namespace) -> int:
                 f"give your answer after the exercise: `python -m iolab answer "
                 f"{args.lesson} {args.key} NUMBER` ({chosen[args.key].unit})"
             )
-        right, sentence = chosen[args.key].judge(_number(args.value))
+        exercise = chosen[args.key]
+        right, sentence = exercise.judge(given_value(args.value, exercise.unit))
         print(sentence)
         checks[f"{chosen[args.key].lesson}-{args.key}"] = {
             "right": right,
