@@ -3,6 +3,7 @@ private sockets, and the summary of what this machine lacks."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from iolab.core.lab_dirs import TOOL_CACHES, tool_caches
 from iolab.pages.notebooks import execute_notebook
 
 
@@ -91,3 +93,66 @@ def test_make_labs_summary_names_every_missing_piece(monkeypatch) -> None:
     assert any(line.startswith("strace ") and "ptrace is denied" in line for line in lines)
     assert not any(line.startswith("tar ") for line in lines)
     assert any(line.startswith("torch ") and "make torch" in line for line in lines)
+
+
+CACHE_PROBE = """
+import os, sys
+from pathlib import Path
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+from iolab.core.lab_dirs import tool_caches
+from iolab.pages.notebooks import execute_notebook
+
+tool_caches()
+source = Path(sys.argv[1])
+notebook = new_notebook(cells=[new_code_cell(
+    "import matplotlib.pyplot as plt\\nplt.plot([1, 2])\\nplt.savefig('/dev/null', format='png')\\n"
+    "print(get_ipython().profile_dir.location)"
+)])
+notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                   "language": "python"}
+nbformat.write(notebook, source)
+execute_notebook(source, source.with_name("done.ipynb"), timeout_s=120)
+"""
+
+
+@pytest.mark.slow
+def test_the_tools_caches_go_to_the_workspace_and_clean_removes_them(tmp_path: Path) -> None:
+    """A learner's home keeps nothing of matplotlib's or IPython's after the lab ran them
+    (no ~/.cache/matplotlib, ~/.config/matplotlib, ~/.ipython), and `iolab clean` removes
+    their folders with the workspace."""
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    home.mkdir()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("XDG_") and key not in TOOL_CACHES
+    }
+    env.update(HOME=str(home), IOLAB_WORKDIR=str(workspace))
+    run = subprocess.run(
+        [sys.executable, "-c", CACHE_PROBE, str(tmp_path / "probe.ipynb")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert not {".cache", ".config", ".ipython"} & {entry.name for entry in home.iterdir()}
+    assert list((workspace / "cache" / "matplotlib").glob("fontlist*.json"))
+    done = nbformat.read(tmp_path / "done.ipynb", as_version=4)
+    profile = done.cells[0].outputs[0]["text"].strip()
+    assert Path(profile) == workspace / "cache" / "ipython" / "profile_default"
+    cleaned = subprocess.run(
+        [sys.executable, "-m", "iolab", "clean"], env=env, capture_output=True, text=True
+    )
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not (workspace / "cache").exists()
+
+
+def test_a_cache_folder_the_user_chose_stays_theirs(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mine"))
+    monkeypatch.delenv("IPYTHONDIR", raising=False)
+    assert tool_caches() == {"IPYTHONDIR": str(tmp_path / "ws" / "cache" / "ipython")}
+    assert os.environ["MPLCONFIGDIR"] == str(tmp_path / "mine")
+    assert not (tmp_path / "mine").exists()

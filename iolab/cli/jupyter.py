@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from iolab.core.errors import LabError
-from iolab.core.lab_dirs import lab_owned_dir, results_dir
+from iolab.core.lab_dirs import lab_owned_dir, results_dir, tool_caches
 from iolab.core.workspace import repo_root
 
 #: The folder of the learner's copies, inside <workspace>/lab.
@@ -72,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
             f"JupyterLab is not installed beside {sys.executable}; run `make "
             "jupyter`, which installs the lab's requirements first"
         )
+    tool_caches()
     sys.stdout.flush()
     os.execv(jupyter, [str(jupyter), "lab", str(target)])
     return 0  # not reached: JupyterLab replaces this process

@@ -124,6 +124,24 @@ def results_dir() -> Path:
     return lab_owned_dir(WorkspaceEntry.LAB.path())
 
 
+#: The tools whose own folders (~/.cache/matplotlib and ~/.config/matplotlib, ~/.ipython)
+#: the lab points into the workspace, by the variable each reads, so that `iolab clean`
+#: leaves nothing of the lab in the learner's home.
+TOOL_CACHES = {"MPLCONFIGDIR": "matplotlib", "IPYTHONDIR": "ipython"}
+
+
+def tool_caches() -> dict[str, str]:
+    """Point matplotlib and IPython (in this process and every kernel it starts) at folders
+    in <workspace>/cache, made now; a variable the user set stays theirs. Call it before
+    either is imported. Returns the variables set."""
+    chosen = {}
+    for variable, name in TOOL_CACHES.items():
+        if variable not in os.environ:
+            chosen[variable] = str(ensure_writable_dir(WorkspaceEntry.CACHE.path() / name))
+    os.environ.update(chosen)
+    return chosen
+
+
 def scratch_dir(name: str) -> Path:
     """A fresh, uniquely named directory under <workspace>/tmp for one run's scratch files."""
     base = ensure_writable_dir(WorkspaceEntry.TMP.path())

@@ -48,6 +48,7 @@ class WorkspaceEntry(enum.Enum):
     LOC = "loc", "the workspace's own per-location directory (iolab.storage.locations)"
     SLURM_RESULTS = "slurm-results", "what the Slurm jobs copy back (demos/slurm/job-common.sh)"
     PFS = "pfs", "the private CephFS of `iolab pfs up`: its daemons' data, keys and logs"
+    CACHE = "cache", "matplotlib's and IPython's files while the lab runs them (tool_caches)"
 
     def __init__(self, dirname: str, holds: str) -> None:
         self.dirname = dirname

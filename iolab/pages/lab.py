@@ -17,7 +17,7 @@ import pandas as pd
 
 from iolab.core.atomic import atomic_output
 from iolab.core.builder import build_dataset
-from iolab.core.lab_dirs import results_dir
+from iolab.core.lab_dirs import results_dir, tool_caches
 from iolab.core.owned import discard_owned
 from iolab.core.workspace import default_dataset_dir, workdir
 from iolab.core.writer_lock import writer_lock
@@ -90,6 +90,7 @@ def run_lab(repeats: int = 5, share: Share | None = None) -> int:
     directory must be the lab's own (results_dir): make lab replaces what it made there.
     """
     out = results_dir()
+    tool_caches()
     with writer_lock(out):
         return _run_steps(out, repeats, share or (lambda stage: None))
 
