@@ -4,8 +4,10 @@ private sockets, and the summary of what this machine lacks."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -13,6 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from iolab.core.lab_dirs import TOOL_CACHES, tool_caches
+from iolab.core.markers import MADE_MARKER
 from iolab.pages.notebooks import execute_notebook
 
 
@@ -156,3 +159,75 @@ def test_a_cache_folder_the_user_chose_stays_theirs(tmp_path: Path, monkeypatch)
     assert tool_caches() == {"IPYTHONDIR": str(tmp_path / "ws" / "cache" / "ipython")}
     assert os.environ["MPLCONFIGDIR"] == str(tmp_path / "mine")
     assert not (tmp_path / "mine").exists()
+
+
+STOPPED_LAB = """
+import sys
+from pathlib import Path
+import iolab.pages.notebooks as notebooks
+from iolab.core.errors import run_cli
+
+notebooks.repo_root = lambda: Path(sys.argv[1])  # a checkout of two notebooks
+run_cli(lambda: notebooks.execute_notebooks(Path(sys.argv[2])) and 1)
+"""
+
+
+def two_notebooks(root: Path) -> tuple[Path, Path]:
+    """notebooks/a (says its kernel's pid, then sleeps two minutes) and b (leaves a file)."""
+    started, b_ran = root / "a-started", root / "b-ran"
+    cells = {
+        "a.ipynb": "import os, time\n"
+        f"open({str(started)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)",
+        "b.ipynb": f"open({str(b_ran)!r}, 'w').write('ran')",
+    }
+    (root / "notebooks").mkdir(parents=True)
+    for name, code in cells.items():
+        notebook = new_notebook(cells=[new_code_cell(code)])
+        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+        nbformat.write(notebook, root / "notebooks" / name)
+    return started, b_ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["Ctrl-C to the terminal's group", "SIGTERM to the lab"])
+def test_ctrl_c_and_sigterm_stop_the_notebooks_at_once(tmp_path: Path, how: str) -> None:
+    """nbclient takes SIGINT and SIGTERM for itself and lets the cell run on; the lab must
+    stop the kernel, skip every notebook after it and leave no kernel, socket or key."""
+    started, b_ran = two_notebooks(tmp_path / "checkout")
+    env = {**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")}
+    lab = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_LAB, str(tmp_path / "checkout"), str(tmp_path / "out")],
+        env=env,
+        start_new_session=True,  # its own group, as a terminal gives a command
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (started.exists() and started.read_text()):
+            assert lab.poll() is None and time.monotonic() < deadline, lab.stdout.read()
+            time.sleep(0.1)
+        kernel = int(started.read_text())
+        if how.startswith("Ctrl-C"):
+            os.killpg(lab.pid, signal.SIGINT)
+        else:
+            os.kill(lab.pid, signal.SIGTERM)
+        output = lab.communicate(timeout=60)[0]  # the cell would sleep for two minutes
+    finally:
+        if lab.poll() is None:
+            os.killpg(lab.pid, signal.SIGKILL)
+    assert lab.returncode == 130 and "interrupted" in output, output
+    assert not b_ran.exists()
+    for _ in range(50):  # the kernel was told to go; give it a moment to be reaped
+        if (
+            not Path(f"/proc/{kernel}").exists()
+            or " Z " in Path(f"/proc/{kernel}/stat").read_text()
+        ):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the kernel {kernel} still runs")
+    left = [path.name for path in (tmp_path / "ws" / "tmp").iterdir()]
+    assert left == [MADE_MARKER]  # the kernel's sockets and key are gone
