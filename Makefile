@@ -2,6 +2,7 @@
 # versions of requirements-lock.txt, and iolab installed editable from this checkout).
 #   make lab        the main job: check tools, generate data, run the readers and every notebook
 #                   on this machine, build the site from those results, print a summary
+#                   (some lessons only, in stages: make lab LESSONS=01,02)
 #                   (in a class: IOLAB_CLASS=DIR make lab, with the class's shared install)
 #   make test       every test: unit tests, nbval on every notebook, the site with -W -n and its links
 #   make test-fast  the unit tests only (no notebooks, no mounts, no MPI runs, no Slurm): minutes
@@ -32,6 +33,9 @@ PY := $(VENV)/bin/python
 LOCK := requirements-lock.txt
 # Extra pytest arguments for `make test`, e.g. PYTEST_ARGS='-m needs tests'
 PYTEST_ARGS ?=
+# Some lessons only, a lab in stages: `make lab LESSONS=01,02` (iolab lab --lessons)
+LESSONS ?=
+LAB_ARGS := $(if $(LESSONS),--lessons $(LESSONS))
 # Test processes (pytest-xdist): two, gentle on a shared login node; TEST_WORKERS=0 runs
 # everything in one process. tests/conftest.py keeps in one worker what must share one.
 TEST_WORKERS ?= 2
@@ -67,10 +71,10 @@ $(STAMP): requirements.txt $(LOCK) pyproject.toml
 ifdef IOLAB_CLASS
 lab:
 	@[ -f "$(IOLAB_CLASS)/class.json" ] || { echo "error: IOLAB_CLASS=$(IOLAB_CLASS) is not a finished class folder (no class.json): ask your instructor for its path, or unset IOLAB_CLASS"; exit 1; }
-	"$(IOLAB_CLASS)/env/bin/python" -m iolab lab
+	"$(IOLAB_CLASS)/env/bin/python" -m iolab lab $(LAB_ARGS)
 else
 lab: $(STAMP)
-	$(PY) -m iolab lab
+	$(PY) -m iolab lab $(LAB_ARGS)
 endif
 
 test: $(STAMP)

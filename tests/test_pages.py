@@ -16,6 +16,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from iolab.core.lab_dirs import TOOL_CACHES, tool_caches
 from iolab.core.markers import MADE_MARKER
+from iolab.pages import notebooks
 from iolab.pages.notebooks import execute_notebook
 
 
@@ -231,3 +232,69 @@ def test_ctrl_c_and_sigterm_stop_the_notebooks_at_once(tmp_path: Path, how: str)
         raise AssertionError(f"the kernel {kernel} still runs")
     left = [path.name for path in (tmp_path / "ws" / "tmp").iterdir()]
     assert left == [MADE_MARKER]  # the kernel's sockets and key are gone
+
+
+def tiny_notebook(path: Path, code: str) -> None:
+    notebook = new_notebook(cells=[new_code_cell(code)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+
+
+@pytest.mark.slow
+def test_a_lab_in_stages_runs_the_lessons_chosen_and_keeps_the_earlier_ones(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    checkout, executed = tmp_path / "checkout", tmp_path / "lab" / "notebooks"
+    for name in ("01-a", "02-b", "03-c"):
+        tiny_notebook(checkout / "notebooks" / f"{name}.ipynb", f"print({name[:2]!r})")
+    monkeypatch.setattr(notebooks, "repo_root", lambda: checkout)
+    monkeypatch.setattr(notebooks, "EXECUTED_PAGES", ())
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
+    assert notebooks.execute_notebooks(executed, lessons={"01"}) == []
+    assert sorted(path.name for path in executed.iterdir()) == ["01-a.ipynb"]
+    assert notebooks.execute_notebooks(executed, lessons={"03"}) == []
+    assert sorted(path.name for path in executed.iterdir()) == ["01-a.ipynb", "03-c.ipynb"]
+    said = capsys.readouterr().out
+    assert "02-b" not in said and "  03-c.ipynb: running" in said
+
+
+def test_a_running_notebook_relays_its_queue_lines_and_says_where_it_is(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A learner waiting for a class turn inside a notebook sees it on the terminal, and a
+    long cell is named every HEARTBEAT_S; the cells' other output stays in the notebook."""
+    source = tmp_path / "q.ipynb"
+    tiny_notebook(
+        source,
+        "import sys, time\n"
+        "print('fio: waiting for a turn, place 2 of 3 (1 at a time in this class)', "
+        "file=sys.stderr, flush=True)\n"
+        "print('a table the lesson shows', flush=True)\n"
+        "time.sleep(2.5)\n"
+        "print('fio: your turn after 2 s', file=sys.stderr, flush=True)",
+    )
+    monkeypatch.setattr(notebooks, "HEARTBEAT_S", 1.0)
+    monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
+    said: list[str] = []
+    notebooks.execute_notebook(source, tmp_path / "out.ipynb", timeout_s=120, say=said.append)
+    assert said[0] == "q.ipynb: fio: waiting for a turn, place 2 of 3 (1 at a time in this class)"
+    assert "q.ipynb: fio: your turn after 2 s" in said
+    assert any(line.startswith("q.ipynb: cell 1 of 1 running; 0 min ") for line in said)
+    assert not any("a table" in line for line in said)
+
+
+@pytest.mark.parametrize(
+    "given, says",
+    [("99", "--lessons '99' names no lesson"), (",", "--lessons ',' names no lesson")],
+)
+def test_lessons_that_have_no_notebook_are_one_sentence(tmp_path: Path, given, says) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "iolab", "lab", "--lessons", given],
+        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")},
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and run.stderr.startswith(f"error: {says}")
+    assert len(run.stderr.strip().splitlines()) == 1 and "01, 02, 03" in run.stderr
+    assert not (tmp_path / "ws").exists()  # refused before anything ran

@@ -69,6 +69,11 @@ TURN_S = 900.0
 BOUND_KEYS = {"queue_silent_s": (2.0, 600.0), "queue_turn_s": (10.0, 86_400.0)}
 #: What a ticket's text holds (shown only; none of it decides anything).
 TICKET_SCHEMA = {"pid": INTEGER, "what": TEXT, "since": TEXT}
+#: The lines `turn` says while a learner waits, for a caller that relays them (`make lab`
+#: shows a notebook's waits on the terminal).
+QUEUE_NEWS = re.compile(
+    r": (waiting for a turn|waiting for your own earlier heavy step|your turn after)"
+)
 #: The tickets this process holds: they are alive (we are), and probing one would release its
 #: lock on NFS, where a process's locks on a file go with any of its fds.
 _HELD: dict[str, Seen] = {}

@@ -9,7 +9,7 @@ copies; print a summary table.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Literal
 
@@ -82,8 +82,15 @@ def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataF
     return times.merge(syscalls_frame(reports), on="reader")
 
 
-def run_lab(repeats: int = 5, share: Share | None = None) -> int:
-    """The `make lab` sequence; returns the exit code.
+#: The lesson whose subject the readers' step measures (and whose exercise checks it).
+READERS_LESSON = "02"
+
+
+def run_lab(
+    repeats: int = 5, share: Share | None = None, lessons: Collection[str] | None = None
+) -> int:
+    """The `make lab` sequence, for the notebooks of `lessons` (all if None); returns the
+    exit code. The readers are timed only with their lesson (READERS_LESSON).
 
     One run at a time: a second `make lab` would empty the notebooks and site the first is
     writing, and both would report a site built from a mix of the two. The results
@@ -92,10 +99,10 @@ def run_lab(repeats: int = 5, share: Share | None = None) -> int:
     out = results_dir()
     tool_caches()
     with writer_lock(out):
-        return _run_steps(out, repeats, share or (lambda stage: None))
+        return _run_steps(out, repeats, share or (lambda stage: None), lessons)
 
 
-def _run_steps(out: Path, repeats: int, share: Share) -> int:
+def _run_steps(out: Path, repeats: int, share: Share, lessons: Collection[str] | None) -> int:
     """The five steps, writing into `out` (the caller holds its lock)."""
     from iolab.core.tables import to_markdown
     from iolab.measure.tools import check_tools, format_report
@@ -122,24 +129,30 @@ def _run_steps(out: Path, repeats: int, share: Share) -> int:
         dataset_dir = default_dataset_dir()
         manifest = build_dataset(dataset_dir, echo=True).manifest
 
-        step(
-            3,
-            total,
-            f"The five readers: {repeats} timed repeats warm and cold each, "
-            "then one traced run each",
-        )
-        budget.begin("readers")
-        summary = measure_readers(dataset_dir, manifest, repeats)
-        with atomic_output(out / "readers.csv") as partial:
-            summary.to_csv(partial, index=False)
-        budget.finish("done")
-        share("readers")
+        summary = None
+        if lessons is None or READERS_LESSON in lessons:
+            step(
+                3,
+                total,
+                f"The five readers: {repeats} timed repeats warm and cold each, "
+                "then one traced run each",
+            )
+            budget.begin("readers")
+            summary = measure_readers(dataset_dir, manifest, repeats)
+            with atomic_output(out / "readers.csv") as partial:
+                summary.to_csv(partial, index=False)
+            budget.finish("done")
+            share("readers")
+        else:
+            step(3, total, f"The five readers: skipped (they belong to lesson {READERS_LESSON})")
 
-        step(4, total, "Executing every notebook on this machine (committed notebooks untouched)")
+        chosen = "every notebook" if lessons is None else f"lessons {', '.join(sorted(lessons))}"
+        step(4, total, f"Executing {chosen} on this machine (committed notebooks untouched)")
         executed = out / "notebooks"
-        discard_owned(executed)
+        if lessons is None:  # a lab in stages keeps the notebooks of the earlier stages
+            discard_owned(executed)
         fallback_log = out / "not-run-here.txt"
-        failed = execute_notebooks(executed, fallback_log, budget)
+        failed = execute_notebooks(executed, fallback_log, budget, lessons)
 
     share("notebooks")
     step(5, total, "Building the site from this machine's notebooks")
@@ -156,9 +169,12 @@ def _run_steps(out: Path, repeats: int, share: Share) -> int:
         "rows",
         "mean_matches_manifest",
     ]
-    print("\nSummary (this machine; warm, and cold = dataset evicted before each repeat)")
-    print(to_markdown(summary[[c for c in columns if c in summary.columns]]))
-    print(f"\nResults: {out / 'readers.csv'}; what each step took: {budget_file}")
+    if summary is not None:
+        print("\nSummary (this machine; warm, and cold = dataset evicted before each repeat)")
+        print(to_markdown(summary[[c for c in columns if c in summary.columns]]))
+        print(f"\nResults: {out / 'readers.csv'}; what each step took: {budget_file}")
+    else:
+        print(f"\nWhat each step took: {budget_file}")
     print(f"Executed notebooks: {executed}")
     print(f"Site: {out / 'site' / 'index.html'}" if site_ok else "Site: build FAILED (see above)")
     missing = not_run_here(fallback_log)

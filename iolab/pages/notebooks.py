@@ -7,8 +7,10 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Collection
 from pathlib import Path
 
+from iolab.core.class_queue import QUEUE_NEWS
 from iolab.core.errors import interrupts_held
 from iolab.core.lab_dirs import socket_dir
 from iolab.core.owned import discard_owned
@@ -32,13 +34,63 @@ EXECUTED_PAGES = (
 )
 
 
+#: How long a notebook may run without a word on the terminal before `make lab` says which
+#: cell it is in: a learner who sees nothing for minutes thinks the lab hangs.
+HEARTBEAT_S = 30.0
 #: How long an interrupted notebook's thread is given to notice that its kernel is gone
 #: (Python 3.11 here: at once; 3.13: about 10 s). It holds nothing that must be saved, and
 #: as a daemon thread it ends with the process.
 KERNEL_GONE_S = 2.0
 
 
-def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
+class Progress:
+    """What a running notebook shows on the terminal: each class-queue line its cells print
+    (a wait for a turn, then the turn), and every HEARTBEAT_S of silence which cell runs and
+    for how long. Read from the cells' outputs as nbclient adds them."""
+
+    def __init__(self, cells: list, name: str, say: Callable[[str], None]) -> None:
+        self.cells, self.name, self.say = cells, name, say
+        self.code = [i for i, cell in enumerate(self.cells) if cell.cell_type == "code"]
+        self.running: int | None = None
+        self.started = self.last_said = time.monotonic()
+        self.seen: dict[tuple[int, int], int] = {}  # (cell, output) -> characters read
+
+    def cell_started(self, cell_index: int, **_: object) -> None:
+        """nbclient's on_cell_start hook (in the notebook's thread)."""
+        self.running = cell_index
+
+    def tick(self) -> None:
+        """Relay new queue lines; after HEARTBEAT_S without a word, say where the run is."""
+        index = self.running
+        if index is None:
+            return
+        for number, output in enumerate(list(self.cells[index].get("outputs", []))):
+            text = output.get("text", "") if output.get("output_type") == "stream" else ""
+            done = self.seen.get((index, number), 0)
+            complete = text[done:].rpartition("\n")[0]
+            if complete:
+                self.seen[(index, number)] = done + len(complete) + 1
+                for line in complete.splitlines():
+                    if QUEUE_NEWS.search(line):
+                        self._say(line.strip())
+        if time.monotonic() - self.last_said >= HEARTBEAT_S and index in self.code:
+            so_far = time.monotonic() - self.started
+            self._say(
+                f"cell {self.code.index(index) + 1} of {len(self.code)} running; "
+                f"{so_far // 60:.0f} min {so_far % 60:.0f} s into this notebook"
+            )
+
+    def _say(self, line: str) -> None:
+        self.say(f"{self.name}: {line}")
+        self.last_said = time.monotonic()
+
+
+def execute_notebook(
+    source: Path,
+    target: Path,
+    timeout_s: int = 1800,
+    say: Callable[[str], None] | None = None,
+) -> None:
     """Run a notebook with the notebooks/ folder as its working directory; save it elsewhere.
 
     The kernel talks to this process over Unix sockets in a private scratch folder, not TCP:
@@ -47,7 +99,8 @@ def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
     /tmp. The notebook runs in a thread while this one waits: nbclient, run here, takes
     SIGINT and SIGTERM for itself and lets the notebook go on (measured: a Ctrl-C or a
     `kill` changed nothing until the cell ended), so here Ctrl-C and SIGTERM stop the
-    kernel and end the run within seconds.
+    kernel and end the run within seconds. With `say`, the run's progress goes there as it
+    happens (Progress).
     """
     import nbformat
     from jupyter_client import KernelManager
@@ -61,11 +114,13 @@ def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
         ip=str(sockets / "kernel"),
         connection_file=str(sockets / "kernel.json"),
     )
+    progress = Progress(notebook.cells, source.name, say or (lambda line: None))
     client = NotebookClient(
         notebook,
         km=manager,
         timeout=timeout_s,
         resources={"metadata": {"path": str(source.parent)}},
+        on_cell_start=progress.cell_started,
     )
     failed: list[BaseException] = []
 
@@ -80,6 +135,7 @@ def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
         worker.start()
         while worker.is_alive():
             worker.join(0.2)  # a short wait, so Ctrl-C and SIGTERM are handled at once
+            progress.tick()
     finally:
         with interrupts_held():  # a second Ctrl-C must not leave the kernel running
             if manager.has_kernel:
@@ -92,6 +148,10 @@ def execute_notebook(source: Path, target: Path, timeout_s: int = 1800) -> None:
     nbformat.write(notebook, target)
 
 
+def _indented(line: str) -> None:
+    print(f"    {line}", flush=True)
+
+
 def plain(text: str) -> str:
     """`text` without the terminal's colour codes (an IPython traceback is full of them)."""
     return ANSI_CODES.sub("", text)
@@ -102,10 +162,20 @@ def failure_logs(executed: Path) -> Path:
     return executed.parent / "failed-notebooks"
 
 
+def lesson_notebooks(lessons: Collection[str] | None = None) -> list[Path]:
+    """The lessons' notebooks in order: those of `lessons` ("01", "02"), or all of them."""
+    every = sorted((repo_root() / "notebooks").glob("*.ipynb"))
+    return every if lessons is None else [path for path in every if path.name[:2] in lessons]
+
+
 def execute_notebooks(
-    target_dir: Path, fallback_log: Path | None = None, budget: LabBudget | None = None
+    target_dir: Path,
+    fallback_log: Path | None = None,
+    budget: LabBudget | None = None,
+    lessons: Collection[str] | None = None,
 ) -> list[str]:
-    """Execute every notebook into target_dir; returns the names of those that failed.
+    """Execute the notebooks of `lessons` (all if None) into target_dir; returns the names
+    of those that failed. With `lessons`, the other notebooks' runs of an earlier stage stay.
 
     With fallback_log, each result a notebook showed from its recording (a tool missing
     here) adds a line to that file (the kernels inherit IOLAB_FALLBACK_LOG). With budget,
@@ -116,13 +186,18 @@ def execute_notebooks(
         os.environ[FALLBACK_LOG_ENV] = str(fallback_log)
     failed = []
     logs = failure_logs(target_dir)
-    discard_owned(logs)
-    for source in sorted((repo_root() / "notebooks").glob("*.ipynb")):
+    if lessons is None:
+        discard_owned(logs)
+    for source in lesson_notebooks(lessons):
         start = time.perf_counter()
         if budget is not None:
             budget.begin(source.stem)
+        # an earlier stage's run of this notebook is never shown for this one
+        (target_dir / source.name).unlink(missing_ok=True)
+        (logs / f"{source.stem}.txt").unlink(missing_ok=True)
+        print(f"  {source.name}: running", flush=True)
         try:
-            execute_notebook(source, target_dir / source.name)
+            execute_notebook(source, target_dir / source.name, say=_indented)
         except Exception as err:  # a failing cell: report it, keep going with the others
             text = plain(str(err)).strip() or repr(err)
             logs.mkdir(exist_ok=True)
