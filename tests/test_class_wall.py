@@ -34,6 +34,7 @@ from iolab.classmode.wall import (
     publish,
     read_wall,
     scan_wall,
+    three_digits,
     wall_page,
     where_i_sit,
 )
@@ -465,6 +466,54 @@ def test_the_wall_command_says_who_runs_and_who_waits_in_the_queue(
         assert cli_main(["class", "wall"]) == 0
     out = capsys.readouterr().out
     assert f"heavy-step queue (2 at a time): running {ME} (fio)\n" in out
+
+
+def test_the_wall_rounds_figures_to_three_digits() -> None:
+    shown_as = [three_digits(v) for v in (7694.322271, 0.012345, 1.2345, 999.6, 0.0)]
+    assert shown_as == ["7,694", "0.0123", "1.23", "1,000", "0"]
+
+
+def test_the_page_says_how_it_stays_fresh_and_shows_the_queue(class_folder: Path) -> None:
+    joined = read_class(class_folder)
+    once = wall_page(joined, RECORDS, ["02-tar-size"], queue="heavy-step queue: nobody <b>")
+    assert 'http-equiv="refresh"' not in once and "rerun <code>iolab class wall</code>" in once
+    assert "<h2>Heavy steps now</h2><p>heavy-step queue: nobody &lt;b&gt;</p>" in once
+    assert 'name="viewport"' in once and '<div class="scroll">' in once
+    assert "7694.322271" not in once
+    watched = wall_page(joined, RECORDS, ["02-tar-size"], refresh_s=30)
+    assert '<meta http-equiv="refresh" content="30">' in watched
+    assert "reloads itself every 30 s while <code>iolab class wall --watch 30</code>" in watched
+
+
+def test_the_wall_watch_rebuilds_until_ctrl_c(
+    class_folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from iolab.cli import classroom
+    from iolab.cli import main as cli_main
+
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:  # the instructor presses Ctrl-C during the third wait
+        naps.append(seconds)
+        if len(naps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(classroom.time, "sleep", nap)
+    out = class_folder / "wall-watch.html"
+    assert cli_main(["class", "wall", "--watch", "15", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert naps == [15, 15, 15] and said.count(" class wall: ") == 3
+    assert said.rstrip().endswith("stopped watching; the page stays as last built")
+    assert '<meta http-equiv="refresh" content="15">' in out.read_text()
+
+
+@pytest.mark.parametrize("seconds", ["5", "0", "4000"])
+def test_a_watch_out_of_range_is_refused(class_folder: Path, seconds: str) -> None:
+    from iolab.cli import main as cli_main
+    from iolab.core.errors import LabError
+
+    with pytest.raises(LabError, match=f"--watch {seconds} is out of range; choose 10 to 3,600 s"):
+        cli_main(["class", "wall", "--watch", seconds])
 
 
 #: A classmate's file under the victim's name, made as the classmate (stdlib only).

@@ -463,11 +463,27 @@ def _png(frame: pd.DataFrame, labels: list[str]) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+def three_digits(value: float) -> str:
+    """A measured figure to three significant digits, never in e-notation: 7,694 or 0.0123
+    (a wall shows what a run measured, not the float it was stored as)."""
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{round(value, decimals):,.{decimals}f}"
+
+
 def wall_page(
-    joined: ClassFolder, records: list[dict], exercises: list[str], ignored: str = ""
+    joined: ClassFolder,
+    records: list[dict],
+    exercises: list[str],
+    ignored: str = "",
+    queue: str = "",
+    refresh_s: int | None = None,
 ) -> str:
-    """The projector page: spread, progress and outliers, self-contained HTML; `ignored`
-    says which files were left out (Wall.ignored_text)."""
+    """The projector page: spread, progress, outliers and the heavy-step `queue` (its
+    summary line), self-contained HTML that reads on a phone too; `ignored` says which files
+    were left out (Wall.ignored_text). With `refresh_s` (`class wall --watch`, which rebuilds
+    it that often) the page reloads itself as often; without, it says how to update it."""
     frame = figures_frame(records)
     image = _png(frame, TIME_FIGURES)
     fio_image = _png(frame, list(FIO_FIGURES.values()))
@@ -488,25 +504,44 @@ def wall_page(
     flagged_html = (
         flagged[
             ["user", "node", "workspace_fs", "reader", "figure", "value", "median", "times_median"]
-        ].to_html(index=False)
+        ].to_html(
+            index=False,
+            formatters={
+                "value": three_digits,
+                "median": three_digits,
+                "times_median": lambda times: f"{times:.1f}",
+            },
+        )
         if not flagged.empty
         else "<p>None: every number is within a factor of "
         f"{OUTLIER_FACTOR:g} of the class median.</p>"
     )
     done = int((progress[exercises] == "right").to_numpy().sum()) if exercises else 0
+    reload = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    updated = (
+        f"the page reloads itself every {refresh_s} s while <code>iolab class wall --watch "
+        f"{refresh_s}</code> rebuilds it"
+        if refresh_s
+        else "rerun <code>iolab class wall</code> to update it (or keep it fresh with "
+        "<code>--watch 60</code>)"
+    )
+    queue_html = f"<h2>Heavy steps now</h2><p>{html.escape(queue)}</p>" if queue else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="refresh" content="60">
+<meta name="viewport" content="width=device-width, initial-scale=1">{reload}
 <title>Class wall: {html.escape(joined.name)}</title>
 <style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:2px 6px}} img{{max-width:100%}}</style></head>
+td,th{{border:1px solid #ccc;padding:2px 6px}} img{{max-width:100%}}
+.scroll{{overflow-x:auto}} @media (max-width:600px){{body{{margin:0.5em}}
+td,th{{padding:1px 3px;font-size:0.85em}}}}</style></head>
 <body><h1>Class wall: {html.escape(joined.name)}</h1>
 <p>{len(records)} of {joined.learners} learners have results; {done} checked answers right.
 {html.escape(ignored.capitalize() + ".") if ignored else ""}
-Built {time.strftime("%H:%M:%S")}; the page reloads every minute.</p>
+Built {time.strftime("%H:%M:%S")}; {updated}.</p>{queue_html}
 <h2>Reader times across the class</h2>{picture}
 <h2>fio on each learner's disk</h2>{fio_picture}
-<h2>Outliers</h2>{flagged_html}
-<h2>Checked exercises (<code>iolab answer NN</code>)</h2>{progress.to_html(index=False)}
+<h2>Outliers</h2><div class="scroll">{flagged_html}</div>
+<h2>Checked exercises (<code>iolab answer NN</code>)</h2>
+<div class="scroll">{progress.to_html(index=False)}</div>
 </body></html>
 """

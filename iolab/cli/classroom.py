@@ -16,9 +16,11 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 
 from iolab.classmode import MAX_LEARNERS
 from iolab.classmode.layout import DEFAULT_SLOTS, MAX_SLOTS
+from iolab.core.class_folder import ClassFolder
 from iolab.core.options import Bounds, int_option, path_option
 
 #: Heavy steps at a time: each run gets that share of one login node's budget.
@@ -28,6 +30,8 @@ LEARNERS = Bounds(1, MAX_LEARNERS, "learners", "a workshop's size, not a campus'
 BENCH_LEARNERS = Bounds(2, 60, "learners", "each is a real user account made for the run")
 #: How many entries `class clean` names of what it could not remove.
 SHOWN_LEFT = 5
+#: How often `class wall --watch` rebuilds the page: each build reads every learner's file.
+WATCH = Bounds(10, 3600, "s", "each rebuild reads every learner's file on the wall")
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -141,6 +145,13 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     wall.add_argument(
         "--me", action="store_true", help="also print where your numbers sit in the class"
     )
+    wall.add_argument(
+        "--watch",
+        type=int_option("--watch", WATCH),
+        metavar="SECONDS",
+        help="rebuild the page every SECONDS until Ctrl-C (the page then reloads itself as "
+        "often): the projector follows the class",
+    )
     wall.set_defaults(func=main)
 
     load_test = actions.add_parser(
@@ -204,41 +215,61 @@ def load_test_main(args: argparse.Namespace) -> int:
 
 
 def wall_main(args: argparse.Namespace) -> int:
-    """Build the wall page; with --me, say where this learner's numbers sit."""
-    from iolab.classmode.exercises import EXERCISES
-    from iolab.classmode.wall import figures_frame, learner_name, scan_wall, wall_page, where_i_sit
-    from iolab.core.atomic import atomic_output
+    """Build the wall page (again every --watch seconds); with --me, say where this
+    learner's numbers sit."""
+    from iolab.classmode.wall import figures_frame, learner_name, scan_wall, where_i_sit
     from iolab.core.class_folder import CLASS_ENV, active_class
-    from iolab.core.class_queue import queue_summary
     from iolab.core.errors import LabError
-    from iolab.core.lab_dirs import results_dir
 
     joined = active_class()
     if joined is None:
         raise LabError(f"no class joined: `source DIR/activate` (or set {CLASS_ENV}=DIR) first")
-    wall = scan_wall(joined)
-    records = wall.records
-    keys = [f"{exercise.lesson}-{exercise.key}" for exercise in EXERCISES]
-    instructor = os.stat(joined.root).st_uid == os.getuid()
-    out = args.out or (
-        joined.root / "wall.html" if instructor else results_dir() / "class-wall.html"
-    )
-    with atomic_output(out) as partial:
-        partial.write_text(wall_page(joined, records, keys, wall.ignored_text()))
-    if instructor and args.out is None:
-        os.chmod(out, 0o640)  # the class reads it; only the instructor writes it
-    ignored = f"; {wall.ignored_text()}" if wall.ignored else ""
-    print(f"class wall: {len(records)} of {joined.learners} learners{ignored} -> {out}")
-    if joined.queue.is_dir():
-        print(queue_summary(joined.queue, joined.slots))
+    _build_wall(joined, args.out, args.watch)
     if args.me:
-        lines = where_i_sit(figures_frame(records), learner_name(os.getuid()))
+        lines = where_i_sit(figures_frame(scan_wall(joined).records), learner_name(os.getuid()))
         print(
             "\n".join(lines)
             if lines
             else "no results of yours on the wall yet: `make lab` puts them there"
         )
+    if args.watch is None:
+        return 0
+    print(f"rebuilding every {args.watch} s; Ctrl-C stops", flush=True)
+    try:
+        while True:
+            time.sleep(args.watch)
+            _build_wall(joined, args.out, args.watch)
+    except KeyboardInterrupt:  # the way a watch ends: the page stays as last built
+        print("stopped watching; the page stays as last built")
     return 0
+
+
+def _build_wall(joined: ClassFolder, out: Path | None, refresh_s: int | None) -> None:
+    """Write the wall page once and print one line about it and one about the queue."""
+    from iolab.classmode.exercises import EXERCISES
+    from iolab.classmode.wall import scan_wall, wall_page
+    from iolab.core.atomic import atomic_output
+    from iolab.core.class_queue import queue_summary
+    from iolab.core.lab_dirs import results_dir
+
+    wall = scan_wall(joined)
+    keys = [f"{exercise.lesson}-{exercise.key}" for exercise in EXERCISES]
+    instructor = os.stat(joined.root).st_uid == os.getuid()
+    page = out or (joined.root / "wall.html" if instructor else results_dir() / "class-wall.html")
+    queue = queue_summary(joined.queue, joined.slots) if joined.queue.is_dir() else ""
+    with atomic_output(page) as partial:
+        partial.write_text(
+            wall_page(joined, wall.records, keys, wall.ignored_text(), queue, refresh_s)
+        )
+    if instructor and out is None:
+        os.chmod(page, 0o640)  # the class reads it; only the instructor writes it
+    ignored = f"; {wall.ignored_text()}" if wall.ignored else ""
+    when = time.strftime("%H:%M:%S")
+    print(
+        f"{when} class wall: {len(wall.records)} of {joined.learners} learners{ignored} -> {page}"
+    )
+    if queue:
+        print(queue, flush=True)
 
 
 def setup_main(args: argparse.Namespace) -> int:
