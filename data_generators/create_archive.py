@@ -28,6 +28,7 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core.capacity import check_capacity  # noqa: E402
+from iolab.core.generator_report import made_how  # noqa: E402
 from iolab.core.options import add_data_option  # noqa: E402
 from iolab.core.workspace import public_text  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
@@ -177,7 +178,7 @@ def main() -> int:
     args = parser.parse_args()
     start = time.perf_counter()
     info, reused = create_archive(args.dataset_dir)
-    verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
+    verb = made_how(reused, start)
     print(
         f"Archive {public_text(args.dataset_dir / ds.ARCHIVE_NAME)}: {info['members']} members, "
         f"{info['archive_bytes']} bytes for {info['payload_bytes']} bytes of data "

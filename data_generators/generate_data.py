@@ -32,6 +32,7 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core.capacity import check_capacity  # noqa: E402
+from iolab.core.generator_report import made_how  # noqa: E402
 from iolab.core.options import SEEDS, Bounds, add_data_option, int_option  # noqa: E402
 from iolab.core.workspace import public_text  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
@@ -247,7 +248,7 @@ def main() -> int:
         return 0 if result.ok else 1
     start = time.perf_counter()
     manifest, reused = generate(args.dataset_dir, args.files, args.seed, args.quiet)
-    verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
+    verb = made_how(reused, start)
     print(
         f"Dataset {public_text(args.dataset_dir)}: {manifest['file_count']} files, "
         f"{manifest['total_rows']} rows, {manifest['total_bytes']} bytes, {verb}"

@@ -31,6 +31,7 @@ from iolab.core import dataset as ds  # noqa: E402
 from iolab.core import samples as sm  # noqa: E402
 from iolab.core import shards as sh  # noqa: E402
 from iolab.core.capacity import check_capacity  # noqa: E402
+from iolab.core.generator_report import made_how, verify_report  # noqa: E402
 from iolab.core.options import SEEDS, add_data_option, int_option  # noqa: E402
 from iolab.core.workspace import WorkspaceEntry  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
@@ -237,17 +238,12 @@ def generate(
 def main() -> int:
     args = parse_args()
     if args.verify:
-        problems = verify_images(args.dataset_dir)
-        print(
-            f"{args.dataset_dir}: "
-            + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3]))
-        )
-        return 0 if not problems else 1
+        return verify_report(args.dataset_dir, verify_images(args.dataset_dir))
     start = time.perf_counter()
     manifest, reused = generate(
         args.dataset_dir, args.count, args.sample_kb, args.seed, args.shard_mb
     )
-    verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
+    verb = made_how(reused, start)
     print(
         f"Images {args.dataset_dir}: {manifest['count']} samples x "
         f"{manifest['sample_bytes']} bytes as files and {manifest['shard_count']} shards, "

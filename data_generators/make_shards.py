@@ -26,6 +26,7 @@ from iolab.core import dataset as ds  # noqa: E402
 from iolab.core import samples as sm  # noqa: E402
 from iolab.core import shards as sh  # noqa: E402
 from iolab.core.capacity import check_capacity  # noqa: E402
+from iolab.core.generator_report import made_how, verify_report  # noqa: E402
 from iolab.core.options import Bounds, add_data_option, float_option, int_option, path_option  # noqa: E402
 from iolab.core.workspace import default_dataset_dir  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
@@ -190,12 +191,10 @@ def build(
 def main() -> int:
     args = parse_args()
     if args.verify:
-        problems = sh.verify_shards(args.out)
-        print(f"{args.out}: " + ("OK" if not problems else "NOT VALID: " + "; ".join(problems[:3])))
-        return 0 if not problems else 1
+        return verify_report(args.out, sh.verify_shards(args.out))
     start = time.perf_counter()
     index, reused = build(args.dataset_dir, args.out, args.samples_per_shard, args.shard_size_mb)
-    verb = "reused (verified)" if reused else f"written in {time.perf_counter() - start:.2f} s"
+    verb = made_how(reused, start)
     print(
         f"Shards {args.out}: {index['shard_count']} shards, {index['sample_count']} samples, "
         f"{index['shard_bytes']} bytes ({index['payload_bytes']} payload), {verb}"

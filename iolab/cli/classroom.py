@@ -34,6 +34,16 @@ SHOWN_LEFT = 5
 WATCH = Bounds(10, 3600, "s", "each rebuild reads every learner's file on the wall")
 
 
+def add_learners_option(parser: argparse.ArgumentParser) -> None:
+    """`--learners N`, required: the class size the preflight and the setup plan for."""
+    parser.add_argument(
+        "--learners",
+        type=int_option("--learners", LEARNERS),
+        required=True,
+        help="how many learners will take part",
+    )
+
+
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "class",
@@ -49,12 +59,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Check this cluster for a workshop of N learners, a week before. Nothing "
         "is submitted or installed; two reports are written.",
     )
-    preflight.add_argument(
-        "--learners",
-        type=int_option("--learners", LEARNERS),
-        required=True,
-        help="how many learners will take part",
-    )
+    add_learners_option(preflight)
     preflight.add_argument(
         "--class-dir",
         type=path_option("--class-dir"),
@@ -84,12 +89,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="a new or empty folder the class's group can reach",
     )
-    setup.add_argument(
-        "--learners",
-        type=int_option("--learners", LEARNERS),
-        required=True,
-        help="how many learners will take part",
-    )
+    add_learners_option(setup)
     setup.add_argument(
         "--slots",
         type=int_option("--slots", SLOTS),

@@ -21,8 +21,8 @@ from iolab.core.safe_input import (
     TEXT,
     field_check,
     list_of,
+    listing_problem,
     read_checked_json,
-    record_problem,
 )
 
 DATA_DIR = "data"
@@ -78,15 +78,7 @@ MANIFEST_SCHEMA = {
 def manifest_problem(manifest: object) -> str | None:
     """What makes `manifest` unlike one generate_data.py writes: a field missing or of the
     wrong kind, a path that leaves data/, a count that disagrees; None if nothing."""
-    problem = record_problem(manifest, MANIFEST_SCHEMA)
-    if problem or not isinstance(manifest, dict):
-        return problem
-    files = manifest["files"]
-    if len(files) != manifest["file_count"]:
-        return f"file_count is {manifest['file_count']} but files lists {len(files)}"
-    if len({entry["path"] for entry in files}) != len(files):
-        return "files lists a path twice"
-    return None
+    return listing_problem(manifest, MANIFEST_SCHEMA, "file_count", "files", "path")
 
 
 def _why_no_manifest(dataset_dir: Path) -> str:

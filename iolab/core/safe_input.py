@@ -231,6 +231,22 @@ def record_problem(record: object, schema: Mapping[str, Check], name: str = "") 
     return None
 
 
+def listing_problem(
+    record: object, schema: Mapping[str, Check], count: str, listed: str, key: str
+) -> str | None:
+    """record_problem, then whether the list `listed` holds `record[count]` entries and no
+    two with the same `key`: how a manifest shows that it lists exactly what it counts."""
+    problem = record_problem(record, schema)
+    if problem or not isinstance(record, dict):
+        return problem
+    entries = record[listed]
+    if len(entries) != record[count]:
+        return f"{count} is {record[count]} but {listed} lists {len(entries)}"
+    if len({entry[key] for entry in entries}) != len(entries):
+        return f"{listed} lists a {key} twice"
+    return None
+
+
 def list_of(schema: Mapping[str, Check]) -> Check:
     """A Check for a list of JSON objects, each checked against `schema`.
 

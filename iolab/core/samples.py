@@ -36,8 +36,8 @@ from iolab.core.safe_input import (
     UnsafeInput,
     field_check,
     list_of,
+    listing_problem,
     read_checked_json,
-    record_problem,
     regular_files,
 )
 from iolab.core.user_paths import existing_dir
@@ -209,15 +209,7 @@ def _images_fix(dataset_dir: Path) -> str:
 
 def images_manifest_problem(manifest: object) -> str | None:
     """What makes `manifest` unlike one make_images.py writes; None if nothing."""
-    problem = record_problem(manifest, IMAGES_MANIFEST_SCHEMA)
-    if problem or not isinstance(manifest, dict):
-        return problem
-    samples = manifest["samples"]
-    if len(samples) != manifest["count"]:
-        return f"count is {manifest['count']} but samples lists {len(samples)}"
-    if len({entry["key"] for entry in samples}) != len(samples):
-        return "samples lists a key twice"
-    return None
+    return listing_problem(manifest, IMAGES_MANIFEST_SCHEMA, "count", "samples", "key")
 
 
 def load_images_manifest(dataset_dir: Path) -> dict:

@@ -376,35 +376,56 @@ def _run(cmd: Sequence[str], failure: str) -> None:
         raise LabError(f"{failure} ({last})")
 
 
-def _start_sshd(
-    cleanup: contextlib.ExitStack, tools: _Tools, scratch: Path, port: int
+def _started(
+    cleanup: contextlib.ExitStack,
+    cmd: Sequence[str],
+    log: Path,
+    undo: Callable[[subprocess.Popen], object],
+    ready: Callable[[], bool],
+    late: Callable[[], str],
+    died: Callable[[], str],
 ) -> subprocess.Popen:
-    """Run sshd in the foreground as our child, in its own session, and wait until it listens.
-
-    sshd re-executes itself for each connection, so it must be started by absolute path.
-    """
-    log = scratch / "sshd.log"
+    """Run `cmd` in the foreground as our child, in its own session, logging to `log`, with
+    `undo(process)` registered at once; return it when `ready()`. A LabError with `late()`
+    after START_TIMEOUT_S, or with `died()` if it exits first."""
     with open(log, "wb") as out:
-        sshd = subprocess.Popen(
-            [tools.sshd, "-D", "-e", "-f", str(scratch / "sshd_config")],
+        process = subprocess.Popen(
+            list(cmd),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    cleanup.callback(_stop_sshd, sshd, scratch)
+    cleanup.callback(undo, process)
     deadline = time.monotonic() + START_TIMEOUT_S
-    while sshd.poll() is None:
-        if _accepts(port):
-            return sshd
+    while process.poll() is None:
+        if ready():
+            return process
         if time.monotonic() > deadline:
-            raise LabError(
-                f"the lab's sshd did not listen on {LOOPBACK}:{port} within "
-                f"{START_TIMEOUT_S:g} s (sshd said: {_tail(log)}); {ON_A_CLUSTER}"
-            )
+            raise LabError(late())
         time.sleep(POLL_S)
-    raise LabError(
-        f"the lab's sshd stopped right after starting (sshd said: {_tail(log)}); {ON_A_CLUSTER}"
+    raise LabError(died())
+
+
+def _start_sshd(
+    cleanup: contextlib.ExitStack, tools: _Tools, scratch: Path, port: int
+) -> subprocess.Popen:
+    """Run sshd and wait until it listens. sshd re-executes itself for each connection, so it
+    must be started by absolute path."""
+    log = scratch / "sshd.log"
+    return _started(
+        cleanup,
+        [tools.sshd, "-D", "-e", "-f", str(scratch / "sshd_config")],
+        log,
+        undo=lambda sshd: _stop_sshd(sshd, scratch),
+        ready=lambda: _accepts(port),
+        late=lambda: (
+            f"the lab's sshd did not listen on {LOOPBACK}:{port} within "
+            f"{START_TIMEOUT_S:g} s (sshd said: {_tail(log)}); {ON_A_CLUSTER}"
+        ),
+        died=lambda: (
+            f"the lab's sshd stopped right after starting (sshd said: {_tail(log)}); {ON_A_CLUSTER}"
+        ),
     )
 
 
@@ -420,10 +441,8 @@ def _accepts(port: int) -> bool:
 def _start_sshfs(
     cleanup: contextlib.ExitStack, tools: _Tools, export: Path, mount_point: Path, scratch: Path
 ) -> None:
-    """Run sshfs in the foreground as our child and wait until the mount appears as fuse.sshfs.
-
-    When it fails, sshd's log is quoted too: a refused login is explained only there.
-    """
+    """Run sshfs and wait until the mount appears as fuse.sshfs. When it fails, sshd's log is
+    quoted too: a refused login is explained only there."""
     cmd = [
         tools.sshfs,
         f"{HOST_ALIAS}:{export}",
@@ -434,29 +453,20 @@ def _start_sshfs(
         "-o",
         ",".join(SSHFS_OPTIONS),
     ]
-    log = scratch / "sshfs.log"
-    with open(log, "wb") as out:
-        sshfs = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    cleanup.callback(_unmount_and_stop, tools.fusermount, mount_point, sshfs)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while sshfs.poll() is None:
-        if _fs_type(mount_point) == FS_TYPE:
-            return
-        if time.monotonic() > deadline:
-            raise LabError(
-                f"sshfs did not mount {export} within {START_TIMEOUT_S:g} s "
-                f"({_said(scratch)}); {ON_A_CLUSTER}"
-            )
-        time.sleep(POLL_S)
-    raise LabError(
-        f"sshfs could not mount {export} ({_said(scratch)}); in a container, FUSE also "
-        f"needs `--device /dev/fuse --cap-add SYS_ADMIN`; {ON_A_CLUSTER}"
+    _started(
+        cleanup,
+        cmd,
+        scratch / "sshfs.log",
+        undo=lambda sshfs: _unmount_and_stop(tools.fusermount, mount_point, sshfs),
+        ready=lambda: _fs_type(mount_point) == FS_TYPE,
+        late=lambda: (
+            f"sshfs did not mount {export} within {START_TIMEOUT_S:g} s "
+            f"({_said(scratch)}); {ON_A_CLUSTER}"
+        ),
+        died=lambda: (
+            f"sshfs could not mount {export} ({_said(scratch)}); in a container, FUSE "
+            f"also needs `--device /dev/fuse --cap-add SYS_ADMIN`; {ON_A_CLUSTER}"
+        ),
     )
 
 
