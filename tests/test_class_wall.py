@@ -29,6 +29,7 @@ from iolab.classmode.wall import (
     OUTLIER_FACTOR,
     figures_frame,
     learner_name,
+    not_on_the_wall,
     outliers,
     progress_frame,
     publish,
@@ -483,6 +484,30 @@ def test_the_page_says_how_it_stays_fresh_and_shows_the_queue(class_folder: Path
     watched = wall_page(joined, RECORDS, ["02-tar-size"], refresh_s=30)
     assert '<meta http-equiv="refresh" content="30">' in watched
     assert "reloads itself every 30 s while <code>iolab class wall --watch 30</code>" in watched
+
+
+def test_the_wall_names_the_class_group_members_with_nothing_on_it(
+    class_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Who has not joined yet: the group's members less those with results and less the
+    instructor, in order; a folder whose group has no entry lists nobody."""
+    import grp
+
+    from iolab.classmode import wall
+
+    joined = read_class(class_folder)
+    members = ["zoe", "ann", joined.made_by, "bob", "yan", "cat", "dan", "eve"]
+    group = grp.struct_group(("class", "x", os.stat(class_folder).st_gid, members))
+    monkeypatch.setattr(wall.grp, "getgrgid", lambda gid: group)
+    assert not_on_the_wall(joined, RECORDS) == ["yan", "zoe"]
+    page = wall_page(joined, RECORDS, ["02-tar-size"], absent=["yan", "zoe"])
+    assert "<h2>Nothing on the wall yet (2)</h2><p>yan, zoe</p>" in page
+
+    def no_such_group(gid: int) -> grp.struct_group:
+        raise KeyError(gid)
+
+    monkeypatch.setattr(wall.grp, "getgrgid", no_such_group)
+    assert not_on_the_wall(joined, RECORDS) == []
 
 
 def test_the_wall_watch_rebuilds_until_ctrl_c(

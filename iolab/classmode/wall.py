@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
+import grp
 import html
 import io
 import json
@@ -127,6 +128,19 @@ def learner_name(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return f"uid{uid}"
+
+
+def not_on_the_wall(joined: ClassFolder, records: list[dict]) -> list[str]:
+    """The class group's members (the learners the setup let in, less its instructor) with
+    no results on the wall yet: who has not joined, or has not run `make lab`. The group's
+    member list names those who have it as an extra group; one whose primary group it is
+    cannot be listed this way."""
+    try:
+        group = grp.getgrgid(os.stat(joined.root).st_gid)
+    except (KeyError, OSError):
+        return []
+    present = {str(record.get("user")) for record in records}
+    return sorted(set(group.gr_mem) - present - {joined.made_by})
 
 
 def _named_after(name: str, user: str) -> bool:
@@ -479,11 +493,13 @@ def wall_page(
     ignored: str = "",
     queue: str = "",
     refresh_s: int | None = None,
+    absent: list[str] | None = None,
 ) -> str:
     """The projector page: spread, progress, outliers and the heavy-step `queue` (its
     summary line), self-contained HTML that reads on a phone too; `ignored` says which files
     were left out (Wall.ignored_text). With `refresh_s` (`class wall --watch`, which rebuilds
-    it that often) the page reloads itself as often; without, it says how to update it."""
+    it that often) the page reloads itself as often; without, it says how to update it.
+    `absent` names the learners with nothing on the wall yet (not_on_the_wall)."""
     frame = figures_frame(records)
     image = _png(frame, TIME_FIGURES)
     fio_image = _png(frame, list(FIO_FIGURES.values()))
@@ -526,6 +542,11 @@ def wall_page(
         "<code>--watch 60</code>)"
     )
     queue_html = f"<h2>Heavy steps now</h2><p>{html.escape(queue)}</p>" if queue else ""
+    if absent:
+        queue_html += (
+            f"<h2>Nothing on the wall yet ({len(absent)})</h2>"
+            f"<p>{html.escape(', '.join(absent))}</p>"
+        )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">{reload}

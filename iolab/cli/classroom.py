@@ -247,7 +247,7 @@ def wall_main(args: argparse.Namespace) -> int:
 def _build_wall(joined: ClassFolder, out: Path | None, refresh_s: int | None) -> None:
     """Write the wall page once and print one line about it and one about the queue."""
     from iolab.classmode.exercises import EXERCISES
-    from iolab.classmode.wall import scan_wall, wall_page
+    from iolab.classmode.wall import not_on_the_wall, scan_wall, wall_page
     from iolab.core.atomic import atomic_output
     from iolab.core.class_queue import queue_summary
     from iolab.core.lab_dirs import results_dir
@@ -259,7 +259,15 @@ def _build_wall(joined: ClassFolder, out: Path | None, refresh_s: int | None) ->
     queue = queue_summary(joined.queue, joined.slots) if joined.queue.is_dir() else ""
     with atomic_output(page) as partial:
         partial.write_text(
-            wall_page(joined, wall.records, keys, wall.ignored_text(), queue, refresh_s)
+            wall_page(
+                joined,
+                wall.records,
+                keys,
+                wall.ignored_text(),
+                queue,
+                refresh_s,
+                absent=not_on_the_wall(joined, wall.records) if instructor else None,
+            )
         )
     if instructor and out is None:
         os.chmod(page, 0o640)  # the class reads it; only the instructor writes it
