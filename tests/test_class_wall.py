@@ -510,6 +510,26 @@ def test_the_wall_names_the_class_group_members_with_nothing_on_it(
     assert not_on_the_wall(joined, RECORDS) == []
 
 
+def test_dots_are_anonymous_unless_the_instructor_asks_for_names() -> None:
+    import io as bytes_io
+
+    import matplotlib.pyplot as plt
+
+    from iolab.classmode.wall import TIME_FIGURES
+    from iolab.classmode.wall_plots import strip_plot
+
+    frame = figures_frame([*RECORDS, learner("$x$", "n1", 2.0)])
+    anonymous = strip_plot(frame, TIME_FIGURES)
+    named = strip_plot(frame, TIME_FIGURES, named=True)
+    assert anonymous is not None and named is not None
+    assert [text for ax in anonymous.axes for text in ax.texts] == []
+    names = sorted(text.get_text() for ax in named.axes for text in ax.texts)
+    assert names == sorted(2 * ["ann", "bob", "cat", "dan", "eve", r"\$x\$"])  # two panels
+    named.savefig(bytes_io.BytesIO(), format="png")  # a $ in a name is text, not mathtext
+    assert [ax.get_position().x0 for ax in named.axes][0] == named.axes[1].get_position().x0
+    plt.close("all")
+
+
 def test_the_wall_watch_rebuilds_until_ctrl_c(
     class_folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

@@ -462,13 +462,13 @@ def where_i_sit(frame: pd.DataFrame, user: str) -> list[str]:
     return lines
 
 
-def _png(frame: pd.DataFrame, labels: list[str]) -> str:
+def _png(frame: pd.DataFrame, labels: list[str], named: bool = False) -> str:
     """strip_plot of `labels` as base64 PNG for the page (empty without data)."""
     import matplotlib.pyplot as plt
 
     from iolab.classmode.wall_plots import strip_plot
 
-    figure = strip_plot(frame, labels)
+    figure = strip_plot(frame, labels, named)
     if figure is None:
         return ""
     buffer = io.BytesIO()
@@ -494,15 +494,17 @@ def wall_page(
     queue: str = "",
     refresh_s: int | None = None,
     absent: list[str] | None = None,
+    named: bool = False,
 ) -> str:
     """The projector page: spread, progress, outliers and the heavy-step `queue` (its
     summary line), self-contained HTML that reads on a phone too; `ignored` says which files
     were left out (Wall.ignored_text). With `refresh_s` (`class wall --watch`, which rebuilds
     it that often) the page reloads itself as often; without, it says how to update it.
-    `absent` names the learners with nothing on the wall yet (not_on_the_wall)."""
+    `absent` names the learners with nothing on the wall yet (not_on_the_wall); `named`
+    puts each learner's name beside their dots."""
     frame = figures_frame(records)
-    image = _png(frame, TIME_FIGURES)
-    fio_image = _png(frame, list(FIO_FIGURES.values()))
+    image = _png(frame, TIME_FIGURES, named)
+    fio_image = _png(frame, list(FIO_FIGURES.values()), named)
     flagged = outliers(frame)
     fio_picture = (
         f'<img alt="the class\'s fio figures" src="data:image/png;base64,{fio_image}">'

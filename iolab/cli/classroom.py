@@ -146,6 +146,12 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         "--me", action="store_true", help="also print where your numbers sit in the class"
     )
     wall.add_argument(
+        "--names",
+        action="store_true",
+        help="put each learner's login name beside their dots (default: anonymous dots; the "
+        "outliers and the exercises table name learners either way)",
+    )
+    wall.add_argument(
         "--watch",
         type=int_option("--watch", WATCH),
         metavar="SECONDS",
@@ -224,7 +230,7 @@ def wall_main(args: argparse.Namespace) -> int:
     joined = active_class()
     if joined is None:
         raise LabError(f"no class joined: `source DIR/activate` (or set {CLASS_ENV}=DIR) first")
-    _build_wall(joined, args.out, args.watch)
+    _build_wall(joined, args.out, args.watch, args.names)
     if args.me:
         lines = where_i_sit(figures_frame(scan_wall(joined).records), learner_name(os.getuid()))
         print(
@@ -238,13 +244,15 @@ def wall_main(args: argparse.Namespace) -> int:
     try:
         while True:
             time.sleep(args.watch)
-            _build_wall(joined, args.out, args.watch)
+            _build_wall(joined, args.out, args.watch, args.names)
     except KeyboardInterrupt:  # the way a watch ends: the page stays as last built
         print("stopped watching; the page stays as last built")
     return 0
 
 
-def _build_wall(joined: ClassFolder, out: Path | None, refresh_s: int | None) -> None:
+def _build_wall(
+    joined: ClassFolder, out: Path | None, refresh_s: int | None, named: bool = False
+) -> None:
     """Write the wall page once and print one line about it and one about the queue."""
     from iolab.classmode.exercises import EXERCISES
     from iolab.classmode.wall import not_on_the_wall, scan_wall, wall_page
@@ -267,6 +275,7 @@ def _build_wall(joined: ClassFolder, out: Path | None, refresh_s: int | None) ->
                 queue,
                 refresh_s,
                 absent=not_on_the_wall(joined, wall.records) if instructor else None,
+                named=named,
             )
         )
     if instructor and out is None:
