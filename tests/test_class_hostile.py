@@ -29,7 +29,7 @@ from iolab.classmode.layout import CLASS_MARKER, CLASS_MARKER_TEXT
 from iolab.classmode.letter import letter
 from iolab.classmode.load import class_load
 from iolab.classmode.preflight import check_class_dir, preflight
-from iolab.classmode.teardown import clean_class
+from iolab.classmode.teardown import clean_class, reset_learner
 from iolab.core import owned
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA, read_class
 from iolab.core.errors import LabError
@@ -254,6 +254,35 @@ def test_clean_removes_learner_leftovers_of_every_type_without_following_them(
             ("plain.json", "file"),
         ):
             assert f"{name}/{entry} (a {kind} of {me})" in freed.leftovers
+
+
+def test_reset_removes_one_learners_entries_of_every_type_and_nothing_else(
+    tmp_path: Path, quick_setup: None
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the class's")
+    root = tmp_path / "day"
+    class_setup.setup_class(root, 3, say=lambda text: None)
+    for name in ("queue", "wall"):
+        leave_everything(root / name, outside)
+    classmate = None
+    if os.getuid() == 0:  # only root can leave a file of another user's here
+        classmate = root / "wall" / "nobody.json"
+        classmate.write_text("{}")
+        os.chown(classmate, pwd.getpwnam("nobody").pw_uid, -1)
+    class_files = sorted(path.name for path in root.iterdir())
+    done = reset_learner(root, user_name())
+    assert done.left == () and len(done.removed) == 10
+    assert f"wall/to-folder (a link of {user_name()})" in done.removed
+    assert (outside / "keep.txt").read_text() == "not the class's"
+    assert sorted(os.listdir(root / "queue")) == [CLASS_MARKER]
+    assert sorted(os.listdir(root / "wall")) == sorted(
+        [CLASS_MARKER] + (["nobody.json"] if classmate else [])
+    )
+    assert sorted(path.name for path in root.iterdir()) == class_files  # the class stays
+    with pytest.raises(LabError, match="'no-such-learner' is not a user on this machine"):
+        reset_learner(root, "no-such-learner")
 
 
 def test_what_clean_cannot_remove_is_reported_and_the_next_clean_finishes(

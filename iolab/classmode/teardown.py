@@ -12,7 +12,8 @@ write there, and as the owner of those sticky folders the instructor may delete 
 are removed, never followed, and a file system mounted there is never entered. What cannot
 be removed is reported, never a traceback, and the marker then stays, so the next clean
 finishes the job. Each learner's own workspace is theirs: `python -m iolab clean`, run by
-the learner, removes it.
+the learner, removes it. `iolab class reset DIR USER` removes one learner's entries from
+queue/ and wall/ the same way, during the class.
 """
 
 from __future__ import annotations
@@ -253,3 +254,46 @@ def _remove_emptied(parent: int, root: Path, fd: int, left: list[str]) -> bool:
     except OSError:
         return False  # something of the instructor's is in it now: it stays
     return True
+
+
+@dataclass(frozen=True)
+class Reset:
+    """What `class reset` removed of one learner (each entry with its type) and what it could
+    not remove, with why."""
+
+    removed: tuple[str, ...]
+    left: tuple[str, ...]
+
+
+def reset_learner(root: Path, user: str) -> Reset:
+    """Remove what the learner `user` has in the class's queue/ and wall/ (their results,
+    a stuck ticket, anything they made there), whatever its type and without following a
+    link, so that they start the class afresh; the class and everyone else's stay. Only in a
+    class this instructor set up (opened_class)."""
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        raise LabError(
+            f"{user!r} is not a user on this machine; give a learner's login name"
+        ) from None
+    removed: list[str] = []
+    left: list[str] = []
+    with opened_class(root.expanduser().absolute()) as (_, fd):
+        for name in LEARNER_WRITABLE:
+            try:
+                folder = open_dir(name, dir_fd=fd)
+            except OSError:
+                continue  # gone or not a folder: nothing of a learner's in it to reset
+            try:
+                if not fd_has_marker(folder, CLASS_MARKER):
+                    continue  # not provably the setup's: nothing in it is touched
+                for entry in sorted(os.listdir(folder)):
+                    with contextlib.suppress(FileNotFoundError):
+                        info = os.stat(entry, dir_fd=folder, follow_symlinks=False)
+                        if info.st_uid != uid or entry == CLASS_MARKER:
+                            continue
+                        if _remove_any(folder, entry, f"{name}/{entry}", left):
+                            removed.append(f"{name}/{entry} ({_described(info)})")
+            finally:
+                os.close(folder)
+    return Reset(tuple(removed), tuple(left))

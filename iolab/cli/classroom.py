@@ -125,6 +125,18 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     clean.add_argument("directory", type=path_option("DIR"), metavar="DIR", help="the class folder")
     clean.set_defaults(func=main)
 
+    reset = actions.add_parser(
+        "reset",
+        help="during: remove one learner's results and queue tickets, so they start afresh",
+        description="Remove what learner USER has in DIR's wall/ and queue/ (their results "
+        "file, a ticket left by a stuck step, anything else of theirs), without following "
+        "links; the class and the other learners are untouched. Their private workspace is "
+        "theirs: `python -m iolab clean`, run by them, empties it.",
+    )
+    reset.add_argument("directory", type=path_option("DIR"), metavar="DIR", help="the class folder")
+    reset.add_argument("user", metavar="USER", help="the learner's login name")
+    reset.set_defaults(func=main)
+
     wall = actions.add_parser(
         "wall",
         help="during: the class's results on one page (instructor), or where yours "
@@ -196,6 +208,7 @@ def main(args: argparse.Namespace) -> int:
         "preflight": preflight_main,
         "setup": setup_main,
         "clean": clean_main,
+        "reset": reset_main,
         "wall": wall_main,
         "load-test": load_test_main,
         "joined": joined_main,
@@ -348,6 +361,22 @@ def clean_main(args: argparse.Namespace) -> int:
             "that is fixed"
         )
     print("Each learner removes their own workspace with `python -m iolab clean`.")
+    return 0
+
+
+def reset_main(args: argparse.Namespace) -> int:
+    """Remove one learner's entries from the class and say which (one sentence, exit 2, for
+    what could not go)."""
+    from iolab.classmode.teardown import reset_learner
+    from iolab.core.errors import LabError
+
+    done = reset_learner(args.directory, args.user)
+    if done.removed:
+        print(f"removed of {args.user}, without following a link: {', '.join(done.removed)}")
+    else:
+        print(f"{args.user} has nothing in the class's wall or queue")
+    if done.left:
+        raise LabError(f"could not remove {'; '.join(done.left[:SHOWN_LEFT])}")
     return 0
 
 
