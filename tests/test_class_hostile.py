@@ -32,6 +32,7 @@ from iolab.classmode.preflight import check_class_dir, preflight
 from iolab.classmode.teardown import clean_class, reset_learner
 from iolab.core import owned
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA, read_class
+from iolab.core.class_queue import bounds
 from iolab.core.errors import LabError
 from iolab.core.markers import MADE_MARKER, MADE_MARKER_TEXT
 from iolab.core.owned import write_marker
@@ -254,6 +255,19 @@ def test_clean_removes_learner_leftovers_of_every_type_without_following_them(
             ("plain.json", "file"),
         ):
             assert f"{name}/{entry} (a {kind} of {me})" in freed.leftovers
+
+
+def test_the_queue_bounds_the_instructor_sets_reach_every_learner(
+    tmp_path: Path, quick_setup: None
+) -> None:
+    root = tmp_path / "day"
+    class_setup.setup_class(root, 3, queue_bounds=(5.0, 60.0), say=lambda text: None)
+    described = json.loads((root / CLASS_FILE).read_text())
+    assert (described["queue_silent_s"], described["queue_turn_s"]) == (5.0, 60.0)
+    assert bounds(root / "queue") == (5.0, 60.0)
+    with pytest.raises(LabError, match=r"--queue-turn-s 5 is outside 10\.\.86400 seconds"):
+        class_setup.setup_class(tmp_path / "other", 3, queue_bounds=(5.0, 5.0))
+    assert not (tmp_path / "other").exists()  # refused before anything was made
 
 
 def test_reset_removes_one_learners_entries_of_every_type_and_nothing_else(

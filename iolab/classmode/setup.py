@@ -49,6 +49,7 @@ from iolab.classmode.load import class_load
 from iolab.classmode.preflight import RENAME_FIX, check_places, rename_risk
 from iolab.classmode.teardown import marker_text, remove_made
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA
+from iolab.core.class_queue import BOUND_KEYS, SILENT_S, TURN_S
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.markers import MADE_MARKER, MADE_MARKER_TEXT
 from iolab.core.owned import fd_has_marker, open_dir, write_marker_at
@@ -452,14 +453,21 @@ def setup_class(
     python: str = sys.executable,
     reservation: str | None = None,
     account: str | None = None,
+    queue_bounds: tuple[float, float] = (SILENT_S, TURN_S),
     say: Callable[[str], None] = print,
 ) -> SetupReport:
-    """Build the class in `root` for `learners` learners; see the module docstring."""
+    """Build the class in `root` for `learners` learners; see the module docstring.
+    `queue_bounds` is (silent_s, turn_s) of the heavy-step queue (iolab.core.class_queue),
+    written into class.json for every learner's lab to read."""
     if not 1 <= slots <= MAX_SLOTS:
         raise LabError(
             f"--slots {slots} is outside 1..{MAX_SLOTS}: the login-node budget of "
             "one run is shared by the heavy steps that run at once"
         )
+    for (key, (low, high)), value in zip(BOUND_KEYS.items(), queue_bounds, strict=True):
+        if not low <= value <= high:
+            option = "--" + key.replace("_", "-")
+            raise LabError(f"{option} {value:g} is outside {low:g}..{high:g} seconds")
     gid = _group(group)
     load = class_load(learners)
     _, chosen = check_places(load, discover_locations(probe=False))
@@ -470,7 +478,18 @@ def setup_class(
         fd = _prepare(parent, root)
         try:
             return _build(
-                parent, root, fd, learners, slots, gid, place, python, reservation, account, say
+                parent,
+                root,
+                fd,
+                learners,
+                slots,
+                gid,
+                place,
+                python,
+                reservation,
+                account,
+                queue_bounds,
+                say,
             )
         finally:
             os.close(fd)
@@ -489,6 +508,7 @@ def _build(
     python: str,
     reservation: str | None,
     account: str | None,
+    queue_bounds: tuple[float, float],
     say: Callable[[str], None],
 ) -> SetupReport:
     """The setup's steps in the prepared class folder `fd` (`root` in `parent`)."""
@@ -530,6 +550,7 @@ def _build(
         "name": root.name,
         "learners": learners,
         "slots": slots,
+        **dict(zip(BOUND_KEYS, queue_bounds, strict=True)),
         "workspaces_in": place,
         "made_by": user_name(),
         "made_on": time.strftime("%Y-%m-%d %H:%M"),

@@ -21,7 +21,8 @@ from pathlib import Path
 from iolab.classmode import MAX_LEARNERS
 from iolab.classmode.layout import DEFAULT_SLOTS, MAX_SLOTS
 from iolab.core.class_folder import ClassFolder
-from iolab.core.options import Bounds, int_option, path_option
+from iolab.core.class_queue import BOUND_KEYS, SILENT_S, TURN_S
+from iolab.core.options import Bounds, float_option, int_option, path_option
 
 #: Heavy steps at a time: each run gets that share of one login node's budget.
 SLOTS = Bounds(1, MAX_SLOTS, "heavy steps at a time", "the budget of one run is shared by them")
@@ -30,6 +31,13 @@ LEARNERS = Bounds(1, MAX_LEARNERS, "learners", "a workshop's size, not a campus'
 BENCH_LEARNERS = Bounds(2, 60, "learners", "each is a real user account made for the run")
 #: How many entries `class clean` names of what it could not remove.
 SHOWN_LEFT = 5
+#: The heavy-step queue's bounds an instructor may set (iolab.core.class_queue).
+QUEUE_SILENT = Bounds(
+    *BOUND_KEYS["queue_silent_s"],
+    "s",
+    "the heartbeat is touched every quarter of it, and a busy node may delay one",
+)
+QUEUE_TURN = Bounds(*BOUND_KEYS["queue_turn_s"], "s", "one step's turn, at most a day")
 #: How often `class wall --watch` rebuilds the page: each build reads every learner's file.
 WATCH = Bounds(10, 3600, "s", "each rebuild reads every learner's file on the wall")
 
@@ -114,6 +122,22 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     setup.add_argument(
         "--account", default=None, help="the Slurm account learners' jobs use (SBATCH_ACCOUNT)"
+    )
+    setup.add_argument(
+        "--queue-silent-s",
+        type=float_option("--queue-silent-s", QUEUE_SILENT),
+        default=SILENT_S,
+        metavar="SECONDS",
+        help="a waiting learner's step whose heartbeat is this old is taken for stopped "
+        f"(Ctrl-Z, a hung node) and passed (default: {SILENT_S:g})",
+    )
+    setup.add_argument(
+        "--queue-turn-s",
+        type=float_option("--queue-turn-s", QUEUE_TURN),
+        default=TURN_S,
+        metavar="SECONDS",
+        help="a heavy step holding its turn this long no longer holds the others back "
+        f"(default: {TURN_S:g}, longer than the login-node budget's fio or sweep)",
     )
     setup.set_defaults(func=main)
 
@@ -314,6 +338,7 @@ def setup_main(args: argparse.Namespace) -> int:
         python=args.python,
         reservation=args.reservation,
         account=args.account,
+        queue_bounds=(args.queue_silent_s, args.queue_turn_s),
     )
     described = report.description
     print(
