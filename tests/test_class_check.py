@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from iolab.classmode.letter import letter
-from iolab.classmode.load import class_load
+from iolab.classmode.load import COPIES_THE_DATASET, RECORDED_SETUP, class_load
 from iolab.classmode.preflight import check_class_dir, check_places, check_slurm
 from iolab.core.errors import LabError
 from iolab.core.workspace import repo_root
@@ -43,6 +43,38 @@ def test_the_load_is_the_recorded_run_times_the_class() -> None:
     assert load.processes_all == 30 * 4 and load.recorded_on == budget["date"]
     with pytest.raises(LabError, match="not a class size"):
         class_load(0)
+
+
+def test_class_mode_figures_are_the_recordings_counters() -> None:
+    """The shared install as the recorded class setup measured it; per learner, what the
+    recorded lab wrote beyond the activity dataset: kept at the end, and the most one lesson
+    added (lesson 04 with its class-mode copy of the dataset); /dev/shm at its fullest."""
+    budget = json.loads((repo_root() / RECORDED).read_text())
+    setup = json.loads((repo_root() / RECORDED_SETUP).read_text())
+    load = class_load(30)
+    assert (load.shared_files, load.shared_bytes) == (setup["class_files"], setup["class_bytes"])
+    phases = {phase["name"]: phase for phase in budget["phases"]}
+
+    def count(phase: str, when: str, key: str) -> int:
+        return phases[phase][when]["workspace"][key]
+
+    for key, kept, lesson in (
+        ("files", load.kept_files, load.lesson_files),
+        ("bytes", load.kept_bytes, load.lesson_bytes),
+    ):
+        dataset = count("dataset", "end", key)
+        assert kept == budget["phases"][-1]["end"]["workspace"][key] - dataset
+        growth = {
+            name: count(name, "peak", key) - count(name, "start", key)
+            for name in phases
+            if name != "dataset"
+        }
+        growth[COPIES_THE_DATASET] += dataset - count("dataset", "start", key)
+        assert lesson == max(growth.values())
+    assert load.shm_files == max(p["peak"]["shm"]["files"] for p in budget["phases"])
+    assert load.class_files_all == 30 * (load.kept_files + load.lesson_files)
+    notebook = (repo_root() / "notebooks" / f"{COPIES_THE_DATASET}.ipynb").read_text()
+    assert "shutil.copytree(DATA" in notebook  # the copy the figure adds is still there
 
 
 def fake_slurm(folder: Path, sbatch_exit: int, reservations: str) -> None:
@@ -139,12 +171,14 @@ def test_room_is_judged_for_the_whole_class(tmp_path: Path, monkeypatch) -> None
     assert chosen is not None and chosen.base == home.base
     too_many = class_load(500)
     crowded = [
-        p if p.name != "home" else type(p)(**{**p.__dict__, "free_inodes": too_many.files_all - 1})
+        p
+        if p.name != "home"
+        else type(p)(**{**p.__dict__, "free_inodes": too_many.class_files_all - 1})
         for p in places
     ]
     checks, chosen = check_places(too_many, crowded)
     room = next(c for c in checks if c.name == "room in home")
-    assert room.state == "fail" and f"{too_many.files_all:,} inodes needed" in room.found
+    assert room.state == "fail" and f"{too_many.class_files_all:,} inodes needed" in room.found
     assert chosen is None or chosen.name != "home"
 
 
@@ -214,8 +248,12 @@ def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
     }
     text = (out / "letter.md").read_text()
     assert "with `python -m iolab class preflight`." in text  # the command's name today
-    assert f"| {load.files_each:,} | {load.files_all:,} |" in text
-    assert f"all at once) | 4,000 | {25 * 4000:,} |" in text  # 2 nodes x 2 tasks x 1000 files
+    assert f"| the shared install (read-only) | {load.shared_files:,} files, " in text
+    assert f"| {load.class_files_each:,} files, " in text
+    assert f"{load.class_files_all:,} files, " in text
+    assert f"would take {load.files_each:,} files" in text and f"{load.files_all:,} files" in text
+    assert "Learners install\nnothing." in text and "learners install before" not in text
+    assert f"all at once) | | 4,000 | {25 * 4000:,} |" in text  # 2 nodes x 2 tasks x 1000 files
     assert "NodeCnt=2" in text
     assert "scontrol create reservation" in text and "only root or the Slurm user" in text.replace(
         "\n", " "

@@ -22,7 +22,8 @@ def _limits() -> str:
 
 
 def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:,.1f} GB"
+    """Bytes as GB, or as MB below one GB (a tenth of a GB would read as nothing)."""
+    return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:,.0f} MB"
 
 
 def letter(report: dict, load: Load, user: str, host: str, date: str) -> str:
@@ -63,26 +64,38 @@ Users=<learners> NodeCnt={JOB_NODES}`.
 
 ## The load we expect
 
-Each learner runs the lab alone from their own checkout (a Python environment, a generated
-dataset of small files, results). Figures from one recorded run of the whole lab
-({load.recorded_on}, on {load.machine}); files and bytes are the same on any machine.
+The class runs in class mode: the instructor installs the lab once, the day before
+(`iolab class setup`: one Python environment, one copy of the lab, the datasets, all read-only
+to the learners), and each learner writes only to a private workspace. Learners install
+nothing. The shared install is {load.shared_files:,} files and {_gb(load.shared_bytes)} (the \
+class setup recorded on {load.shared_recorded_on}, on {load.shared_machine}); the per-learner \
+figures come from one recorded run of the whole lab ({load.recorded_on}, on {load.machine}) \
+less the activity dataset, which the class shares. Files and bytes are the same on any machine.
 
-| | one learner | {n} learners |
-| --- | ---: | ---: |
-| files and folders (inodes) at the peak | {load.files_each:,} | {load.files_all:,} |
-| bytes at the peak | {_gb(load.bytes_each)} | {_gb(load.bytes_all)} |
-| of which the Python environment | {load.environment_files:,} files, \
-{_gb(load.environment_bytes)} | {n * load.environment_files:,} files |
-| small files written when the dataset is generated | {load.dataset_files:,} | \
-{n * load.dataset_files:,} |
-| processes busy at once, at most (the lab's login-node limit) | {load.processes} | \
-{load.processes_all:,} |
-| files created, statted and removed on scratch by the metadata-storm job ({JOB_NODES} nodes \
-x {STORM_TASKS_PER_NODE} tasks x {STORM_FILES_PER_TASK:,} files, all at once) | \
+| | once for the class | one learner | {n} learners |
+| --- | ---: | ---: | ---: |
+| the shared install (read-only) | {load.shared_files:,} files, {_gb(load.shared_bytes)} | | |
+| a workspace after the whole lab (an upper bound: it includes the image dataset, which a \
+class shares) | | {load.kept_files:,} files, {_gb(load.kept_bytes)} | \
+{n * load.kept_files:,} files, {_gb(n * load.kept_bytes)} |
+| a workspace at its largest, during one lesson (lesson 04 copies the dataset for its \
+cold-cache test; removed when the lesson ends) | | {load.class_files_each:,} files, \
+{_gb(load.class_bytes_each)} | {load.class_files_all:,} files, {_gb(load.class_bytes_all)} |
+| /dev/shm (memory) at its fullest: lesson 02's copy of the dataset, removed after | | \
+{load.shm_files:,} files, {_gb(load.shm_bytes)} | {n * load.shm_files:,} files, \
+{_gb(n * load.shm_bytes)} |
+| benchmark processes busy at once, at most (the lab's login-node limit; a learner's \
+notebook kernel and shell come on top) | | {load.processes} | {load.processes_all:,} |
+| files created, statted and removed on scratch by the metadata-storm job ({JOB_NODES} \
+nodes x {STORM_TASKS_PER_NODE} tasks x {STORM_FILES_PER_TASK:,} files, all at once) | | \
 {load.storm_files_each:,} | {load.storm_files_all:,} |
 
-Every benchmark step keeps to the lab's login-node budget ({_limits()}) and cleans up after
-itself; learners install before the day, not all at the same minute. The batch jobs clean
+Without class mode, each learner alone with their own checkout, environment and datasets
+would take {load.files_each:,} files and {_gb(load.bytes_each)} at the peak: \
+{load.files_all:,} files and {_gb(load.bytes_all)} for {n}.
+
+Every benchmark step keeps to the lab's login-node budget ({_limits()}), takes turns with the
+other learners' through the class's queue, and cleans up after itself. The batch jobs clean
 their node-local and scratch directories when they end; the metadata-storm job refuses more
 than {STORM_MAX_TOTAL:,} files in one job, and we will have the class submit it a few
 learners at a time, or run it once in front of the room, as you prefer.

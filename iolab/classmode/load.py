@@ -1,15 +1,26 @@
-"""What a class of N learners asks of a cluster when each runs the lab alone: files, bytes
-and processes, scaled from one recorded `make lab` (workshop/lab-budget-recorded.json).
+"""What a class of N learners asks of a cluster: files, bytes and processes, from two
+recordings, each named in the letter with its date and machine.
 
-The figures are the recorded run's, named as such in the letter: a learner's own run on the
-cluster will differ in time, not in files and bytes (the dataset and the environment are
-the same everywhere, give or take the file system's block size).
+- Each learner alone (their own checkout, environment and datasets): one recorded `make lab`
+  (workshop/lab-budget-recorded.json) times N.
+- Class mode, what `iolab class setup` makes: the shared install once, as the recorded class
+  setup measured it (workshop/class-bench-recorded.json), and per learner what the recorded
+  `make lab` wrote beyond the activity dataset, which a class shares: the results it keeps,
+  the most one lesson adds at once and removes again, and lesson 02's copy in /dev/shm. In a
+  class, lesson 04 copies the shared dataset for its cold-cache test (the kernel hides the
+  page-cache residency of files the learner does not own), so that lesson adds a dataset's
+  worth. These are upper bounds: the kept results include the image dataset, which a class
+  shares too.
+
+A learner's own run on the cluster differs in time, not in files and bytes (the dataset and
+the environment are the same everywhere, give or take the file system's block size).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from iolab.classmode import MAX_LEARNERS
 from iolab.core.budget import LIMITS
@@ -23,6 +34,11 @@ JOB_NODES = 2  # `sbatch --nodes=2 ...`
 STORM_TASKS_PER_NODE = 2  # metadata-storm.sbatch: #SBATCH --ntasks-per-node
 STORM_FILES_PER_TASK = 1000  # metadata-storm.sbatch: IOLAB_STORM_FILES
 STORM_MAX_TOTAL = 200_000  # metadata-storm.sbatch: IOLAB_STORM_MAX_TOTAL, per job
+#: The notebook that, in a class, copies the shared dataset into the learner's workspace for
+#: its cold-cache test (its cell says why; a test holds the two together).
+COPIES_THE_DATASET = "04-page-cache"
+#: The recorded class setup and load test, whose install size class mode quotes.
+RECORDED_SETUP = Path("workshop") / "class-bench-recorded.json"
 
 
 @dataclass(frozen=True)
@@ -40,6 +56,33 @@ class Load:
     processes: int  # the login-node budget per learner (iolab.core.budget)
     recorded_on: str
     machine: str
+    shared_files: int = 0  # class mode: the class's install, once (class setup, recorded)
+    shared_bytes: int = 0
+    shared_recorded_on: str = ""
+    shared_machine: str = ""
+    kept_files: int = 0  # class mode, per learner: results left after the whole lab
+    kept_bytes: int = 0
+    lesson_files: int = 0  # class mode, per learner: the most one lesson adds and removes
+    lesson_bytes: int = 0
+    shm_files: int = 0  # per learner: /dev/shm at its fullest (lesson 02's copy)
+    shm_bytes: int = 0
+
+    @property
+    def class_files_each(self) -> int:
+        """A learner's private workspace at its largest in class mode (an upper bound)."""
+        return self.kept_files + self.lesson_files
+
+    @property
+    def class_bytes_each(self) -> int:
+        return self.kept_bytes + self.lesson_bytes
+
+    @property
+    def class_files_all(self) -> int:
+        return self.learners * self.class_files_each
+
+    @property
+    def class_bytes_all(self) -> int:
+        return self.learners * self.class_bytes_each
 
     @property
     def files_each(self) -> int:
@@ -71,16 +114,32 @@ class Load:
         return self.learners * self.storm_files_each
 
 
-def class_load(learners: int, budget: dict | None = None) -> Load:
-    """The load of `learners` learners each running the lab alone (one sentence if the number
-    is not a class size)."""
+def class_load(learners: int, budget: dict | None = None, setup: dict | None = None) -> Load:
+    """The load of `learners` learners, alone and in class mode (one sentence if the number
+    is not a class size); `budget` and `setup` default to the two recordings."""
     if not 1 <= learners <= MAX_LEARNERS:
         raise LabError(f"--learners {learners} is not a class size: give 1 to {MAX_LEARNERS}")
     if budget is None:
         budget = json.loads((repo_root() / RECORDED).read_text())
+    if setup is None:
+        setup = json.loads((repo_root() / RECORDED_SETUP).read_text())
     phases = {phase["name"]: phase for phase in budget["phases"]}
     peak = {
         key: max(phase["peak"]["workspace"][key] for phase in budget["phases"])
+        for key in ("files", "bytes")
+    }
+    dataset = phases["dataset"]
+    shared = {key: dataset["end"]["workspace"][key] for key in ("files", "bytes")}
+    made = {key: shared[key] - dataset["start"]["workspace"][key] for key in ("files", "bytes")}
+    last = budget["phases"][-1]["end"]["workspace"]
+    lesson = {  # the most one lesson added over its start, with lesson 04's copy in a class
+        key: max(
+            phase["peak"]["workspace"][key]
+            - phase["start"]["workspace"][key]
+            + (made[key] if phase["name"] == COPIES_THE_DATASET else 0)
+            for phase in budget["phases"]
+            if phase["name"] != "dataset"
+        )
         for key in ("files", "bytes")
     }
     return Load(
@@ -95,4 +154,14 @@ def class_load(learners: int, budget: dict | None = None) -> Load:
         processes=LIMITS["processes"].most,
         recorded_on=budget["date"],
         machine=budget["machine"],
+        shared_files=setup["class_files"],
+        shared_bytes=setup["class_bytes"],
+        shared_recorded_on=setup["date"],
+        shared_machine=setup["machine"],
+        kept_files=last["files"] - shared["files"],
+        kept_bytes=last["bytes"] - shared["bytes"],
+        lesson_files=lesson["files"],
+        lesson_bytes=lesson["bytes"],
+        shm_files=max(phase["peak"]["shm"]["files"] for phase in budget["phases"]),
+        shm_bytes=max(phase["peak"]["shm"]["allocated_bytes"] for phase in budget["phases"]),
     )

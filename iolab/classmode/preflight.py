@@ -207,20 +207,21 @@ def check_slurm() -> tuple[Check, Check]:
 
 
 def check_places(load: Load, places: list[Location]) -> tuple[list[Check], Location | None]:
-    """Room for the class in each shared place (free space and inodes, and the quota as
-    `lfs quota` or `quota` states it), and the place the workspaces should go."""
+    """Room for the class's private workspaces at their largest in class mode (Load) in each
+    shared place (free space and inodes, and the quota as `lfs quota` or `quota` states it),
+    and the place the workspaces should go."""
     judged = []
     for place in sorted(
         (p for p in places if p.name in WORKSPACE_PREFERENCE),
         key=lambda p: WORKSPACE_PREFERENCE.index(p.name),
     ):
         short = (
-            [f"{load.bytes_all / 1e9:,.1f} GB needed, {place.free_bytes / 1e9:,.1f} GB free"]
-            if place.free_bytes < load.bytes_all
+            [f"{load.class_bytes_all / 1e9:,.1f} GB needed, {place.free_bytes / 1e9:,.1f} GB free"]
+            if place.free_bytes < load.class_bytes_all
             else []
         )
-        if place.free_inodes is not None and place.free_inodes < load.files_all:
-            short.append(f"{load.files_all:,} inodes needed, {place.free_inodes:,} free")
+        if place.free_inodes is not None and place.free_inodes < load.class_files_all:
+            short.append(f"{load.class_files_all:,} inodes needed, {place.free_inodes:,} free")
         inodes = "unknown" if place.free_inodes is None else f"{place.free_inodes:,}"
         quota = quota_text(place.fs_type, mount_for(place.base).mount_point)
         if quota == "n/a":
