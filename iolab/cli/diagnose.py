@@ -1,6 +1,7 @@
 """`python -m iolab diagnose LOG|TRACE [--json] [--html FILE]` or `... diagnose -- CMD`: why a
 job is slow on the file system, findings ranked by the seconds they cost
-(iolab.diagnosis). `darshan` prints the same report of a Darshan log (example_log, report)."""
+(iolab.diagnosis). `darshan` prints the same report of a Darshan log (example_log, report).
+`... diagnose DIR [--csv FILE]` ranks every Darshan log below DIR (iolab.diagnosis.archive)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iolab.cli.options import add_input_or_command, add_json_option, add_top_option
+from iolab.cli.options import (
+    add_budget_option,
+    add_input_or_command,
+    add_json_option,
+    add_top_option,
+)
+from iolab.core.budget import FLAG, LIMITS
 from iolab.core.errors import LabError
-from iolab.core.options import path_option, text_option
+from iolab.core.options import int_option, path_option, process_bounds, text_option
 
 if TYPE_CHECKING:
     from iolab.diagnosis.inputs import Diagnosis
@@ -28,7 +35,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "darshan`), a saved trace (`strace -f -y -T -o FILE ...`), or `-- CMD` to run and "
             "trace a command. Prints the findings ranked by the seconds they cost, each with "
             "its files, ranks and OSTs, the counters that prove it and what to do. `--html "
-            "FILE` writes one self-contained page to send to your support team."
+            "FILE` writes one self-contained page to send to your support team. Given a "
+            "folder, it ranks every *.darshan log below it by the seconds its top finding "
+            "costs, one row per job (`--csv FILE` saves all their findings)."
         ),
     )
     parser.add_argument(
@@ -50,6 +59,19 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         help="also write the report as one self-contained HTML page",
     )
     add_top_option(parser, "how many rows of each table to print")
+    parser.add_argument(
+        "--csv",
+        type=path_option("--csv"),
+        metavar="FILE",
+        help="with a folder: every finding of every log, one row each",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int_option("--workers", process_bounds(1, "workers")),
+        help=f"with a folder: logs read at once (default: one per core, at most "
+        f"{LIMITS['processes'].most} unless {FLAG})",
+    )
+    add_budget_option(parser)
     add_input_or_command(
         parser,
         path_option("INPUT"),
@@ -67,6 +89,10 @@ def main(args: argparse.Namespace) -> int:
             "give exactly one of: a Darshan log or saved trace, --example NAME, "
             "or -- CMD (e.g. `python -m iolab diagnose -- python train.py`)"
         )
+    if args.input is not None and args.input.is_dir():
+        return archive_main(args)
+    if args.csv or args.workers:
+        raise LabError("--csv and --workers go with a folder of logs: `diagnose DIR --csv FILE`")
     check_page(args.html)
     figures = args.html is not None
     if args.command:
@@ -77,6 +103,64 @@ def main(args: argparse.Namespace) -> int:
     else:  # a log or a trace by its content, whatever its name; anything else is refused
         result = inputs.from_path(args.input, args.cwd, figures=figures)
     return report(result, args.json, args.html, args.top)
+
+
+def archive_main(args: argparse.Namespace) -> int:
+    """Rank the logs below the folder args.input; print the ranking (or JSON), save --csv."""
+    from iolab.core.budget import check
+    from iolab.core.tables import to_markdown
+    from iolab.core.user_paths import output_file
+    from iolab.diagnosis.archive import (
+        UNREADABLE,
+        archive_logs,
+        default_workers,
+        rank_archive,
+        ranking_records,
+    )
+
+    if args.html:
+        raise LabError("--html is for one log; for a folder, --csv FILE saves every finding")
+    if args.csv:
+        output_file(args.csv, "--csv")
+    logs = archive_logs(args.input)
+    workers = args.workers or default_workers(len(logs), LIMITS["processes"].most)
+    check(
+        f"reading {len(logs)} logs in {workers} processes",
+        fix="give fewer --workers",
+        compute_node=args.compute_node,
+        processes=workers,
+    )
+
+    on_terminal = sys.stderr.isatty() and not args.json
+
+    def say(done: int, total: int) -> None:
+        if on_terminal:  # one line, rewritten: a log's progress is not worth a line each
+            print(f"\r{done} of {total} logs read", end="", file=sys.stderr, flush=True)
+
+    ranking, findings = rank_archive(logs, workers, say)
+    if on_terminal:
+        print(file=sys.stderr)
+    ranking["log"] = [str(Path(log).relative_to(args.input)) for log in ranking["log"]]
+    findings["log"] = [str(Path(log).relative_to(args.input)) for log in findings["log"]]
+    if args.csv:
+        from iolab.core.atomic import atomic_output
+
+        with atomic_output(args.csv) as partial:
+            findings.to_csv(partial, index=False)
+    if args.json:
+        print(json.dumps(ranking_records(ranking), allow_nan=False))
+        return 0
+    unreadable = int((ranking["verdict"] == UNREADABLE).sum())
+    costly = int((ranking["verdict"] == "io-costs-time").sum())
+    print(
+        f"{len(ranking)} logs below {args.input}: {costly} where I/O costs time, "
+        f"{unreadable} unreadable; ranked by the seconds their top finding costs (findings "
+        "can overlap, so they are not added up)"
+    )
+    print(to_markdown(ranking.head(args.top)))
+    if args.csv:
+        print(f"every finding ({len(findings)}): {args.csv}")
+    return 0
 
 
 def check_page(html: Path | None) -> None:
