@@ -93,7 +93,7 @@ def test_the_command_prints_the_ranking_saves_every_finding_and_speaks_json(
     [
         (["{archive}", "--html", "{tmp}/page.html"], "--html is for one log"),
         (["{log}", "--csv", "{tmp}/f.csv"], "--csv and --workers go with a folder of logs"),
-        (["{empty}"], "no *.darshan file below"),
+        (["{empty}"], "is a folder with no *.darshan file below it"),
         (["{archive}", "--workers", "9"], "reading 6 logs in 9 processes"),
     ],
 )

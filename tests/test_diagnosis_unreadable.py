@@ -251,6 +251,7 @@ def check_types(report: dict, tables: set[str]) -> None:
     assert isinstance(report["source"], str) and isinstance(report["name"], str)
     assert type(report["processes"]) is int and type(report["run_time_s"]) in (int, float)
     assert all(isinstance(m, str) for m in report["modules"] + report["incomplete_modules"])
+    assert all(type(v) in (int, float) for v in report["thresholds"].values())
     assert report["verdict"] in VERDICTS
     assert all(isinstance(v, (str, int, float)) for v in report["job"].values())
     for finding in report["findings"]:

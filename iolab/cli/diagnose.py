@@ -60,6 +60,13 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_top_option(parser, "how many rows of each table to print")
     parser.add_argument(
+        "--config",
+        type=path_option("--config"),
+        metavar="FILE",
+        help='a JSON object of thresholds to use instead of the lab\'s, e.g. {"SMALL_SHARE": '
+        "0.2}; the report says which it changed",
+    )
+    parser.add_argument(
         "--csv",
         type=path_option("--csv"),
         metavar="FILE",
@@ -89,6 +96,10 @@ def main(args: argparse.Namespace) -> int:
             "give exactly one of: a Darshan log or saved trace, --example NAME, "
             "or -- CMD (e.g. `python -m iolab diagnose -- python train.py`)"
         )
+    if args.config is not None:
+        from iolab.diagnosis import thresholds
+
+        thresholds.apply(thresholds.read_config(args.config))
     if args.input is not None and args.input.is_dir():
         return archive_main(args)
     if args.csv or args.workers:
@@ -137,7 +148,9 @@ def archive_main(args: argparse.Namespace) -> int:
         if on_terminal:  # one line, rewritten: a log's progress is not worth a line each
             print(f"\r{done} of {total} logs read", end="", file=sys.stderr, flush=True)
 
-    ranking, findings = rank_archive(logs, workers, say)
+    from iolab.diagnosis.thresholds import changed
+
+    ranking, findings = rank_archive(logs, workers, say, changed())
     if on_terminal:
         print(file=sys.stderr)
     ranking["log"] = [str(Path(log).relative_to(args.input)) for log in ranking["log"]]
@@ -163,6 +176,14 @@ def archive_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def thresholds_line() -> str:
+    """The thresholds this report used instead of the lab's, in one line."""
+    from iolab.diagnosis.thresholds import changed
+
+    shown = ", ".join(f"{name} = {value:g}" for name, value in sorted(changed().items()))
+    return f"thresholds changed by --config: {shown} (the others are the lab's)"
+
+
 def check_page(html: Path | None) -> None:
     """Refuse an --html that names a folder (or anything else but a file) before any work."""
     if html and html.exists() and not html.is_file():
@@ -186,6 +207,7 @@ def report(result: Diagnosis, as_json: bool, html: Path | None, top: int) -> int
     returns the exit code (a traced command's own)."""
     from iolab.core.tables import to_markdown
     from iolab.diagnosis.report import format_findings, html_report, job_line, report_dict
+    from iolab.diagnosis.thresholds import changed as changed_thresholds
 
     if html:
         html.write_text(
@@ -203,6 +225,8 @@ def report(result: Diagnosis, as_json: bool, html: Path | None, top: int) -> int
         )
     else:
         print(job_line(result.run), "", sep="\n")
+        if changed_thresholds():
+            print(thresholds_line(), "", sep="\n")
         for title, frame in result.tables.items():
             if len(frame):
                 print(title, to_markdown(frame.head(top)), "", sep="\n")

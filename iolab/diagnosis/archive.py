@@ -49,14 +49,21 @@ def archive_logs(folder: Path) -> list[Path]:
         path for path in folder.rglob("*.darshan") if path.is_file() and not path.is_symlink()
     )
     if not logs:
-        raise LabError(f"no *.darshan file below {folder}; give the folder that holds the logs")
+        raise LabError(
+            f"{folder} is a folder with no *.darshan file below it; give a Darshan log, or the "
+            "folder that holds the logs"
+        )
     return logs
 
 
-def diagnose_one(log: str) -> tuple[dict, list[dict]]:
-    """The ranking's row of one log and the rows of its findings (in a worker process)."""
+def diagnose_one(log: str, changed: dict[str, float]) -> tuple[dict, list[dict]]:
+    """The ranking's row of one log and the rows of its findings (in a worker process, with
+    the thresholds `changed` as the parent's --config set them)."""
+    from iolab.diagnosis import thresholds
     from iolab.diagnosis.inputs import from_darshan
     from iolab.diagnosis.report import verdict
+
+    thresholds.apply(changed)
 
     try:
         result = from_darshan(Path(log), figures=False)
@@ -92,16 +99,20 @@ def diagnose_one(log: str) -> tuple[dict, list[dict]]:
 
 
 def rank_archive(
-    logs: list[Path], workers: int, progress: Callable[[int, int], None] | None = None
+    logs: list[Path],
+    workers: int,
+    progress: Callable[[int, int], None] | None = None,
+    changed: dict[str, float] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Diagnose `logs` in `workers` processes; the ranking (the costliest top finding first,
-    unreadable logs last) and every finding. `progress(done, total)` after each log."""
+    """Diagnose `logs` in `workers` processes, with the thresholds `changed` (--config); the
+    ranking (the costliest top finding first, unreadable logs last) and every finding.
+    `progress(done, total)` after each log."""
     rows: list[dict] = []
     found: list[dict] = []
     context = multiprocessing.get_context("spawn")  # no copy of this process's threads
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
         try:
-            pending = [pool.submit(diagnose_one, str(log)) for log in logs]
+            pending = [pool.submit(diagnose_one, str(log), changed or {}) for log in logs]
             for done, future in enumerate(concurrent.futures.as_completed(pending), 1):
                 row, findings = future.result()
                 rows.append(row)

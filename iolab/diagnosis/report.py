@@ -18,6 +18,7 @@ import pandas as pd
 
 from iolab.diagnosis.facts import Run
 from iolab.diagnosis.rules import MINOR_S, MINOR_SHARE, Finding
+from iolab.diagnosis.thresholds import changed as changed_thresholds
 
 #: The version of report_dict's layout (the JSON of `diagnose --json`, described in lesson 12):
 #: raised when a field changes meaning or type, not when one is added.
@@ -158,6 +159,7 @@ def report_dict(run: Run, findings: list[Finding], tables: dict[str, pd.DataFram
             "modules": list(run.modules),
             "verdict": verdict(run, findings),
             "incomplete_modules": list(run.incomplete),
+            "thresholds": changed_thresholds(),
             "job": {
                 k: v for k, v in run.facts.items() if isinstance(v, (str, int, float, np.number))
             },
