@@ -31,9 +31,10 @@ from iolab.core.errors import Interrupted, LabError, interrupts_held, quiet_inte
 quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while starting too
 
 from iolab.core import dataset as ds  # noqa: E402
+from iolab.core.budget import check  # noqa: E402
 from iolab.core.capacity import check_capacity  # noqa: E402
 from iolab.core.generator_report import made_how  # noqa: E402
-from iolab.core.options import SEEDS, Bounds, add_data_option, int_option  # noqa: E402
+from iolab.core.options import SEEDS, Bounds, add_budget_option, add_data_option, int_option  # noqa: E402
 from iolab.core.workspace import public_text  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
 
@@ -90,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="only check DIR against its manifest (data files and data.tar)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_budget_option(parser)
     return parser.parse_args(argv)
 
 
@@ -246,6 +248,12 @@ def main() -> int:
         result = ds.verify_dataset(args.dataset_dir)
         print(result.summary())
         return 0 if result.ok else 1
+    check(  # a login node's budget, as for the benchmarks: each file is an inode of it
+        f"generating {args.files} files",
+        fix="use fewer --files",
+        compute_node=args.compute_node,
+        files=args.files,
+    )
     start = time.perf_counter()
     manifest, reused = generate(args.dataset_dir, args.files, args.seed, args.quiet)
     verb = made_how(reused, start)

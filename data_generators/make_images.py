@@ -30,9 +30,10 @@ quiet_interrupts()  # from here on Ctrl-C or SIGTERM is one sentence, while star
 from iolab.core import dataset as ds  # noqa: E402
 from iolab.core import samples as sm  # noqa: E402
 from iolab.core import shards as sh  # noqa: E402
+from iolab.core.budget import check  # noqa: E402
 from iolab.core.capacity import check_capacity  # noqa: E402
 from iolab.core.generator_report import made_how, verify_report  # noqa: E402
-from iolab.core.options import SEEDS, add_data_option, int_option  # noqa: E402
+from iolab.core.options import SEEDS, add_budget_option, add_data_option, int_option  # noqa: E402
 from iolab.core.workspace import WorkspaceEntry  # noqa: E402
 from iolab.core.writer_lock import build_once  # noqa: E402
 
@@ -83,6 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="largest shard size in MB (10^6 bytes)",
     )
     parser.add_argument("--verify", action="store_true", help="only check DIR against its manifest")
+    add_budget_option(parser)
     return parser.parse_args(argv)
 
 
@@ -239,6 +241,14 @@ def main() -> int:
     args = parse_args()
     if args.verify:
         return verify_report(args.dataset_dir, verify_images(args.dataset_dir))
+    check_request(args.count, args.sample_kb, args.shard_mb)
+    check(  # the samples are written twice: as files, and again inside the shards
+        f"{args.count} samples of {args.sample_kb} KB",
+        fix="use fewer --count or a smaller --sample-kb",
+        compute_node=args.compute_node,
+        files=args.count,
+        data_mib=2 * args.count * args.sample_kb / 1024,
+    )
     start = time.perf_counter()
     manifest, reused = generate(
         args.dataset_dir, args.count, args.sample_kb, args.seed, args.shard_mb

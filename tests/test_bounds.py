@@ -127,6 +127,11 @@ BAD: list[Case] = [
     *refused((*IOLAB, "diagnose"), "--top", ("0", "1001"), (f"{PLACE}/x.darshan",)),
     *refused((*IOLAB, "diagnose", f"{PLACE}/x.darshan"), "--top", ("1001",)),  # after INPUT
     *refused((*IOLAB, "diagnose", f"{PLACE}/x.darshan"), "--html", ("",)),
+    # an empty folder: without the bound, "no *.darshan file below it", another sentence
+    *refused((*IOLAB, "diagnose", PLACE), "--workers", ("0", "257")),
+    *refused((*IOLAB, "diagnose", PLACE), "--config", ("",)),
+    # --lessons 99 would be refused next, naming itself: no lab starts without the bound
+    *refused((*IOLAB, "lab"), "--repeats", ("0", "51"), ("--lessons", "99")),
     Case((*IOLAB, "diagnose", ""), "INPUT"),
     # time, perception, bench: repeats
     *refused((*IOLAB, "time"), "--repeats", ("0", "101"), TRUE),

@@ -177,3 +177,31 @@ def test_archive_needs_a_verified_dataset_and_rebuilds_when_damaged(tmp_path: Pa
     proc = run_script("data_generators/create_archive.py", "--data", out)
     assert "written in" in proc.stdout
     assert (out / "data.tar").read_bytes() == good
+
+
+@pytest.mark.parametrize(
+    "script, argv, says",
+    [
+        (
+            "data_generators/generate_data.py",
+            ["--files", "30000"],
+            "generating 30000 files is too big for a shared login node (30000 files > 20000 "
+            "files); use fewer --files,",
+        ),
+        (
+            "data_generators/make_images.py",
+            ["--count", "5000", "--sample-kb", "128"],
+            "5000 samples of 128 KB is too big for a shared login node (1250 MiB > 1024 MiB); "
+            "use fewer --count or a smaller --sample-kb,",
+        ),
+    ],
+)
+def test_the_generators_keep_to_the_login_node_budget(
+    tmp_path: Path, login_node: None, script: str, argv: list[str], says: str
+) -> None:
+    """A dataset is a run like any other on a shared login node: one too large for its
+    budget is one sentence naming the option and the flag, before anything is written."""
+    done = run_script(script, "--data", tmp_path / "data", *argv, check=False)
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {says}"), done.stderr
+    assert "--i-am-on-a-compute-node" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "data").exists()

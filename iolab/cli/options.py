@@ -20,8 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from iolab.core.budget import FLAG
-from iolab.core.options import Bounds, add_data_option, add_renamed, int_option
+from iolab.core.options import Bounds, add_budget_option, add_data_option, add_renamed, int_option
 
 __all__ = [
     "TOP_ROWS",
@@ -51,21 +50,6 @@ def add_top_option(parser: argparse.ArgumentParser, help: str) -> None:
         metavar="N",
         help=f"{help} (default: 10)",
     )
-
-
-def add_budget_option(parser: argparse.ArgumentParser, old_names: Sequence[str] = ()) -> None:
-    """The budget flag into `args.compute_node`: True when given, else None (ask the batch
-    system), the value every budget check takes; `old_names` are the command's old switches."""
-    parser.add_argument(
-        FLAG,
-        dest="compute_node",
-        action="store_const",
-        const=True,
-        default=None,
-        help="lift the login-node limits: only on a node that is "
-        "yours alone (inside a batch job they are lifted already)",
-    )
-    add_renamed(parser, FLAG, old_names, dest="compute_node", nargs=0, const=True)
 
 
 def add_json_option(parser: argparse.ArgumentParser, help: str = "print one JSON object") -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iolab.core.budget import LIMITS
+from iolab.core.budget import FLAG, LIMITS
 from iolab.core.errors import LabError
 
 
@@ -225,3 +225,18 @@ def add_data_option(
         return
     where.add_argument("--data", help=help, **kwargs)
     add_renamed(where, "--data", old_names, dest="dataset_dir", type=kwargs["type"], metavar="DIR")
+
+
+def add_budget_option(parser: argparse.ArgumentParser, old_names: Sequence[str] = ()) -> None:
+    """The budget flag into `args.compute_node`: True when given, else None (ask the batch
+    system), the value every budget check takes; `old_names` are the command's old switches."""
+    parser.add_argument(
+        FLAG,
+        dest="compute_node",
+        action="store_const",
+        const=True,
+        default=None,
+        help="lift the login-node limits: only on a node that is "
+        "yours alone (inside a batch job they are lifted already)",
+    )
+    add_renamed(parser, FLAG, old_names, dest="compute_node", nargs=0, const=True)
