@@ -207,7 +207,15 @@ def test_help_lists_the_new_names_only(capsys) -> None:
     actions = next(
         a for a in parsers["class"]._actions if isinstance(a, argparse._SubParsersAction)
     )
-    assert set(actions.choices) == {"preflight", "setup", "clean", "wall", "load-test", "joined"}
+    assert set(actions.choices) == {
+        "preflight",
+        "setup",
+        "clean",
+        "reset",
+        "wall",
+        "load-test",
+        "joined",
+    }
     with pytest.raises(SystemExit) as done:
         cli_main(["--help"])
     assert done.value.code == 0
