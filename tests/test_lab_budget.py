@@ -83,7 +83,7 @@ def test_make_lab_records_one_phase_per_notebook_saved_as_it_ends(
     seen_on_disk: list[list[str]] = []
     budget_file = ensure_writable_dir(workspace) / "lab-budget.json"
 
-    def fake_execute(source: Path, target: Path, timeout_s: int = 1800) -> None:
+    def fake_execute(source: Path, target: Path, timeout_s: int = 1800, say: object = None) -> None:
         seen_on_disk.append([p["name"] for p in json.loads(budget_file.read_text())["phases"]])
         if source.stem == stems[1]:
             raise RuntimeError("ZeroDivisionError: division by zero")
