@@ -232,9 +232,10 @@ def leave_everything(folder: Path, outside: Path) -> None:
     (folder / "plain.json").write_text("{}")
 
 
-def test_clean_removes_learner_leftovers_of_every_type_without_following_them(
-    tmp_path: Path, quick_setup: None
-) -> None:
+@pytest.fixture
+def left_everywhere(tmp_path: Path, quick_setup: None) -> tuple[Path, Path]:
+    """A class whose queue/ and wall/ hold every kind of entry a learner can leave, with links
+    to a folder outside it; the class and that folder."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("not the class's")
@@ -242,6 +243,13 @@ def test_clean_removes_learner_leftovers_of_every_type_without_following_them(
     class_setup.setup_class(root, 3, say=lambda text: None)
     for name in ("queue", "wall"):
         leave_everything(root / name, outside)
+    return root, outside
+
+
+def test_clean_removes_learner_leftovers_of_every_type_without_following_them(
+    left_everywhere: tuple[Path, Path],
+) -> None:
+    root, outside = left_everywhere
     freed = clean_class(root)
     assert (outside / "keep.txt").read_text() == "not the class's"
     assert freed.folder_removed and not root.exists() and freed.left == ()
@@ -271,15 +279,9 @@ def test_the_queue_bounds_the_instructor_sets_reach_every_learner(
 
 
 def test_reset_removes_one_learners_entries_of_every_type_and_nothing_else(
-    tmp_path: Path, quick_setup: None
+    left_everywhere: tuple[Path, Path],
 ) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "keep.txt").write_text("not the class's")
-    root = tmp_path / "day"
-    class_setup.setup_class(root, 3, say=lambda text: None)
-    for name in ("queue", "wall"):
-        leave_everything(root / name, outside)
+    root, outside = left_everywhere
     classmate = None
     if os.getuid() == 0:  # only root can leave a file of another user's here
         classmate = root / "wall" / "nobody.json"

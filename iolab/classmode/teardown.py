@@ -151,25 +151,35 @@ def _remove_any(fd: int, name: str, where: str, left: list[str], depth: int = 0)
     return True
 
 
-def _clear_learner_folder(fd: int, name: str, leftovers: list[str], left: list[str]) -> None:
-    """Remove what learners left in the class's folder `name` (queue/ or wall/), closed to
-    them first so nothing new arrives meanwhile; each top-level entry is listed in
-    `leftovers` as it was."""
+def _remove_learner_entries(
+    fd: int, name: str, left: list[str], uid: int | None = None
+) -> list[tuple[str, bool]]:
+    """Remove what learners made in the class's folder `name` (queue/ or wall/): everything
+    (a clean, which first closes the folder to them so nothing new arrives), or only the
+    entries of `uid` (a reset). Each top-level entry as it was (type and owner) and whether
+    it went. A folder gone, or not provably the setup's, is left untouched (remove_made
+    names it)."""
     try:
         folder = open_dir(name, dir_fd=fd)
     except OSError:
-        return  # gone, or not a folder: remove_made names it
+        return []
     try:
         if not fd_has_marker(folder, CLASS_MARKER):
-            return  # not provably the setup's: remove_made names it, nothing in it is touched
-        os.fchmod(folder, 0o700)
+            return []
+        if uid is None:
+            os.fchmod(folder, 0o700)
+        done = []
         for entry in sorted(os.listdir(folder)):
             if entry == CLASS_MARKER:  # the setup's own; a learner cannot replace it (sticky)
                 continue
             with contextlib.suppress(FileNotFoundError):
                 info = os.stat(entry, dir_fd=folder, follow_symlinks=False)
-                leftovers.append(f"{name}/{entry} ({_described(info)})")
-                _remove_any(folder, entry, f"{name}/{entry}", left)
+                if uid is not None and info.st_uid != uid:
+                    continue
+                where = f"{name}/{entry}"
+                gone = _remove_any(folder, entry, where, left)
+                done.append((f"{where} ({_described(info)})", gone))
+        return done
     finally:
         os.close(folder)
 
@@ -193,7 +203,7 @@ def remove_made(fd: int) -> tuple[list[str], list[str]]:
             continue
         if name in LEARNER_WRITABLE:
             known = len(left)
-            _clear_learner_folder(fd, name, leftovers, left)
+            leftovers += [what for what, _ in _remove_learner_entries(fd, name, left)]
             if len(left) > known:
                 continue  # named already; the folder itself cannot go before its contents
         try:
@@ -280,20 +290,6 @@ def reset_learner(root: Path, user: str) -> Reset:
     left: list[str] = []
     with opened_class(root.expanduser().absolute()) as (_, fd):
         for name in LEARNER_WRITABLE:
-            try:
-                folder = open_dir(name, dir_fd=fd)
-            except OSError:
-                continue  # gone or not a folder: nothing of a learner's in it to reset
-            try:
-                if not fd_has_marker(folder, CLASS_MARKER):
-                    continue  # not provably the setup's: nothing in it is touched
-                for entry in sorted(os.listdir(folder)):
-                    with contextlib.suppress(FileNotFoundError):
-                        info = os.stat(entry, dir_fd=folder, follow_symlinks=False)
-                        if info.st_uid != uid or entry == CLASS_MARKER:
-                            continue
-                        if _remove_any(folder, entry, f"{name}/{entry}", left):
-                            removed.append(f"{name}/{entry} ({_described(info)})")
-            finally:
-                os.close(folder)
+            done = _remove_learner_entries(fd, name, left, uid)
+            removed += [what for what, gone in done if gone]
     return Reset(tuple(removed), tuple(left))
