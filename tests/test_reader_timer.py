@@ -16,6 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import build_dataset, run_script
+
+from iolab.core import manifest as ds
+from iolab.core.loader import timed_read
 
 DEMOS = Path(__file__).resolve().parent.parent / "demos"
 
@@ -143,3 +147,104 @@ def test_the_trace_sees_bookkeeping_added_to_a_reader(small_dataset: Path) -> No
     assert "_tally_files" in functions - ALLOWED_FUNCTIONS
     assert "len" in c_calls - ALLOWED_C_CALLS
     assert rc.Reading is type(_reading)
+
+
+# ----------------------------------------------------------------- the training-loop readers
+
+IOLAB = Path(__file__).resolve().parent.parent / "iolab"
+
+#: The lab's functions that may run inside read_throughput's timed region: finding the
+#: samples (the listing), reading them (one file each, or webdataset's shards), decoding
+#: each to its value, and handing them over in batches.
+LOADER_FUNCTIONS = {
+    "timed_read",
+    "batches",
+    "_batches",
+    "_chunks",
+    "file_samples",
+    "<genexpr>",
+    "<listcomp>",
+    "_read",
+    "_no_link_no_wait",
+    "at",
+    "existing_dir",
+    "sample_files",
+    "samples_dir",
+    "regular_files",
+    "activity_key",
+    "shard_samples",
+    "_webdataset",
+    "_shard_set",
+    "shard_paths",
+    # finding the shards: their index (one small file, checked as it is read), as the
+    # per-file readers find theirs by listing folders
+    "require_shards",
+    "load_shard_index",
+    "open_regular",
+    "read_checked_json",
+    "check",
+    "<lambda>",
+    "_every_field_accepted",
+    "_index_problem",
+    "_size_problem",
+    "record_problem",
+    "__init__",
+    "__call__",
+    "sample_value",
+    "activity_value",
+    "image_label",
+}
+
+
+def traced_loader(read) -> tuple[object, set[str]]:
+    """Run read() under a profile hook: its result and the lab's functions that ran."""
+    functions: set[str] = set()
+
+    def hook(frame, event, _arg):
+        if event == "call" and frame.f_code.co_filename.startswith(str(IOLAB)):
+            functions.add(frame.f_code.co_name)
+
+    sys.setprofile(hook)
+    try:
+        result = read()
+    finally:
+        sys.setprofile(None)
+    return result, functions
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """37 daily files and their shards of 10 samples."""
+    data = build_dataset(tmp_path_factory.mktemp("sharded") / "dataset", 37, 7, archive=False)
+    run_script("data_generators/make_shards.py", "--data", data, "--samples-per-shard", 10)
+    return data
+
+
+@pytest.mark.parametrize("source", ["files", "shards"])
+def test_the_loaders_timed_region_reads_and_decodes_only(source: str, sharded: Path) -> None:
+    counts, functions = traced_loader(
+        lambda: timed_read(sharded, "activity", source, None, 8, None)
+    )
+    assert functions - LOADER_FUNCTIONS == set(), f"{source}: bookkeeping inside the timer"
+    assert {"timed_read", "sample_value"} <= functions
+    # and what it read is the whole dataset, exactly: samples, bytes, rows, sum
+    manifest = ds.load_manifest(sharded)
+    samples, payload, value_sum, rows = counts
+    assert samples == manifest["file_count"] == 37
+    assert payload == sum(entry["bytes"] for entry in manifest["files"])
+    assert (value_sum, rows) == (manifest["activity_sum"], manifest["total_rows"])
+
+
+def test_the_loader_trace_sees_bookkeeping(sharded: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check can fail: a manifest read inside the timed region is caught."""
+    from iolab.core import loader
+
+    real = loader.sample_value
+
+    def value_and_check(kind: str, payload: bytes, key: str = "") -> tuple[int, int]:
+        ds.load_manifest(sharded)  # bookkeeping: nothing a reader needs
+        return real(kind, payload, key)
+
+    monkeypatch.setattr(loader, "sample_value", value_and_check)
+    _counts, functions = traced_loader(lambda: timed_read(sharded, "activity", "files", None, 8, 3))
+    assert "load_manifest" in functions - LOADER_FUNCTIONS

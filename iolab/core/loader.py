@@ -20,6 +20,8 @@ API (every sample is a (key, payload bytes) tuple; batches are lists of samples)
         IterableDataset, shards split across workers by webdataset's split_by_worker).
     read_throughput(dataset_dir, source, workers=None, batch_size=32, limit=None) -> ReadResult
         .samples .payload_bytes .wall_s .cpu_s .samples_per_s .bw_MiBps .mean .row()
+        times only timed_read: the listing, reading and decoding each sample, and the
+        counts; the checks come after (tests/test_reader_timer.py traces it)
     expected_result(dataset_dir) -> {"samples", "mean"}     what a full read must give
     check_full_read(dataset_dir, source, result)            LabError unless it was the dataset
 
@@ -77,7 +79,7 @@ def _no_link_no_wait(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
 
 
-def _read(path: Path) -> bytes:
+def _read(path: str) -> bytes:
     with open(path, "rb", opener=_no_link_no_wait) as handle:
         return handle.read() or b""  # None: a FIFO swapped in, with nothing to read yet
 
@@ -311,17 +313,11 @@ def read_throughput(
         import webdataset  # noqa: F401  (imported before the clock starts: it takes seconds)
     if workers is not None:
         torch_available()  # likewise torch
-    samples = payload = value_sum = value_count = 0
     cpu_start, wall_start = _cpu_seconds(), time.perf_counter()
-    stream = batches(dataset_dir, source, workers, batch_size)
     try:
-        for batch in stream:
-            for key, data in batch[: None if limit is None else limit - samples]:
-                total, count = sample_value(kind, data, key)
-                samples, payload = samples + 1, payload + len(data)
-                value_sum, value_count = value_sum + total, value_count + count
-            if limit is not None and samples >= limit:
-                break
+        samples, payload, value_sum, value_count = timed_read(
+            dataset_dir, kind, source, workers, batch_size, limit
+        )
     except (tarfile.TarError, EOFError, OSError, KeyError, ValueError) as err:
         # webdataset passes tarfile's errors on (a truncated or changed shard), a worker
         # re-raises what it met; either is damaged input, said in one sentence
@@ -333,18 +329,34 @@ def read_throughput(
             f"the {source} of {dataset_dir} could not be read ({type(err).__name__}: "
             f"{detail}); rebuild them with the generator that made them"
         ) from None
+    wall_s, cpu_s = time.perf_counter() - wall_start, _cpu_seconds() - cpu_start
+    return ReadResult(source, workers, samples, payload, wall_s, cpu_s, value_sum, value_count)
+
+
+def timed_read(
+    dataset_dir: Path,
+    kind: str,
+    source: str,
+    workers: int | None,
+    batch_size: int,
+    limit: int | None,
+) -> tuple[int, int, int, int]:
+    """What read_throughput times: listing, reading and decoding each sample, and the running
+    counts its result needs (samples, payload bytes, value sum and count). Nothing else: a
+    test traces this function and fails on any other call of the lab's inside it."""
+    samples = payload = value_sum = value_count = 0
+    stream = batches(dataset_dir, source, workers, batch_size)
+    try:
+        for batch in stream:
+            for key, data in batch[: None if limit is None else limit - samples]:
+                total, count = sample_value(kind, data, key)
+                samples, payload = samples + 1, payload + len(data)
+                value_sum, value_count = value_sum + total, value_count + count
+            if limit is not None and samples >= limit:
+                break
     finally:
         stream.close()  # stops DataLoader workers now, so their CPU time is counted
-    return ReadResult(
-        source,
-        workers,
-        samples,
-        payload,
-        time.perf_counter() - wall_start,
-        _cpu_seconds() - cpu_start,
-        value_sum,
-        value_count,
-    )
+    return samples, payload, value_sum, value_count
 
 
 def expected_result(dataset_dir: Path) -> dict:

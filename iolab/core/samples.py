@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import random
 import re
 from dataclasses import dataclass
@@ -136,22 +137,26 @@ class Dataset:
             return load_manifest(self.dataset_dir)
         return load_images_manifest(self.dataset_dir)
 
-    def sample_files(self) -> list[tuple[str, Path]]:
+    def sample_files(self) -> list[tuple[str, str]]:
         """(key, path) of every sample stored as its own file, in key order.
 
         The directory tree is listed (as a real reader must), not the manifest: the listing
         is part of what many small files cost on a shared file system. A link, FIFO, device
         or unreadable folder among the samples is refused (UnsafeInput) before any is read.
+        Paths are strings: the loaders time this listing, and a Path per sample would be
+        the lab's own Python counted as the cost of small files.
         """
         fix = "move it away and rebuild the dataset with the generator that made it"
         rels = regular_files(self.dataset_dir, self.samples_dir.name, fix)
+        top = os.path.join(self.dataset_dir, "")
         if self.kind == IMAGES:
             found = [
-                (Path(rel).stem, self.dataset_dir / rel) for rel in rels if rel.endswith(".bin")
+                (os.path.basename(rel)[:-4], top + rel) for rel in rels if rel.endswith(".bin")
             ]
         else:
-            found = [(activity_key(Path(rel).name), self.dataset_dir / rel) for rel in rels]
-        return sorted(found)
+            found = [(activity_key(os.path.basename(rel)), top + rel) for rel in rels]
+        found.sort()
+        return found
 
     def require_intact_files(self) -> None:
         """Refuse sample files that differ from the manifest (every sha256), in one sentence."""
