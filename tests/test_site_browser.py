@@ -851,6 +851,27 @@ def test_glossary_synonyms_share_one_line(server: str, desktop: Browser) -> None
     assert all(entry["same_line"] for entry in entries), entries
 
 
+def test_no_heading_is_shown_twice_in_a_row(server: str, desktop: Browser) -> None:
+    """The front page's tables of contents sit under headings of the same words as their
+    captions; a reader sees each once (_static/lab.css hides the caption in the page), while
+    the sidebar keeps its groups."""
+    visit = desktop.visit(f"{server}index.html", snapshot=False)
+    assert not visit.error and visit.status == 200, visit.error or f"HTTP {visit.status}"
+    shown = desktop.driver.execute_script("""return Array.from(document.querySelectorAll(
+        '.rst-content h1, .rst-content h2, .rst-content h3, .rst-content p.caption'))
+        .filter(el => el.offsetParent !== null)
+        .map(el => Array.from(el.childNodes)
+            .filter(node => !(node.classList && node.classList.contains('headerlink')))
+            .map(node => node.textContent).join('').replace(/\\s+/g, ' ').trim())""")
+    repeated = [a for a, b in zip(shown, shown[1:]) if a == b]
+    assert {"Workshop", "Lessons", "Notebooks"} <= set(shown), shown
+    assert repeated == [], f"shown twice in a row on the front page: {repeated}"
+    sidebar = desktop.driver.execute_script("""return Array.from(document.querySelectorAll(
+        '.wy-menu p.caption')).filter(el => el.offsetParent !== null)
+        .map(el => el.textContent.trim())""")
+    assert {"Workshop", "Lessons", "Notebooks", "Reference"} <= set(sidebar), sidebar
+
+
 def test_the_class_wall_reads_on_a_phone(
     start_browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
