@@ -365,3 +365,87 @@ def test_the_notebooks_first_cell_leaves_no_shared_memory_when_its_kernel_is_sto
     for segment in left:  # named after our own child's pid, owned by us: ours to remove
         segment.unlink()
     assert not left, f"the set-up cell left {left}"
+
+
+#: Moments to stop a traced run at, by what its trace shows it has made: Hydra's topology
+#: file, a rank's shared memory (MPI_Init under way), the data file (writing).
+STOP_AFTER = {"topology": "hydra_hwloc_xmlfile_", "shared memory": "mpich_shm_", "data": "shared"}
+
+
+@pytest.mark.slow
+@needs_mpi
+@pytest.mark.needs("strace")
+@pytest.mark.parametrize("moment", sorted(STOP_AFTER))
+def test_a_traced_run_stopped_leaves_nothing_of_mpich(moment: str, tmp_path: Path) -> None:
+    """Stopped under strace, the run removes what MPICH made outside its folder: Hydra,
+    stopped under strace, left /tmp/hydra_hwloc_xmlfile_* behind, and a rank stopped before
+    mapping its segment left /dev/shm/mpich_shm_* (a few MiB each, on a login node shared by
+    everybody). The files checked are the ones this run's own trace shows it created, so other
+    MPI runs on the machine cannot confuse the test."""
+    workspace = tmp_path / "ws"
+    script = (
+        "from iolab.hpc import mpiio;"
+        "from iolab.core.errors import run_cli; run_cli(lambda: mpiio.run_demo(2, 'collective', "
+        "blocks_per_rank=8, trace=True) and 0)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        text=True,
+        env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    created: set[str] = set()
+    seen = False
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and not seen:
+        assert time.monotonic() < deadline, f"the traced run never made its {moment} file"
+        for trace in workspace.glob("tmp/mpiio-strace-*/trace.txt"):
+            created = mpiio.created_by_run(trace)
+            seen = STOP_AFTER[moment] in trace.read_text(errors="replace")
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be stopped: nothing was tested"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert any("hydra_hwloc_xmlfile_" in path for path in created), created
+    assert [path for path in created if os.path.lexists(path)] == []
+    assert list(workspace.glob("tmp/mpiio*")) == []
+
+
+def test_only_the_mpich_files_a_run_created_are_removed(tmp_path: Path) -> None:
+    """The proof is the run's trace: a file it created (O_CREAT|O_EXCL) goes, the same kind of
+    file it did not create stays, and so does one it created that is now a link."""
+    made = []
+    for prefix in mpiio.MPICH_FILES:
+        for tag in ("created", "other", "link"):
+            path = f"{prefix}iolabtest{os.getpid()}{tag}"
+            if tag == "link":
+                os.symlink(tmp_path / "target", path)
+            else:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            made.append(path)
+    trace = tmp_path / "trace.txt"
+    trace.write_text(
+        "".join(
+            f'4242 openat(AT_FDCWD</x>, "{path}", O_RDWR|O_CREAT|O_EXCL, 0600) = 11<{path}>\n'
+            for path in made
+            if not path.endswith("other")
+        )
+        + "".join(  # opened, not created: no proof
+            f'4243 openat(AT_FDCWD</x>, "{path}", O_RDWR|O_CREAT, 0600) = 12<{path}>\n'
+            for path in made
+            if path.endswith("other")
+        )
+    )
+    try:
+        created = mpiio.created_by_run(trace)
+        assert created == {path for path in made if not path.endswith("other")}
+        mpiio.remove_mpich_files(created)
+        assert [path for path in made if os.path.lexists(path)] == [
+            path for path in made if not path.endswith("created")
+        ]
+    finally:
+        for path in made:
+            if os.path.lexists(path):
+                os.unlink(path)

@@ -320,11 +320,14 @@ def _untraced(cmd: list[str], env: dict[str, str]) -> tuple[str, str, int]:
     return proc.stdout, proc.stderr, proc.returncode
 
 
-def _start(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+def _start(
+    cmd: list[str], env: dict[str, str], traced: bool = False
+) -> subprocess.CompletedProcess:
     """Run cmd in its own process group, so that a Ctrl-C, SIGTERM or timeout stops every rank.
 
     Killing only mpiexec would leave its ranks running and writing; the whole group is
-    asked to stop (SIGTERM), then killed, before the output directory is removed.
+    asked to stop (SIGTERM), then killed, before the output directory is removed. `traced`:
+    cmd is strace running mpiexec (see _stop_group).
     """
     proc = subprocess.Popen(
         cmd,
@@ -339,23 +342,30 @@ def _start(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     try:
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        _stop_group(proc)
+        _stop_group(proc, traced)
         raise LabError(
             f"the MPI run did not finish within {RUN_TIMEOUT_S} s; run the command by "
             f"hand to see where it hangs: {' '.join(cmd)}"
         ) from None
     except BaseException:
-        _stop_group(proc)
+        _stop_group(proc, traced)
         raise
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
+def _stop_group(proc: subprocess.Popen, traced: bool = False) -> None:
     """Stop every process of the run's group, then remove the shared-memory segments its
     ranks had mapped: stopped before MPI_Finalize, MPICH leaves them in /dev/shm, a few MiB
-    each, on a login node shared by everybody."""
+    each, on a login node shared by everybody.
+
+    Under strace, mpiexec is stopped first and alone: Hydra, asked by SIGTERM, stops its
+    ranks and removes its topology file (/tmp/hydra_hwloc_xmlfile_*), after which strace ends
+    by itself. Stopped together with strace instead, Hydra left that file behind.
+    """
     segments = shared_segments(proc.pid)
     try:
+        if traced and _stop_traced_command(proc):
+            return
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
@@ -368,41 +378,101 @@ def _stop_group(proc: subprocess.Popen) -> None:
         remove_segments(segments)
 
 
+def _stop_traced_command(tracer: subprocess.Popen) -> bool:
+    """SIGTERM to the command the tracer started, through a pidfd held from the moment its
+    parent was checked (a reused pid is never signalled); True once the tracer has ended."""
+    for pid in _children(tracer.pid):
+        try:
+            handle = os.pidfd_open(pid)
+        except OSError:  # gone already
+            continue
+        try:
+            if _parent(pid) == tracer.pid:  # still the tracer's child: ours to stop
+                signal.pidfd_send_signal(handle, signal.SIGTERM)
+        except OSError:
+            pass
+        finally:
+            os.close(handle)
+    try:
+        tracer.communicate(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def shared_segments(root: int) -> set[tuple[str, int]]:
     """(name, inode) of each MPICH segment in /dev/shm that process `root` or one of its
-    descendants has mapped, read from /proc/PID/maps: proof that the segment is this run's,
-    not another job's. Descendants, not a group or session: Hydra starts every rank in a
-    session of its own."""
+    descendants has mapped or holds open, read from /proc/PID/maps and /proc/PID/fd: proof
+    that the segment is this run's, not another job's. Open counts too: a rank stopped during
+    MPI_Init has created its segment (open, sized) but may not have mapped it yet.
+    Descendants, not a group or session: Hydra starts every rank in a session of its own."""
     found: set[tuple[str, int]] = set()
     prefix = os.path.join(SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX)
     for pid in _descendants(root):
+        found |= _mapped_segments(pid, prefix) | _open_segments(pid, prefix)
+    return found
+
+
+def _mapped_segments(pid: int, prefix: str) -> set[tuple[str, int]]:
+    found = set()
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.rstrip("\n").split(None, 5)
+                if (
+                    len(fields) == 6
+                    and fields[5].startswith(prefix)
+                    and not fields[5].endswith(" (deleted)")
+                ):
+                    found.add((os.path.basename(fields[5]), int(fields[4])))
+    except (OSError, ValueError):  # gone meanwhile
+        return set()
+    return found
+
+
+def _open_segments(pid: int, prefix: str) -> set[tuple[str, int]]:
+    found = set()
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # gone meanwhile
+        return set()
+    for fd in descriptors:
+        link = f"/proc/{pid}/fd/{fd}"
         try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-                for line in maps:
-                    fields = line.rstrip("\n").split(None, 5)
-                    if (
-                        len(fields) == 6
-                        and fields[5].startswith(prefix)
-                        and not fields[5].endswith(" (deleted)")
-                    ):
-                        found.add((os.path.basename(fields[5]), int(fields[4])))
-        except (OSError, ValueError):  # gone meanwhile
+            target = os.readlink(link)
+            if target.startswith(prefix) and not target.endswith(" (deleted)"):
+                found.add((os.path.basename(target), os.stat(link).st_ino))
+        except OSError:  # closed meanwhile
             continue
     return found
 
 
-def _descendants(root: int) -> set[int]:
-    """`root` and every process below it, from each process's parent in /proc/PID/stat."""
+def _parent(pid: int) -> int | None:
+    """The parent of process `pid`, from /proc/PID/stat; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat_file:
+            return int(stat_file.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _children_by_parent() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as stat_file:
-                parent = int(stat_file.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(parent, []).append(int(entry.name))
+        if entry.name.isdigit():
+            parent = _parent(int(entry.name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry.name))
+    return children
+
+
+def _children(pid: int) -> list[int]:
+    return _children_by_parent().get(pid, [])
+
+
+def _descendants(root: int) -> set[int]:
+    """`root` and every process below it, from each process's parent in /proc/PID/stat."""
+    children = _children_by_parent()
     found, pending = set(), [root]
     while pending:
         pid = pending.pop()
@@ -410,6 +480,52 @@ def _descendants(root: int) -> set[int]:
             found.add(pid)
             pending.extend(children.get(pid, ()))
     return found
+
+
+#: Files MPICH makes outside the run's folder and removes as it ends: Hydra's topology for its
+#: proxies, and the ranks' shared memory. A run stopped under strace can leave both.
+MPICH_FILES = (os.path.join(SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX), "/tmp/hydra_hwloc_xmlfile_")
+
+
+def created_by_run(trace_file: Path) -> set[str]:
+    """The MPICH_FILES the traced run created itself (open with O_CREAT|O_EXCL succeeded, as
+    its trace shows): the proof that a leftover of that name is the run's, not another job's."""
+    created = set()
+    with (
+        contextlib.suppress(OSError),
+        open(trace_file, encoding="utf-8", errors="surrogateescape") as lines,
+    ):
+        for call in TraceReader().calls(lines):
+            path = call.ret_annotation
+            if (
+                call.syscall in {"open", "openat"}
+                and call.succeeded
+                and path is not None
+                and path.startswith(MPICH_FILES)
+                and any("O_CREAT" in arg and "O_EXCL" in arg for arg in call.args)
+            ):
+                created.add(unescape_strace(path))
+    return created
+
+
+def remove_mpich_files(paths: set[str]) -> None:
+    """Unlink each path that is still a regular file of this user. /tmp and /dev/shm are
+    sticky, so nobody else can rename or replace a file of ours there; a name now owned by
+    another user is theirs and stays."""
+    for path in paths:
+        folder, name = os.path.split(path)
+        try:
+            handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            found = os.stat(name, dir_fd=handle, follow_symlinks=False)
+            if found.st_uid == os.getuid() and stat.S_ISREG(found.st_mode):
+                os.unlink(name, dir_fd=handle)
+        except FileNotFoundError:  # MPICH removed it itself
+            pass
+        finally:
+            os.close(handle)
 
 
 def remove_segments(segments: set[tuple[str, int]]) -> None:
@@ -461,7 +577,13 @@ def _traced(cmd: list[str], env: dict[str, str], directory: Path):
     nbytes: Counter[tuple[int, str]] = Counter()
     other = 0
     with _trace_file() as trace_file:
-        proc = _start([status.path, *TRACE_OPTIONS, "-o", str(trace_file), "--", *cmd], env)
+        try:
+            proc = _start(
+                [status.path, *TRACE_OPTIONS, "-o", str(trace_file), "--", *cmd], env, traced=True
+            )
+        except BaseException:
+            remove_mpich_files(created_by_run(trace_file))
+            raise
         with open(trace_file, encoding="utf-8", errors="surrogateescape") as lines:
             for call in TraceReader().calls(lines):
                 path = _descriptor_path(call.args[0]) if call.args else None
