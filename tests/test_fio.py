@@ -304,6 +304,21 @@ def test_output_with_notes_before_the_json_and_damaged_output() -> None:
         loads_fio("fio: pid=1, err=22/file:filesetup.c\n")
 
 
+@pytest.mark.parametrize("odd", ["new\nline", "a\ttab", "-leading dash"])
+def test_a_folder_name_with_control_characters_keeps_the_result(odd: str) -> None:
+    """fio copies a job's directory into its JSON strings unescaped: a workspace whose name
+    holds a newline or a tab gave control characters that strict JSON refuses, and the whole
+    result was lost as "damaged" (issue 35)."""
+    text = (FIXTURES / "single_job_options_after_name.json").read_text()
+    parsed = json.loads(text)
+    parsed["jobs"][0]["job options"]["directory"] = f"/scratch/{odd}/tmp"
+    raw = json.dumps(parsed, indent=2).replace("\\n", "\n").replace("\\t", "\t")
+    assert ("\n" in odd or "\t" in odd) == (raw != json.dumps(parsed, indent=2))
+    assert loads_fio(raw)["jobs"][0]["job options"]["directory"] == f"/scratch/{odd}/tmp"
+    with pytest.raises(LabError, match="cut short"):
+        loads_fio(raw[: len(raw) // 2])
+
+
 def test_sizes_and_block_sizes_follow_fio() -> None:
     assert [parse_size_bytes(s) for s in ("4k", "1M", "16KiB", "4096", "1g")] == [
         4096,

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -132,7 +133,7 @@ def fresh(stage: Path):
     yield stage
     for sub in ("shared", RUNNER, OTHER):
         for path in (stage / sub).iterdir():
-            if path.is_dir() and not path.is_symlink():
+            if not path.is_symlink() and path.is_dir():
                 shutil.rmtree(path)
             else:
                 path.unlink()
@@ -174,6 +175,51 @@ print(make_location_dir(Path({str(taken)!r})))
     assert mine.stat().st_uid == user_ids(RUNNER)[0] and mine.stat().st_mode & 0o777 == 0o700
     assert_fine(clean_as(fresh, RUNNER))
     assert not mine.exists() and snapshot(taken) == before
+
+
+@pytest.fixture
+def protected_symlinks() -> Iterator[None]:
+    """fs.protected_symlinks=1, most distributions' default (systemd's 50-default.conf): in a
+    sticky world-writable folder a link is followed only by its owner or the folder's."""
+    setting = Path("/proc/sys/fs/protected_symlinks")
+    before = setting.read_text()
+    setting.write_text("1")
+    try:
+        yield
+    finally:
+        setting.write_text(before)
+
+
+@pytest.mark.parametrize("target", ["dangling", "to-a-folder-of-the-other"])
+def test_another_users_link_by_my_name_under_protected_symlinks(
+    fresh: Path, target: str, protected_symlinks: None
+) -> None:
+    """Following the link fails (EACCES) for the runner, however it points: the lab works in a
+    private folder beside it and says so in one sentence, and `clean` leaves the link alone."""
+    name = place(fresh, RUNNER)
+    theirs = fresh / "shared" / "their-folder"
+    to = "/nonexistent/x" if target == "dangling" else str(theirs)
+    planted = as_user(
+        fresh, OTHER, f"import os; os.makedirs({str(theirs)!r}); os.symlink({to!r}, {str(name)!r})"
+    )
+    assert planted.returncode == 0, planted.stderr
+    probe = as_user(
+        fresh,
+        RUNNER,
+        f"""
+from iolab.core.workspace import location_dir, make_location_dir
+from pathlib import Path
+made = make_location_dir(Path({str(name)!r}))
+assert location_dir(made.parent) == made
+print(made)
+""",
+    )
+    assert_fine(probe)
+    mine = Path(probe.stdout.strip())
+    assert mine != name and mine.parent == name.parent
+    assert probe.stderr.count("\n") == 1 and "left it alone" in probe.stderr
+    assert_fine(clean_as(fresh, RUNNER))
+    assert not mine.exists() and os.readlink(name) == to and list(theirs.iterdir()) == []
 
 
 @pytest.mark.parametrize("planted", ["link-to-home", "file", "fifo"])

@@ -136,14 +136,16 @@ def loads_fio(text: str) -> dict:
     """fio's JSON from its output text, skipping lines fio printed before the JSON.
 
     fio writes notes and warnings ('fio: ...', 'note: ...') to the same stream as the JSON
-    when both go to stdout; the JSON starts at the first line that is a lone '{'.
+    when both go to stdout; the JSON starts at the first line that is a lone '{'. fio copies
+    paths into its strings unescaped, so a folder whose name holds a newline or a tab gives
+    control characters inside strings, which strict JSON refuses: they are accepted here.
     """
     lines = text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if line.strip() == "{"), None)
     if start is None:
         raise LabError("the fio output holds no JSON; run fio with --output-format=json")
     try:
-        result = json.loads("".join(lines[start:]))
+        result = json.loads("".join(lines[start:]), strict=False)
     except json.JSONDecodeError as err:
         raise LabError(f"the fio JSON is cut short or damaged ({err}); run fio again") from None
     if not isinstance(result.get("jobs"), list):
