@@ -130,6 +130,7 @@ BAD: list[Case] = [
     # an empty folder: without the bound, "no *.darshan file below it", another sentence
     *refused((*IOLAB, "diagnose", PLACE), "--workers", ("0", "257")),
     *refused((*IOLAB, "diagnose", PLACE), "--config", ("",)),
+    *refused((*IOLAB, "diagnose"), "--untraced-runs", ("-1", "11"), ("--", "true")),
     # --lessons 99 would be refused next, naming itself: no lab starts without the bound
     *refused((*IOLAB, "lab"), "--repeats", ("0", "51"), ("--lessons", "99")),
     Case((*IOLAB, "diagnose", ""), "INPUT"),

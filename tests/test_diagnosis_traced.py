@@ -126,3 +126,40 @@ def test_git_status_gets_advice_for_a_repository(tmp_path: Path) -> None:
     metadata = next(f for f in diagnose(profile.run()) if f.rule == "metadata")
     assert metadata.counters["stat, access and readlink calls"] >= 1500
     assert "core.untrackedCache" in metadata.advice and "archive" not in metadata.advice
+
+
+def test_the_tracers_slowdown_is_measured_and_said_when_it_dominates(tmp_path: Path) -> None:
+    """A program of 100,000 one-byte reads: every read stops it for strace, so traced it runs
+    many times slower than alone (physics: two context switches to the tracer per call
+    against a call of a fraction of a microsecond). The report says so, with the runs it
+    measured, and the JSON carries the numbers (issue 36: a traced `tar cf` ran 56x slower
+    than untraced and the report did not say so)."""
+    from iolab.diagnosis.report import TRACER_DOMINATES, report_dict, tracer_line
+
+    (tmp_path / "data.bin").write_bytes(b"x" * 100_000)
+    script = tmp_path / "program.py"
+    script.write_text(
+        "import os\nfd = os.open('data.bin', os.O_RDONLY)\nwhile os.read(fd, 1):\n    pass\n"
+    )
+    command = [sys.executable, "-S", str(script)]
+    profile = profile_command(command, cwd=tmp_path, method="strace", untraced_runs=3)
+    assert len(profile.untraced_wall_s) == 3 and all(s > 0 for s in profile.untraced_wall_s)
+    slowdown = profile.tracer_slowdown
+    assert slowdown is not None and slowdown >= TRACER_DOMINATES
+    run = profile.run()
+    line = tracer_line(run)
+    assert line is not None and f"strace slowed the command {slowdown:.1f}x" in line
+    assert "median of 3 runs" in line and "the tracer dominates" in line
+    job = report_dict(run, diagnose(run), {})["job"]
+    assert job["tracer_slowdown"] == slowdown and job["untraced_runs"] == 3
+    assert isinstance(job["tracer_slowdown"], float)
+
+
+def test_an_unmeasured_tracer_is_said_to_be_unmeasured(tmp_path: Path) -> None:
+    from iolab.diagnosis.report import tracer_line
+
+    profile = profile_command(["true"], cwd=tmp_path, method="strace")
+    assert profile.untraced_wall_s == [] and profile.tracer_slowdown is None
+    line = tracer_line(profile.run())
+    assert line is not None and line.startswith("strace's own slowdown was not measured")
+    assert "tracer_slowdown" not in profile.run().facts

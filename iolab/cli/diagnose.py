@@ -19,10 +19,19 @@ from iolab.cli.options import (
 )
 from iolab.core.budget import FLAG, LIMITS
 from iolab.core.errors import LabError
-from iolab.core.options import int_option, path_option, process_bounds, text_option
+from iolab.core.options import Bounds, int_option, path_option, process_bounds, text_option
 
 if TYPE_CHECKING:
     from iolab.diagnosis.inputs import Diagnosis
+
+#: Untraced runs of a command before its traced one: each repeats the command's work.
+UNTRACED_RUNS = Bounds(
+    0,
+    10,
+    "runs",
+    "each run repeats the whole command; the median of a few is enough to see the "
+    "tracer's slowdown",
+)
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -78,6 +87,14 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         help=f"with a folder: logs read at once (default: one per core, at most "
         f"{LIMITS['processes'].most} unless {FLAG})",
     )
+    parser.add_argument(
+        "--untraced-runs",
+        type=int_option("--untraced-runs", UNTRACED_RUNS),
+        default=0,
+        metavar="N",
+        help="with -- CMD: first run the command N times without strace, to measure how much "
+        "the tracer slows it (each run repeats what the command does)",
+    )
     add_budget_option(parser)
     add_input_or_command(
         parser,
@@ -102,12 +119,16 @@ def main(args: argparse.Namespace) -> int:
         thresholds.apply(thresholds.read_config(args.config))
     if args.input is not None and args.input.is_dir():
         return archive_main(args)
+    if args.untraced_runs and not args.command:
+        raise LabError("--untraced-runs goes with a command: `diagnose --untraced-runs 3 -- CMD`")
     if args.csv or args.workers:
         raise LabError("--csv and --workers go with a folder of logs: `diagnose DIR --csv FILE`")
     check_page(args.html)
     figures = args.html is not None
     if args.command:
-        result = inputs.from_command(args.command, figures=figures)
+        result = inputs.from_command(
+            args.command, figures=figures, untraced_runs=args.untraced_runs
+        )
         sys.stderr.write(result.output)
     elif args.example:
         result = inputs.from_darshan(example_log(args.example), figures=figures)
@@ -206,7 +227,13 @@ def report(result: Diagnosis, as_json: bool, html: Path | None, top: int) -> int
     """Print the diagnosis (tables and findings, or one JSON object), write the --html page;
     returns the exit code (a traced command's own)."""
     from iolab.core.tables import to_markdown
-    from iolab.diagnosis.report import format_findings, html_report, job_line, report_dict
+    from iolab.diagnosis.report import (
+        format_findings,
+        html_report,
+        job_line,
+        report_dict,
+        tracer_line,
+    )
     from iolab.diagnosis.thresholds import changed as changed_thresholds
 
     if html:
@@ -225,6 +252,8 @@ def report(result: Diagnosis, as_json: bool, html: Path | None, top: int) -> int
         )
     else:
         print(job_line(result.run), "", sep="\n")
+        if tracer_line(result.run):
+            print(tracer_line(result.run), "", sep="\n")
         if changed_thresholds():
             print(thresholds_line(), "", sep="\n")
         for title, frame in result.tables.items():

@@ -73,11 +73,16 @@ def from_trace(path: Path | str, cwd: Path | str = ".", *, figures: bool = True)
     return _from_profile(profile_saved_trace(path, cwd), figures)
 
 
-def from_command(command: Sequence[str], *, figures: bool = True) -> Diagnosis:
-    """Run `command` under strace and diagnose what it did."""
+def from_command(
+    command: Sequence[str], *, figures: bool = True, untraced_runs: int = 0
+) -> Diagnosis:
+    """Run `command` under strace and diagnose what it did; untraced_runs > 0 runs it that
+    many times without strace first, to measure the tracer's slowdown."""
     from iolab.diagnosis.trace import profile_command
 
-    return _from_profile(profile_command(command, method="strace"), figures)
+    return _from_profile(
+        profile_command(command, method="strace", untraced_runs=untraced_runs), figures
+    )
 
 
 def _from_profile(profile, figures: bool) -> Diagnosis:

@@ -92,6 +92,35 @@ def job_line(run: Run) -> str:
     )
 
 
+#: strace's slowdown from which the report says the tracer, not the I/O, fills the run time.
+TRACER_DOMINATES = 2.0
+
+
+def tracer_line(run: Run) -> str | None:
+    """What strace did to a traced command's times: measured (`diagnose --untraced-runs N`),
+    or a sentence that it was not; None for a Darshan log or a saved trace."""
+    if run.source != "strace" or run.facts.get("method") != "strace":
+        return None
+    slowdown = run.facts.get("tracer_slowdown")
+    if slowdown is None:
+        return (
+            "strace's own slowdown was not measured (add --untraced-runs 3 to run the command "
+            "3 times without it first): the seconds below include it; counts and bytes are exact"
+        )
+    line = (
+        f"strace slowed the command {slowdown:.1f}x: {run.run_time_s:.3g} s traced against "
+        f"{run.facts['untraced_wall_median_s']:.3g} s without it (median of "
+        f"{run.facts['untraced_runs']} runs, {run.facts['untraced_wall_min_s']:.3g} to "
+        f"{run.facts['untraced_wall_max_s']:.3g} s)"
+    )
+    if slowdown >= TRACER_DOMINATES:
+        line += (
+            "; the tracer dominates, so the seconds below are mostly strace's own and rank the "
+            "findings only roughly; the counts and bytes are exact"
+        )
+    return line
+
+
 def _number(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
+import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -544,6 +546,15 @@ class Profile:
     stdout: str = ""
     stderr: str = ""
     wall_time_s: float = 0.0  # the traced command's, strace's slowdown included
+    untraced_wall_s: list[float] = field(default_factory=list)  # the same command, no tracer
+
+    @property
+    def tracer_slowdown(self) -> float | None:
+        """The traced run's wall time over the median untraced one; None if not measured."""
+        if not self.untraced_wall_s or self.method != "strace":
+            return None
+        untraced = statistics.median(self.untraced_wall_s)
+        return self.wall_time_s / untraced if untraced > 0 else None
 
     @property
     def files(self) -> dict[str, FileProfile]:
@@ -675,8 +686,20 @@ class Profile:
             len(ranks),
             self.wall_time_s,
             records.astype({c: "float64" for c in numbers}),
-            facts={"method": self.method, "exit_code": self.exit_code},
+            facts={"method": self.method, "exit_code": self.exit_code, **self._tracer_facts()},
         )
+
+    def _tracer_facts(self) -> dict[str, float | int]:
+        slowdown = self.tracer_slowdown
+        if slowdown is None:
+            return {}
+        return {
+            "tracer_slowdown": slowdown,
+            "untraced_runs": len(self.untraced_wall_s),
+            "untraced_wall_median_s": statistics.median(self.untraced_wall_s),
+            "untraced_wall_min_s": min(self.untraced_wall_s),
+            "untraced_wall_max_s": max(self.untraced_wall_s),
+        }
 
     def to_json_dict(self) -> dict:
         findings = []
@@ -691,6 +714,7 @@ class Profile:
             "exit_code": self.exit_code,
             "note": self.note,
             "wall_time_s": self.wall_time_s,
+            **self._tracer_facts(),
             "files": self.frame().to_dict(orient="records"),
             "by_origin": self.by_origin().to_dict(orient="records"),
             "data_request_sizes": self.size_histogram().to_dict(orient="records"),
@@ -704,14 +728,22 @@ def profile_command(
     cwd: str | os.PathLike | None = None,
     env: Mapping[str, str] | None = None,
     method: str = "auto",
+    untraced_runs: int = 0,
 ) -> Profile:
-    """Run `cmd` once and profile its file I/O (see the module docstring)."""
+    """Run `cmd` once and profile its file I/O (see the module docstring).
+
+    untraced_runs > 0: run it that many times without the tracer first, to measure how much
+    strace slowed it (Profile.tracer_slowdown). Each run repeats what the command does.
+    """
     if method not in METHODS:
         raise LabError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     cmd = check_command(cmd, cwd, env)
     status = strace_status()
     if method == "strace" or (method == "auto" and status.available):
-        return _traced(cmd, cwd, env)
+        untraced = [_untraced_wall_s(cmd, cwd, env) for _ in range(untraced_runs)]
+        profile = _traced(cmd, cwd, env)
+        profile.untraced_wall_s = untraced
+        return profile
     why = "asked for" if method == "proc-io" else status.reason
     with run_scratch("profile") as scratch:
         started = time.perf_counter()
@@ -725,6 +757,21 @@ def profile_command(
     return Profile(
         cmd, "proc-io", finished.exit_code, {}, io, note, finished.stdout, finished.stderr, wall
     )
+
+
+def _untraced_wall_s(cmd: list[str], cwd, env) -> float:
+    """Wall seconds of one run of `cmd` without a tracer, its output discarded."""
+    started = time.perf_counter()
+    subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    return time.perf_counter() - started
 
 
 def _traced(cmd: list[str], cwd, env) -> Profile:
