@@ -285,6 +285,22 @@ def test_cli_compares_modes_without_trace(capsys):
         assert f"| {label}" in out
 
 
+def start_demo(workspace: Path, arguments: str) -> subprocess.Popen:
+    """mpiio.run_demo(arguments) in a process of its own, as the CLI runs it (one sentence and
+    exit 130 on SIGTERM), with `workspace` as its IOLAB_WORKDIR."""
+    script = (
+        "from iolab.hpc import mpiio; from iolab.core.errors import run_cli; "
+        f"run_cli(lambda: mpiio.run_demo({arguments}) and 0)"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", script],
+        text=True,
+        env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
 def _processes_mentioning(text: str) -> list[str]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -300,17 +316,8 @@ def _processes_mentioning(text: str) -> list[str]:
 @needs_mpi
 def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     workspace = tmp_path / "ws"
-    script = (
-        "from iolab.hpc import mpiio;"
-        "from iolab.core.errors import run_cli; run_cli(lambda: mpiio.run_demo(4, 'independent', "
-        "hints={'romio_ds_write': 'disable'}, blocks_per_rank=16384) and 0)"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script],
-        text=True,
-        env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    proc = start_demo(
+        workspace, "4, 'independent', hints={'romio_ds_write': 'disable'}, blocks_per_rank=16384"
     )
     deadline = time.monotonic() + 60
     while not list(workspace.glob("tmp/mpiio-*/shared.dat")) and proc.poll() is None:
@@ -383,18 +390,7 @@ def test_a_traced_run_stopped_leaves_nothing_of_mpich(moment: str, tmp_path: Pat
     everybody). The files checked are the ones this run's own trace shows it created, so other
     MPI runs on the machine cannot confuse the test."""
     workspace = tmp_path / "ws"
-    script = (
-        "from iolab.hpc import mpiio;"
-        "from iolab.core.errors import run_cli; run_cli(lambda: mpiio.run_demo(2, 'collective', "
-        "blocks_per_rank=8, trace=True) and 0)"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script],
-        text=True,
-        env={**os.environ, "IOLAB_WORKDIR": str(workspace)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_demo(workspace, "2, 'collective', blocks_per_rank=8, trace=True")
     created: set[str] = set()
     seen = False
     deadline = time.monotonic() + 60

@@ -91,17 +91,17 @@ def reader_module(name: str):
     return importlib.import_module(name)
 
 
-def traced_region(read) -> tuple[object, set[str], set[str]]:
-    """Run read() under a profile hook: its result, the demos' Python functions that ran,
-    and the C functions they called directly."""
+def traced_region(read, code: Path = DEMOS) -> tuple[object, set[str], set[str]]:
+    """Run read() under a profile hook: its result, the Python functions under `code` that
+    ran, and the C functions they called directly."""
     functions: set[str] = set()
     c_calls: set[str] = set()
 
     def hook(frame, event, arg):
-        in_demos = frame.f_code.co_filename.startswith(str(DEMOS))
-        if event == "call" and in_demos:
+        ours = frame.f_code.co_filename.startswith(str(code))
+        if event == "call" and ours:
             functions.add(frame.f_code.co_name)
-        elif event == "c_call" and in_demos:
+        elif event == "c_call" and ours:
             c_calls.add(arg.__name__)
 
     sys.setprofile(hook)
@@ -198,17 +198,7 @@ LOADER_FUNCTIONS = {
 
 def traced_loader(read) -> tuple[object, set[str]]:
     """Run read() under a profile hook: its result and the lab's functions that ran."""
-    functions: set[str] = set()
-
-    def hook(frame, event, _arg):
-        if event == "call" and frame.f_code.co_filename.startswith(str(IOLAB)):
-            functions.add(frame.f_code.co_name)
-
-    sys.setprofile(hook)
-    try:
-        result = read()
-    finally:
-        sys.setprofile(None)
+    result, functions, _c_calls = traced_region(read, IOLAB)
     return result, functions
 
 
