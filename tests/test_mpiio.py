@@ -445,3 +445,38 @@ def test_only_the_mpich_files_a_run_created_are_removed(tmp_path: Path) -> None:
         for path in made:
             if os.path.lexists(path):
                 os.unlink(path)
+
+
+def test_the_traced_command_is_stopped_alone_and_old_kernels_fall_back_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stand-in for strace (a shell waiting for its child): the child gets SIGTERM through a
+    pidfd and the "tracer" ends by itself. Without pidfd_open (Linux before 5.3, as on older
+    cluster login nodes) nothing is signalled and the caller is told at once, not after
+    STOP_TIMEOUT_S, so an interrupted run still stops within seconds."""
+
+    def stand_in() -> subprocess.Popen:
+        proc = subprocess.Popen(["/bin/sh", "-c", "sleep 30; exit 0"], start_new_session=True)
+        deadline = time.monotonic() + 10
+        while not mpiio._children(proc.pid):
+            assert time.monotonic() < deadline, "the stand-in never started its child"
+            time.sleep(0.01)
+        return proc
+
+    tracer = stand_in()
+    started = time.monotonic()
+    assert mpiio._stop_traced_command(tracer) is True
+    assert tracer.returncode == 0 and time.monotonic() - started < mpiio.STOP_TIMEOUT_S
+
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    tracer = stand_in()
+    try:
+        started = time.monotonic()
+        assert mpiio._stop_traced_command(tracer) is False
+        assert time.monotonic() - started < 1 and tracer.poll() is None
+    finally:
+        os.killpg(tracer.pid, signal.SIGKILL)
+        tracer.wait()

@@ -380,19 +380,25 @@ def _stop_group(proc: subprocess.Popen, traced: bool = False) -> None:
 
 def _stop_traced_command(tracer: subprocess.Popen) -> bool:
     """SIGTERM to the command the tracer started, through a pidfd held from the moment its
-    parent was checked (a reused pid is never signalled); True once the tracer has ended."""
+    parent was checked (a reused pid is never signalled); True once the tracer has ended.
+    False at once where nothing could be signalled (no child left, or a kernel before 5.3
+    without pidfd_open): the caller then stops the whole group."""
+    signalled = False
     for pid in _children(tracer.pid):
         try:
             handle = os.pidfd_open(pid)
-        except OSError:  # gone already
+        except OSError:  # gone already, or no pidfd_open here
             continue
         try:
             if _parent(pid) == tracer.pid:  # still the tracer's child: ours to stop
                 signal.pidfd_send_signal(handle, signal.SIGTERM)
+                signalled = True
         except OSError:
             pass
         finally:
             os.close(handle)
+    if not signalled:
+        return False
     try:
         tracer.communicate(timeout=STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
