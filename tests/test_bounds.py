@@ -131,6 +131,7 @@ BAD: list[Case] = [
     *refused((*IOLAB, "diagnose", PLACE), "--workers", ("0", "257")),
     *refused((*IOLAB, "diagnose", PLACE), "--config", ("",)),
     *refused((*IOLAB, "diagnose"), "--untraced-runs", ("-1", "11"), ("--", "true")),
+    *refused((*IOLAB, "diagnose"), "--traced-runs", ("0", "11"), ("--", "true")),
     # --lessons 99 would be refused next, naming itself: no lab starts without the bound
     *refused((*IOLAB, "lab"), "--repeats", ("0", "51"), ("--lessons", "99")),
     Case((*IOLAB, "diagnose", ""), "INPUT"),

@@ -163,3 +163,33 @@ def test_an_unmeasured_tracer_is_said_to_be_unmeasured(tmp_path: Path) -> None:
     line = tracer_line(profile.run())
     assert line is not None and line.startswith("strace's own slowdown was not measured")
     assert "tracer_slowdown" not in profile.run().facts
+
+
+def test_traced_runs_show_each_findings_cost_over_all_of_them(tmp_path: Path) -> None:
+    """Traced three times, the report is the run of median time and a table gives each
+    finding's smallest, median and largest cost: a cost that moves between runs is shown
+    moving, never a different verdict from one report to the next (issue 36)."""
+    from iolab.diagnosis.inputs import findings_spread, from_command
+
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"x" * 20_000)
+    script = tmp_path / "program.py"
+    script.write_text(f"import os\nfd = os.open({str(data)!r}, os.O_RDONLY)\n")
+    script.write_text(script.read_text() + "while os.read(fd, 10):\n    pass\n")
+    result = from_command([sys.executable, "-S", str(script)], figures=False, traced_runs=3)
+    spread = result.tables["Findings over the traced runs"].set_index("rule")
+    small = spread.loc["small-reads"]
+    assert (small.runs, small.found_in_runs) == (3, 3)
+    assert 0 < small.cost_min_s <= small.cost_median_s <= small.cost_max_s
+    shown = next(f for f in result.findings if f.rule == "small-reads")
+    assert small.cost_min_s <= shown.cost_s <= small.cost_max_s
+    assert shown.counters == {"read calls under 1 MiB": 2001.0, "read calls": 2001.0}
+    # A rule one run missed counts 0 s there, and only the runs that made it major count.
+    from iolab.diagnosis.rules import Finding
+
+    def found(cost: float, minor: bool) -> Finding:
+        return Finding("small-reads", "t", cost, "e", "a", minor=minor)
+
+    table = findings_spread([[found(2.0, False)], [], [found(1.0, True)]]).iloc[0]
+    assert (table.found_in_runs, table.major_in_runs) == (2, 1)
+    assert (table.cost_min_s, table.cost_median_s, table.cost_max_s) == (0.0, 1.0, 2.0)

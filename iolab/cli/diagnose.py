@@ -32,6 +32,14 @@ UNTRACED_RUNS = Bounds(
     "each run repeats the whole command; the median of a few is enough to see the "
     "tracer's slowdown",
 )
+#: Traced runs of a command: each repeats its work, under the tracer's slowdown.
+TRACED_RUNS = Bounds(
+    1,
+    10,
+    "runs",
+    "each run repeats the whole command under strace; a few show whether a finding's cost "
+    "holds from run to run",
+)
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -95,6 +103,14 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         help="with -- CMD: first run the command N times without strace, to measure how much "
         "the tracer slows it (each run repeats what the command does)",
     )
+    parser.add_argument(
+        "--traced-runs",
+        type=int_option("--traced-runs", TRACED_RUNS),
+        default=1,
+        metavar="N",
+        help="with -- CMD: trace the command N times (each run repeats its work); the report "
+        "is the run of median time, and a table shows each finding's cost over all N",
+    )
     add_budget_option(parser)
     add_input_or_command(
         parser,
@@ -119,15 +135,20 @@ def main(args: argparse.Namespace) -> int:
         thresholds.apply(thresholds.read_config(args.config))
     if args.input is not None and args.input.is_dir():
         return archive_main(args)
-    if args.untraced_runs and not args.command:
-        raise LabError("--untraced-runs goes with a command: `diagnose --untraced-runs 3 -- CMD`")
+    if (args.untraced_runs or args.traced_runs > 1) and not args.command:
+        raise LabError(
+            "--untraced-runs and --traced-runs go with a command: `diagnose --traced-runs 3 -- CMD`"
+        )
     if args.csv or args.workers:
         raise LabError("--csv and --workers go with a folder of logs: `diagnose DIR --csv FILE`")
     check_page(args.html)
     figures = args.html is not None
     if args.command:
         result = inputs.from_command(
-            args.command, figures=figures, untraced_runs=args.untraced_runs
+            args.command,
+            figures=figures,
+            untraced_runs=args.untraced_runs,
+            traced_runs=args.traced_runs,
         )
         sys.stderr.write(result.output)
     elif args.example:
