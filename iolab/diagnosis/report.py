@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from iolab.diagnosis.facts import Run
-from iolab.diagnosis.rules import MINOR_S, MINOR_SHARE, Finding
+from iolab.diagnosis.rules import MAJOR_SHARE, MINOR_S, MINOR_SHARE, Finding
 from iolab.diagnosis.thresholds import changed as changed_thresholds
 
 #: The version of report_dict's layout (the JSON of `diagnose --json`, described in lesson 12):
@@ -26,8 +26,8 @@ SCHEMA_VERSION = 1
 #: The verdict every report carries, one of these stable values (the JSON's "verdict").
 VERDICTS = {
     "io-costs-time": "at least one finding costs enough to be worth changing",
-    "nothing-worth-changing": "no finding costs enough: the file I/O is not what makes this "
-    "run slow",
+    "nothing-worth-changing": "no finding costs enough alone to be worth changing (the text "
+    "report says whether the minor ones add up to a tenth of the run)",
     "incomplete-log": "no finding costs enough in what the log holds, but Darshan dropped "
     "records of a module (it marked it partial), so the run is not cleared",
 }
@@ -99,7 +99,7 @@ TRACER_DOMINATES = 2.0
 def tracer_line(run: Run) -> str | None:
     """What strace did to a traced command's times: measured (`diagnose --untraced-runs N`),
     or a sentence that it was not; None for a Darshan log or a saved trace."""
-    if run.source != "strace" or run.facts.get("method") != "strace":
+    if run.source != "strace" or not run.facts.get("ran_here"):
         return None
     slowdown = run.facts.get("tracer_slowdown")
     if slowdown is None:
@@ -107,11 +107,16 @@ def tracer_line(run: Run) -> str | None:
             "strace's own slowdown was not measured (add --untraced-runs 3 to run the command "
             "3 times without it first): the seconds below include it; counts and bytes are exact"
         )
+    runs = int(run.facts["untraced_runs"])
     line = (
         f"strace slowed the command {slowdown:.1f}x: {run.run_time_s:.3g} s traced against "
-        f"{run.facts['untraced_wall_median_s']:.3g} s without it (median of "
-        f"{run.facts['untraced_runs']} runs, {run.facts['untraced_wall_min_s']:.3g} to "
-        f"{run.facts['untraced_wall_max_s']:.3g} s)"
+        f"{run.facts['untraced_wall_median_s']:.3g} s without it ("
+        + (
+            f"median of {runs} runs, {run.facts['untraced_wall_min_s']:.3g} to "
+            f"{run.facts['untraced_wall_max_s']:.3g} s)"
+            if runs > 1
+            else "one run)"
+        )
     )
     if slowdown >= TRACER_DOMINATES:
         line += (
@@ -142,6 +147,21 @@ def _share(finding: Finding, run: Run | None) -> str:
     return f"{finding.cost_s:,.2f} s, {finding.cost_s / run.run_time_s:.0%} of the run"
 
 
+def no_major_line(minor: list[Finding], run: Run | None) -> str:
+    """The headline when no finding is worth changing alone: the I/O is cleared only if the
+    minor findings together stay under MAJOR_SHARE of the run too."""
+    together = sum(f.cost_s for f in minor)
+    if run is not None and run.run_time_s > 0 and together >= MAJOR_SHARE * run.run_time_s:
+        return (
+            f"- no single finding costs {MAJOR_SHARE:.0%} of the run or {MINOR_S:g} s, but the "
+            f"minor ones below add up to {together / run.run_time_s:.0%} of it (their calls "
+            "may overlap): together they are worth a look"
+        )
+    return (
+        "- nothing costs enough to be worth changing: the file I/O is not what makes this run slow"
+    )
+
+
 def format_findings(findings: list[Finding], run: Run | None = None) -> str:
     """The ranked diagnosis as a user reads it: cost, evidence, where, proof, what to do."""
     lines = ["Diagnosis, costliest first (seconds in the calls concerned, on the busiest rank)"]
@@ -166,12 +186,12 @@ def format_findings(findings: list[Finding], run: Run | None = None) -> str:
             "incomplete: it cannot clear this run's file I/O"
         )
     elif not major:
-        lines.append(
-            "- nothing costs enough to be worth changing: the file I/O is not what "
-            "makes this run slow"
-        )
+        lines.append(no_major_line(minor, run))
     if minor:
-        lines.append(f"Minor (under {MINOR_SHARE:.0%} of the run time or {MINOR_S:g} s):")
+        lines.append(
+            f"Minor (under {MINOR_SHARE:.0%} of the run time or {MINOR_S:g} s, and under "
+            f"{MAJOR_SHARE:.0%} of the run):"
+        )
         lines += [f"- {f.title} [{f.rule}] ({_share(f, run)}): {f.evidence}" for f in minor]
     return "\n".join(lines)
 
@@ -241,6 +261,7 @@ def html_report(
         if run.incomplete
         else ""
     )
+    tracer = f"<p>{esc(tracer_line(run))}</p>" if tracer_line(run) else ""
     plots = "".join(
         f"<figure><img alt='{esc(title)}' src='data:image/png;base64,{_png(fig)}'>"
         f"<figcaption>{esc(title)}</figcaption></figure>"
@@ -280,7 +301,8 @@ def html_report(
         f"<h1>Why is this job slow on the file system?</h1><table>{facts}</table>"
         f"<h2>Findings, costliest first</h2><p>Cost: seconds in the calls each finding "
         f"concerns, on the busiest rank. Minor: under {MINOR_SHARE:.0%} of the run time "
-        f"or {MINOR_S:g} s.</p>{note}<ol>{body}</ol>{plots}{frames}"
+        f"or {MINOR_S:g} s, and under {MAJOR_SHARE:.0%} of the run.</p>{note}{tracer}"
+        f"<ol>{body}</ol>{plots}{frames}"
         "<p><small>Made by iolab (the lab's diagnosis rules, iolab.diagnosis).</small></p>"
         "</body></html>"
     )

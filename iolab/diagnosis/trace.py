@@ -547,6 +547,7 @@ class Profile:
     stderr: str = ""
     wall_time_s: float = 0.0  # the traced command's, strace's slowdown included
     untraced_wall_s: list[float] = field(default_factory=list)  # the same command, no tracer
+    ran_here: bool = False  # a command traced now, not a trace saved earlier
 
     @property
     def tracer_slowdown(self) -> float | None:
@@ -686,7 +687,12 @@ class Profile:
             len(ranks),
             self.wall_time_s,
             records.astype({c: "float64" for c in numbers}),
-            facts={"method": self.method, "exit_code": self.exit_code, **self._tracer_facts()},
+            facts={
+                "method": self.method,
+                "exit_code": self.exit_code,
+                "ran_here": self.ran_here,
+                **self._tracer_facts(),
+            },
         )
 
     def _tracer_facts(self) -> dict[str, float | int]:
@@ -742,7 +748,7 @@ def profile_command(
     if method == "strace" or (method == "auto" and status.available):
         untraced = [_untraced_wall_s(cmd, cwd, env) for _ in range(untraced_runs)]
         profile = _traced(cmd, cwd, env)
-        profile.untraced_wall_s = untraced
+        profile.untraced_wall_s, profile.ran_here = untraced, True
         return profile
     why = "asked for" if method == "proc-io" else status.reason
     with run_scratch("profile") as scratch:

@@ -20,15 +20,17 @@ from __future__ import annotations
 from iolab.diagnosis.facts import Run
 from iolab.diagnosis.rules import lustre, metadata, mpiio, posix, ranks
 from iolab.diagnosis.rules.base import (
+    MAJOR_SHARE,
     MINOR_S,
     MINOR_SHARE,
     Finding,
     busiest_rank_seconds,
-    minor_line,
+    is_minor,
 )
 from iolab.diagnosis.rules.ranks import rank_io_seconds
 
 __all__ = [
+    "MAJOR_SHARE",
     "MINOR_S",
     "MINOR_SHARE",
     "RULE_IDS",
@@ -84,11 +86,10 @@ RULE_IDS = (
 def diagnose(run: Run) -> list[Finding]:
     """Every rule's findings, the costliest first; minor ones after, marked."""
     found = [finding for rule in RULES for finding in rule(run)]
-    floor = minor_line(run)
     for finding in found:
         # plain float and bool, not numpy's: a report's JSON has numbers and true/false
         finding.cost_s = float(finding.cost_s)
         if run.run_time_s > 0:  # more than the run means threads overlapped: count it once
             finding.cost_s = min(finding.cost_s, float(run.run_time_s))
-        finding.minor = bool(finding.cost_s < floor)
+        finding.minor = bool(is_minor(finding.cost_s, run))
     return sorted(found, key=lambda f: (f.minor, -f.cost_s))

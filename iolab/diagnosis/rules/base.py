@@ -4,7 +4,9 @@ line, Drishti's floor of requests, and the helpers that read a Run's records.
 A finding's cost is the time in the calls it concerns, seen from the busiest rank
 (`busiest_rank_seconds`): the job waits for that rank, so its seconds are what the run could
 at most save. A finding under MINOR_SHARE of the run time or under MINOR_S is kept but
-listed as minor: a ten-line test and a sub-second run do not get lectures.
+listed as minor: a ten-line test and a sub-second run do not get lectures. One of MAJOR_SHARE
+of the run or more is never minor, however short the run: a report must not call a third of
+the run "not what makes this run slow".
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ MIN_COUNT = 1000  # Drishti's absolute floor for small, random and independent r
 #: A finding worth less than this share of the run, or less than MINOR_S, is minor.
 MINOR_SHARE = 0.01
 MINOR_S = 1.0
+#: A finding worth at least this share of the run is never minor.
+MAJOR_SHARE = 0.10
 TOP_FILES = 8  # the files a finding names, the most concerned first
 
 
@@ -77,6 +81,12 @@ def busiest_rank_seconds(records: pd.DataFrame, seconds: pd.Series) -> float:
 def minor_line(run: Run) -> float:
     """The cost under which a finding is minor: 1 % of the run, and at least a second."""
     return max(MINOR_SHARE * run.run_time_s, MINOR_S)
+
+
+def is_minor(cost_s: float, run: Run) -> bool:
+    """Under the minor line, and under MAJOR_SHARE of the run."""
+    large_share = run.run_time_s > 0 and cost_s >= MAJOR_SHARE * run.run_time_s
+    return cost_s < minor_line(run) and not large_share
 
 
 def share_of(part: float, whole: float) -> float:
