@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from iolab.core.sources import RAW, check, main
@@ -55,11 +56,22 @@ def test_offline_is_one_sentence_and_exit_2(tmp_path: Path, capsys) -> None:
 
 
 def test_the_list_names_a_commit_for_every_github_source() -> None:
-    """The committed list is what the target reads: every GitHub entry pinned to a full sha."""
+    """The committed list is what the target reads: every GitHub entry pinned to a commit, every
+    page with the date it was read (and its digest, once recorded)."""
     sources = json.loads((ROOT / "reference" / "sources.json").read_text())["sources"]
     assert sources
     for source in sources:
         if "repo" in source:
-            assert len(source["commit"]) == 40 and source["branch"] and source["quoted_in"]
+            assert re.fullmatch(r"[0-9a-f]{7,40}", source["commit"]), source
+            assert source["branch"] and source["quoted_in"]
         else:
-            assert len(source["sha256"]) == 64 and source["read_on"]
+            assert source["sha256"] is None or re.fullmatch(r"[0-9a-f]{64}", source["sha256"])
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", source["read_on"]) and source["quoted_in"]
+
+
+def test_a_page_read_without_a_digest_prints_todays_to_record() -> None:
+    """A page read offline has sha256 null: never "unchanged", the check names the digest."""
+    page = {**PAGE, "sha256": None}
+    (line,) = check([page], fake({PAGE["url"]: b"today"}))
+    assert line.startswith("no digest: https://example.org/p (read on 2026-11-28")
+    assert line.endswith(hashlib.sha256(b"today").hexdigest())

@@ -13,7 +13,16 @@ import re
 from pathlib import Path
 
 import pytest
-from test_lesson_figures import GLUE, PAGES, ROOT, sentences, unsourced_figures
+from test_lesson_figures import (
+    FIGURE,
+    GLUE,
+    PAGES,
+    ROOT,
+    SOURCE,
+    paragraphs,
+    sentences,
+    unsourced_figures,
+)
 
 NOTEBOOKS = [
     *sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")),
@@ -300,3 +309,116 @@ def test_a_ratio_word_beside_a_figure_is_checked() -> None:
         "ratios said in words next to figures, unchecked: add each to RATIO_CLAIMS "
         f"with the values it compares, or glue the word: {found}"
     )
+
+
+# ---------------------------------------------------------------------------- pinned figures
+
+#: A source that cannot change under the figure: a GitHub file at a commit or a version tag,
+#: an issue or pull request, a document whose address names its version (/v6.1/, /3.11/,
+#: /5.2.3?topic=), an RFC.
+PINNED = re.compile(
+    r"https://github\.com/[\w.-]+/[\w.-]+/(?:(?:blob|tree|raw|commit)/"
+    r"(?:[0-9a-f]{7,40}|v?\d+(?:\.\d+)+)\b|(?:issues|pull)/\d+)"
+    r"|https?://[^\s)]*/v?\d+\.\d+(?:\.\d+)?[/?]"
+    r"|rfc-editor\.org/rfc/rfc\d+"
+)
+#: A web page's dated version: the link, then the day it was read.
+DATED = re.compile(r"\]\((https?://[^)\s]+)\) \(read (\d{4}-\d{2}-\d{2})\)")
+LINK = re.compile(r"\]\((https?://[^)\s]+)\)|<(https?://[^>\s]+)>")
+GITHUB_FILE = re.compile(r"https://github\.com/([\w.-]+/[\w.-]+)/blob/([0-9a-f]{7,40})/([^)\s#?]+)")
+SOURCES = json.loads((ROOT / "reference" / "sources.json").read_text())["sources"]
+
+
+def figure_sources(text: str) -> list[tuple[int, str]]:
+    """(line, sentence with its footnotes' text) of each sentence that states a figure and
+    names its source."""
+    notes = dict(re.findall(r"^\[\^([\w-]+)\]:\s*(.*)$", text, re.MULTILINE))
+    found = []
+    for number, paragraph, declared in paragraphs(text):
+        for sentence in sentences(paragraph):
+            if declared or not FIGURE.search(sentence) or not SOURCE.search(sentence):
+                continue
+            cited = [notes.get(n, "") for n in re.findall(r"\[\^([\w-]+)\]", sentence)]
+            found.append((number, " ".join([sentence, *cited])))
+    return found
+
+
+def unpinned_figure_sources(text: str, read_on: dict[str, str]) -> list[str]:
+    """Figures whose every source can change after it was quoted: no commit, no version, and
+    no "(read DATE)" that reference/sources.json records for that page."""
+    problems = []
+    for number, sentence in figure_sources(text):
+        urls = [a or b for a, b in LINK.findall(sentence)]
+        if not urls or any(PINNED.search(u) for u in urls):
+            continue
+        if any(read_on.get(url) == day for url, day in DATED.findall(sentence)):
+            continue
+        problems.append(f"line {number}: {urls[0]}")
+    return problems
+
+
+def test_the_pin_check_tells_pinned_from_moving_sources() -> None:
+    """Commits, tags, issues, versioned documents and dated pages pass; a branch, a
+    repository's front page and an undated page do not, nor a date the list does not hold."""
+    read_on = {"https://example.org/p": "2026-11-25"}
+    ok = [
+        "It ran at 5 GB/s ([x](https://github.com/o/r/blob/0123abc/a.md)).",
+        "It ran at 5 GB/s ([x](https://github.com/o/r/issues/464)).",
+        "It ran at 5 GB/s ([x](https://www.kernel.org/doc/html/v6.1/vm.html)).",
+        "It ran at 5 GB/s ([x](https://www.ibm.com/docs/en/scale/5.2.3?topic=a)).",
+        "It ran at 5 GB/s ([x](https://example.org/p) (read 2026-11-25)).",
+    ]
+    bad = [
+        "It ran at 5 GB/s ([x](https://github.com/o/r)).",
+        "It ran at 5 GB/s ([x](https://example.org/p)).",
+        "It ran at 5 GB/s ([x](https://example.org/p) (read 2026-11-24)).",
+    ]
+    for text in ok:
+        assert unpinned_figure_sources(text, read_on) == [], text
+    for text in bad:
+        assert len(unpinned_figure_sources(text, read_on)) == 1, text
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_figure_cites_a_version_that_cannot_move(page: Path) -> None:
+    """A figure from outside cites its source at a commit, a version or the day the page was
+    read (listed in reference/sources.json, so `make check-sources` can tell when it moved)."""
+    read_on = {s["url"]: s["read_on"] for s in SOURCES if "url" in s}
+    problems = unpinned_figure_sources(page.read_text(), read_on)
+    assert not problems, (
+        f"{page.relative_to(ROOT)} quotes figures from sources that can change under them: "
+        f"{problems[:6]}. Link the file at its commit, or write the page's link as "
+        "[text](URL) (read YYYY-MM-DD) and list it in reference/sources.json"
+    )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_quoted_github_file_is_in_the_list_check_sources_reads(page: Path) -> None:
+    """Each GitHub file a figure is quoted from is in reference/sources.json at the commit
+    the page links, so `make check-sources` looks at every one of them."""
+    listed = {(s["repo"], s["path"], s["commit"]) for s in SOURCES if "repo" in s}
+    missing = sorted(
+        {
+            f"{repo} {path}@{commit}"
+            for _, sentence in figure_sources(page.read_text())
+            for repo, commit, path in GITHUB_FILE.findall(sentence)
+            if (repo, path, commit) not in listed
+        }
+    )
+    assert not missing, (
+        f"{page.relative_to(ROOT)} quotes GitHub files reference/sources.json does not list: "
+        f"{missing}; add each with its commit, branch and where it is quoted"
+    )
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebooks_prose_cites_sources_that_cannot_move(notebook: Path) -> None:
+    """The same rule in the notebooks' markdown cells."""
+    read_on = {s["url"]: s["read_on"] for s in SOURCES if "url" in s}
+    problems = [
+        f"cell {number}, {problem}"
+        for number, cell in enumerate(json.loads(notebook.read_text())["cells"])
+        if cell["cell_type"] == "markdown"
+        for problem in unpinned_figure_sources("".join(cell["source"]), read_on)
+    ]
+    assert not problems, f"{notebook.name} quotes figures from moving sources: {problems[:6]}"

@@ -4,8 +4,10 @@ The pages quote figures from public repositories and web pages, each pinned to t
 was read at. A pin keeps the link honest but hides that the source moved on: a maintainer
 needs to know which pages to re-read. `reference/sources.json` lists every quoted source
 with its pin; for a GitHub file this compares the file at the pinned commit with the file on
-its branch today (raw.githubusercontent.com, no API token), for a web page the SHA-256 of
-the page recorded when it was read with the page today. Run by hand with the network; never
+its branch today (raw.githubusercontent.com, no API token; branch "HEAD" is the default
+branch), for a web page the SHA-256 of the page recorded when it was read with the page
+today. A page read without the network has no digest yet: the check prints today's, to be
+recorded once a maintainer has re-read the page. Run by hand with the network; never
 in the tests, which give `check` a fake fetcher.
 """
 
@@ -51,7 +53,15 @@ def check(sources: list[dict], fetcher: Fetcher = fetch) -> list[str]:
                 )
         else:
             digest = hashlib.sha256(fetcher(source["url"])).hexdigest()
-            if digest != source["sha256"]:
+            if source["sha256"] is None:
+                # The page was read without a digest (offline): today's is only worth
+                # recording after re-reading it against what the lab quotes.
+                changed.append(
+                    f"no digest: {source['url']} (read on {source['read_on']}, "
+                    f"{source['quoted_in']}): if it still says what the lab quotes, record "
+                    f"sha256 {digest}"
+                )
+            elif digest != source["sha256"]:
                 changed.append(
                     f"changed: {source['url']} since {source['read_on']} ({source['quoted_in']})"
                 )
@@ -80,7 +90,8 @@ def main(argv: list[str] | None = None, fetcher: Fetcher = fetch) -> int:
     for line in changed:
         print(line)
     print(
-        f"{len(changed)} of {len(sources)} quoted sources changed since they were read"
+        f"{len(changed)} of {len(sources)} quoted sources changed since they were read, "
+        "or have no digest yet"
         + (
             "; re-read them and update the pins in reference/sources.json and the pages"
             if changed
