@@ -153,6 +153,8 @@ record: $(STAMP)
 # reference/bench-recorded/pfs.json; then re-execute notebooks 02 and 07.
 record-pfs: $(STAMP)
 	$(PY) -m iolab pfs record --out reference/bench-recorded/pfs.json --i-am-on-a-compute-node
+	cd notebooks && IOLAB_RECORD=1 ../$(PY) -m jupyter execute --inplace --timeout=1800 \
+		02-small-files.ipynb 07-lustre-striping.ipynb
 
 # As root with Debian's slurmctld, slurmd, slurm-client and munge: starts the tests' two-node
 # Slurm on this machine, submits the four job scripts with --nodes=2 and keeps what they

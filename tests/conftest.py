@@ -305,8 +305,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                     f"unknown area {name!r} in @pytest.mark.needs; known: {', '.join(AREAS)}"
                 )
             reason = skip_reason(name)
+            if reason and name in required_areas():
+                pytest.fail(f"area {name} is required here (IOLAB_REQUIRE_AREAS) but: {reason}")
             if reason:
                 pytest.skip(reason)
+
+
+def required_areas() -> set[str]:
+    """The areas a CI part must run, never skip (IOLAB_REQUIRE_AREAS=cephfs,slurm): a machine
+    that lost a tool then fails instead of passing with the area's tests silently skipped."""
+    return {name for name in os.environ.get("IOLAB_REQUIRE_AREAS", "").split(",") if name}
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:
