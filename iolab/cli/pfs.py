@@ -1,4 +1,5 @@
-"""`python -m iolab pfs up | status | layout | measure | down`: a private CephFS on this machine.
+"""`python -m iolab pfs up | status | layout | measure | down`: a private CephFS on this machine;
+`pfs client PATH`: what a learner's own cluster file system lets them count.
 
 (iolab.storage.cephfs; the lessons' measurements on it: iolab.hpc.cephfs_lessons.)
 
@@ -12,11 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from iolab.cli.options import add_budget_option, add_json_option
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, int_option, path_option
 from iolab.core.tables import to_markdown
+from iolab.hpc import fs_client
 from iolab.storage import cephfs
 
 #: OSDs to start: one is a working file system, four show striping across servers.
@@ -65,8 +68,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     measure = actions.add_parser(
         "measure",
-        help="the lessons' measurements on your cluster: "
-        "layouts (07) and the five readers with the servers' counters (02)",
+        help="the lessons' measurements on your cluster: layouts (07), the five readers "
+        "with the servers' counters (02), two clients writing one file (08)",
     )
     measure.add_argument(
         "--out", type=path_option("--out"), help="also write the record as JSON to this file"
@@ -90,6 +93,13 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         help="up/down rounds for the medians (default: 3)",
     )
     add_budget_option(record)
+    client = actions.add_parser(
+        "client",
+        help="which shared file system PATH is on (Lustre, NFS, CephFS, GPFS), the counters "
+        "its client lets you read now, and what needs an administrator",
+    )
+    client.add_argument("path", type=path_option("PATH"), help="a file or folder to look at")
+    add_json_option(client)
     for name, text in (
         ("status", "daemons, OSDs, MDS, mount and memory of your cluster"),
         ("down", "unmount and end everything the cluster started"),
@@ -103,6 +113,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.action == "record":
         return _record(args.out, args.rounds, args.compute_node)
+    if args.action == "client":
+        return _print_client(args.path, args.json)
     if args.action == "up":
         cluster = cephfs.up(
             args.osds,
@@ -125,6 +137,30 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({"ended": ended}))
     else:
         print("CephFS ended: nothing of it is left" if ended else "no CephFS of yours was up")
+    return 0
+
+
+def _print_client(path: Path, as_json: bool) -> int:
+    """What the client of PATH's file system shows a user: its kind, counters, and limits."""
+    if not path.exists():
+        raise LabError(
+            f"{path} does not exist: give a file or folder on the file system to look at"
+        )
+    view = fs_client.identify(path)
+    counters = fs_client.client_counters(view)
+    if as_json:
+        print(json.dumps({**view.to_dict(), "counters": counters}))
+        return 0
+    print(f"{path} is on {view.name} ({view.fs_type}, mounted at {view.mount_point})")
+    print(f"what you can count here: {view.user_counters}")
+    if counters:
+        top = sorted(counters.items(), key=lambda item: -item[1])[:12]
+        import pandas as pd
+
+        print(to_markdown(pd.DataFrame(top, columns=["counter", "count"])))
+    elif view.kind in ("lustre", "nfs"):
+        print("no counters could be read now (lctl missing or refused, or no such mount)")
+    print(f"what needs an administrator: {view.needs_admin}")
     return 0
 
 
@@ -177,8 +213,8 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
     from iolab.hpc.cephfs_lessons import measure_all
 
     print(
-        "measuring layouts and the five readers (the dataset is made on the CephFS first; "
-        "a few minutes)...",
+        "measuring layouts, the five readers (the dataset is made on the CephFS first) and "
+        "two clients writing one file; a few minutes...",
         file=sys.stderr,
     )
     record = measure_all(cluster)
@@ -189,6 +225,8 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
         )
     print()
     print(to_markdown(pd.DataFrame(record["readers"]).round(3)))
+    print()
+    print(to_markdown(pd.DataFrame(record["shared_writes"]).round(3)))
     if out is not None:
         with atomic_output(out) as partial:
             partial.write_text(json.dumps(record, indent=1) + "\n")
