@@ -12,12 +12,15 @@ import signal
 import socket
 import stat
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from iolab.core.errors import LabError
 from iolab.hpc import ceph_layout as cl
+from iolab.hpc import cephfs_lessons, fs_client
 from iolab.hpc.cephfs_lessons import layout_check
 from iolab.storage import cephfs, cephfs_readers
 
@@ -98,6 +101,8 @@ def test_up_gives_a_healthy_mounted_file_system(cluster: cephfs.Cluster) -> None
     probe.write_text("hello")
     assert probe.read_text() == "hello"
     assert os.statvfs(cluster.mount_point).f_bsize > 0
+    view = fs_client.identify(probe)
+    assert (view.kind, view.mount_point) == ("ceph-fuse", str(cluster.mount_point))
 
 
 @needs_cephfs
@@ -168,6 +173,27 @@ def test_the_servers_see_one_read_per_small_file_and_few_for_the_archive(
 
 @needs_cephfs
 @pytest.mark.slow
+def test_two_clients_sharing_one_file_take_turns_and_leave_nothing(
+    cluster: cephfs.Cluster,
+) -> None:
+    """Every pattern writes all its bytes; two clients in one file are far slower than two
+    files (the MDS takes the buffer capability away: each write goes to the OSDs at once),
+    and the second client is gone afterwards."""
+    blocks = 300
+    rows = {row["pattern"]: row for row in cephfs_lessons.shared_file_writes(cluster, blocks)}
+    assert list(rows) == [pattern for pattern, *_ in cephfs_lessons.SHARED_PATTERNS]
+    for row in rows.values():
+        assert row["bytes_in_files"] == 2 * blocks * cephfs_lessons.SHARED_BLOCK_BYTES
+    shared = rows["interleaved, two clients"]
+    assert shared["slower_writer_s"] > 2 * rows["a file each, two clients"]["slower_writer_s"]
+    assert shared["osd_writes"] >= blocks  # written through, not buffered into few writes
+    assert cephfs.SECOND_CLIENT not in cluster.pids
+    assert _processes_naming(cephfs.SECOND_CLIENT) == []
+    assert not list(cluster.mount_point.parent.glob("cephfs-second-*"))
+
+
+@needs_cephfs
+@pytest.mark.slow
 def test_a_stopped_osd_is_one_sentence_within_the_timeout(cluster: cephfs.Cluster) -> None:
     dataset = cephfs_readers.dataset_on(cluster, files=50)
     stopped = [cluster.pids[f"osd.{n}"] for n in range(cluster.osds)]
@@ -218,6 +244,52 @@ def test_another_user_can_neither_reach_the_cluster_nor_see_the_files(
     assert as_other("cat", str(cluster.folder / "client.admin.keyring")).returncode != 0
     assert as_other("cat", str(cluster.conf)).returncode != 0
     assert as_other("ls", str(cluster.mount_point)).returncode != 0
+
+
+def _osd_reads(cluster: cephfs.Cluster) -> int:
+    return sum(row["reads"] for row in cephfs.osd_counters(cluster))
+
+
+@needs_cephfs
+@pytest.mark.slow
+@pytest.mark.parametrize("daemons", ["every OSD", "the MDS"])
+def test_a_daemon_stopped_in_the_middle_of_a_reader_is_one_sentence(
+    cluster: cephfs.Cluster, daemons: str
+) -> None:
+    """The servers stop while a reader is reading (the OSDs have served 100 of its files):
+    the lab ends it within the timeout it sets and says what happened in one sentence."""
+    dataset = cephfs_readers.dataset_on(cluster, files=2000)
+    names = [f"osd.{n}" for n in range(cluster.osds)] if daemons == "every OSD" else ["mds.a"]
+    pids = [cluster.pids[name] for name in names]
+    stopped = threading.Event()
+
+    def stop_mid_read() -> None:
+        baseline = _osd_reads(cluster)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _osd_reads(cluster) < baseline + 100:
+            time.sleep(0.2)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        stopped.set()
+
+    timeout = 25
+    watcher = threading.Thread(target=stop_mid_read, daemon=True)
+    watcher.start()  # counting from here: a remount and the reader's start read almost nothing
+    began = time.monotonic()
+    try:
+        with pytest.raises(
+            LabError,
+            match=r"(did not finish within|got no answer within|waited "
+            r"\d+ s for).*(stopped answering|stopped or hung)",
+        ):
+            cephfs_readers.reader_servers(cluster, dataset, ("read_files_naive",), timeout=timeout)
+        took = time.monotonic() - began
+    finally:
+        watcher.join(timeout=130)
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    assert stopped.is_set(), "the reader finished before 100 of its files were read"
+    assert took < timeout + 60  # its own timeout, the remount and the counters; never a hang
 
 
 @needs_cephfs

@@ -1,18 +1,23 @@
 """The lessons' parallel-file-system effects measured on the private CephFS, as one record.
 
 `iolab pfs measure` (and `make record-pfs`) runs them on a cluster that is up: the layout
-check of lesson 07 for stripe counts 1 and 4, and the five readers of lesson 02 on a fresh
-and a warm client with the servers' counters. The record names the machine, the Ceph
-version, the OSD count and the date, so a page that shows it says where it came from.
+check of lesson 07 for stripe counts 1 and 4, the five readers of lesson 02 on a fresh
+and a warm client with the servers' counters, and lesson 08's two writers sharing one file
+from two clients (CephFS hands out capabilities per file, where Lustre locks byte ranges).
+The record names the machine, the Ceph version, the OSD count and the date, so a page that
+shows it says where it came from.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+from iolab.core.errors import LabError
 from iolab.hpc import ceph_layout as cl
 from iolab.measure.context import machine_context
 from iolab.storage import cephfs, cephfs_readers
@@ -46,12 +51,127 @@ def layout_check(cluster: cephfs.Cluster, stripe_count: int) -> dict:
     }
 
 
+#: One writer: opens its file, says "ready", waits for the start line, writes COUNT blocks
+#: at (FIRST + i * STEP) * BLOCK with pwrite, fsyncs, and prints its seconds.
+WRITER = """
+import os, sys, time
+path = sys.argv[1]
+first, step, count, block = (int(a) for a in sys.argv[2:6])
+data = os.urandom(block)
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+print("ready", flush=True)
+sys.stdin.readline()
+start = time.perf_counter()
+for i in range(count):
+    os.pwrite(fd, data, (first + i * step) * block)
+os.fsync(fd)
+print(time.perf_counter() - start, flush=True)
+os.close(fd)
+"""
+#: Blocks each of the two writers writes, and their size: the issue's trial (2000 of 4 KiB).
+SHARED_BLOCKS, SHARED_BLOCK_BYTES = 2000, 4096
+WRITE_TIMEOUT_S = 300
+#: (pattern, whether the writers use two clients, one file or a file each, first block and
+#: step of writer k for N blocks each).
+SHARED_PATTERNS = (
+    ("interleaved, one client", False, True, lambda k, n: (k, 2)),
+    ("interleaved, two clients", True, True, lambda k, n: (k, 2)),
+    ("contiguous halves, two clients", True, True, lambda k, n: (k * n, 1)),
+    ("a file each, two clients", True, False, lambda k, n: (0, 1)),
+)
+
+
+def _two_writers(
+    paths: list[Path], starts: list[tuple[int, int]], blocks: int, block: int
+) -> float:
+    """Start both writers, let them open their files, start them at once; the slower one's
+    seconds (the job waits for its last writer)."""
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                str(path),
+                str(first),
+                str(step),
+                str(blocks),
+                str(block),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for path, (first, step) in zip(paths, starts, strict=True)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                raise LabError(f"a writer could not open its file on the CephFS: {paths}")
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        seconds = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=WRITE_TIMEOUT_S)
+            seconds.append(float(out.strip()))
+        return max(seconds)
+    except subprocess.TimeoutExpired as err:
+        raise LabError(
+            f"two writers did not finish within {WRITE_TIMEOUT_S} s: {cephfs_readers.STALLED}"
+        ) from err
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def shared_file_writes(
+    cluster: cephfs.Cluster, blocks: int = SHARED_BLOCKS, block: int = SHARED_BLOCK_BYTES
+) -> list[dict]:
+    """Two writers, each on a client of its own (two ceph-fuse mounts, as two nodes), write
+    `blocks` blocks each into one file (interleaved, or contiguous halves) or a file each,
+    with one client's two writers as the baseline: seconds of the slower writer, and what
+    the OSDs and the MDS served."""
+    rows = []
+    with cephfs.second_client(cluster) as second:
+        for pattern, two_clients, one_file, start in SHARED_PATTERNS:
+            folder = Path(tempfile.mkdtemp(prefix="shared-", dir=cluster.mount_point))
+            names = ["shared.bin", "shared.bin"] if one_file else ["writer0.bin", "writer1.bin"]
+            roots = [cluster.mount_point, second if two_clients else cluster.mount_point]
+            paths = [root / folder.name / name for root, name in zip(roots, names, strict=True)]
+            osd_before = cephfs.osd_counters(cluster)
+            mds_before = cephfs.mds_requests(cluster).get("all", 0)
+            seconds = _two_writers(paths, [start(k, blocks) for k in (0, 1)], blocks, block)
+            osd_after = cephfs.osd_counters(cluster)
+            written = sum((folder / name).stat().st_size for name in set(names))  # seen once
+            rows.append(
+                {
+                    "pattern": pattern,
+                    "blocks_per_writer": blocks,
+                    "block_bytes": block,
+                    "bytes_in_files": written,
+                    "slower_writer_s": seconds,
+                    "osd_writes": sum(
+                        a["writes"] - b["writes"]
+                        for a, b in zip(osd_after, osd_before, strict=True)
+                    ),
+                    "mds_requests": cephfs.mds_requests(cluster).get("all", 0) - mds_before,
+                }
+            )
+    return rows
+
+
 def measure_all(cluster: cephfs.Cluster) -> dict:
     """Every measurement of the lessons on this cluster, with where and when it ran."""
     state = cephfs.status(cluster)
     context = machine_context(cluster.mount_point)
     layouts = [layout_check(cluster, count) for count in (1, 4)]
     readers = cephfs_readers.reader_servers(cluster, cephfs_readers.dataset_on(cluster))
+    shared = shared_file_writes(cluster)
     return {
         "recorded_on": datetime.date.today().isoformat(),
         "machine": {key: context.get(key) for key in ("cpu_model", "cpu_count", "kernel")},
@@ -61,4 +181,5 @@ def measure_all(cluster: cephfs.Cluster) -> dict:
         "resident_mib": state["resident_mib"],
         "layouts": layouts,
         "readers": readers.to_dict(orient="records"),
+        "shared_writes": shared,
     }

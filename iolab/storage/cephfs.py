@@ -400,6 +400,44 @@ def _mount(cluster: Cluster) -> None:
     _wait(lambda: os.path.ismount(cluster.mount_point), "the ceph-fuse mount to appear")
 
 
+#: The second client's name: its own id, key and capabilities (ceph-fuse refuses a second
+#: mount under an id already mounted).
+SECOND_CLIENT = "client.second"
+
+
+@contextlib.contextmanager
+def second_client(cluster: Cluster) -> Iterator[Path]:
+    """A second ceph-fuse client of the same file system at a mount point of its own, as a
+    second node of a job would be: the MDS hands each client capabilities of its own. It is
+    unmounted and ended on leaving, and `down` ends it too if the lab is cut off."""
+    keyring = cluster.folder / f"{SECOND_CLIENT}.keyring"
+    if not keyring.exists():
+        _daemon_key(
+            cluster, SECOND_CLIENT, ["mon", "allow r", "mds", "allow rw", "osd", "allow rw"]
+        )
+    mounts = ensure_writable_dir(WorkspaceEntry.MNT.path())
+    mount_point = Path(tempfile.mkdtemp(prefix="cephfs-second-", dir=mounts))
+    try:
+        _start(
+            cluster,
+            SECOND_CLIENT,
+            ["ceph-fuse", "-n", SECOND_CLIENT, "--client_fs", FS_NAME, str(mount_point)],
+        )
+        _wait(
+            lambda: os.path.ismount(mount_point),
+            "the second ceph-fuse mount to appear",
+            COMMAND_TIMEOUT_S,
+        )
+        yield mount_point
+    finally:
+        if os.path.ismount(mount_point):
+            _unmount(mount_point)
+        _end(cluster.pids.pop(SECOND_CLIENT, 0), cluster)
+        _save(cluster)
+        with contextlib.suppress(OSError):
+            mount_point.rmdir()
+
+
 def remount(cluster: Cluster) -> None:
     """Unmount and mount the client again: a fresh client has no cached names, attributes,
     capabilities or data, like a job's first read on a node that never saw the files."""
@@ -569,6 +607,12 @@ def _teardown(cluster: Cluster) -> None:
     """Every undo step, each tolerant of what is already gone; the files last."""
     if cluster.mount_point != Path() and os.path.ismount(cluster.mount_point):
         _unmount(cluster.mount_point)
+    if SECOND_CLIENT in cluster.pids:  # cut off inside second_client: its mount is left too
+        for second in WorkspaceEntry.MNT.path().glob("cephfs-second-*"):
+            if os.path.ismount(second):
+                _unmount(second)
+            with contextlib.suppress(OSError):
+                second.rmdir()
     for name in sorted(cluster.pids, key=lambda n: (n != "client.admin", n.startswith("mon"))):
         _end(cluster.pids[name], cluster)
     if cluster.mount_point != Path():
