@@ -89,6 +89,16 @@ def test_a_login_node_is_refused_unless_told(
     assert not (tmp_path / "ws" / "pfs").exists()
 
 
+def test_two_writers_report_the_slower_and_a_failed_one_is_a_sentence(tmp_path: Path) -> None:
+    """The writers' harness on any folder: both write all their blocks into one file; a
+    writer that cannot open its file is one sentence, not a traceback or a wait."""
+    shared = tmp_path / "shared.bin"
+    seconds = cephfs_lessons._two_writers([shared, shared], [(0, 2), (1, 2)], 50, 4096)
+    assert seconds > 0 and shared.stat().st_size == 100 * 4096
+    with pytest.raises(LabError, match="could not open its file"):
+        cephfs_lessons._two_writers([tmp_path / "no" / "a", shared], [(0, 1), (0, 1)], 5, 4096)
+
+
 @needs_cephfs
 @pytest.mark.slow
 def test_up_gives_a_healthy_mounted_file_system(cluster: cephfs.Cluster) -> None:

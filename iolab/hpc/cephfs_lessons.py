@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -107,8 +108,13 @@ def _two_writers(
     try:
         for proc in procs:
             assert proc.stdout is not None
-            if proc.stdout.readline().strip() != "ready":
-                raise LabError(f"a writer could not open its file on the CephFS: {paths}")
+            # an open that hangs (a stopped MDS) is a fault said in a sentence, not a wait
+            ready, _, _ = select.select([proc.stdout], [], [], WRITE_TIMEOUT_S)
+            if not ready or proc.stdout.readline().strip() != "ready":
+                raise LabError(
+                    f"a writer could not open its file on the CephFS within {WRITE_TIMEOUT_S} "
+                    f"s: {cephfs_readers.STALLED}"
+                )
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write("go\n")
@@ -116,7 +122,13 @@ def _two_writers(
         seconds = []
         for proc in procs:
             out, _ = proc.communicate(timeout=WRITE_TIMEOUT_S)
-            seconds.append(float(out.strip()))
+            try:
+                seconds.append(float(out.strip()))
+            except ValueError:
+                raise LabError(
+                    f"a writer on the CephFS failed (exit {proc.returncode}) before it could "
+                    f"report its time: {cephfs_readers.STALLED}"
+                ) from None
         return max(seconds)
     except subprocess.TimeoutExpired as err:
         raise LabError(

@@ -2,7 +2,8 @@
 
 The lessons are about what a parallel file system does with small files, stripes, shared
 files and metadata. Where the learner has none, the lab starts a real one as the running
-user, with Debian's Ceph packages: one monitor, one manager, OSDs storing their objects
+user, with Debian's Ceph packages: one monitor, one manager (needed: `ceph fs status`,
+which tells whether the MDS is active, is a manager module), OSDs storing their objects
 (BlueStore) in files of the workspace, one metadata server (MDS), a CephFS over two pools,
 and a ceph-fuse client mounted in the workspace. Everything listens on 127.0.0.1 only, on
 ports the kernel hands out, and cephx is on with keys readable by the user alone, so no other
