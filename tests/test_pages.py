@@ -278,8 +278,11 @@ def test_a_running_notebook_relays_its_queue_lines_and_says_where_it_is(
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
     said: list[str] = []
     notebooks.execute_notebook(source, tmp_path / "out.ipynb", timeout_s=120, say=said.append)
-    assert said[0] == "q.ipynb: fio: waiting for a turn, place 2 of 3 (1 at a time in this class)"
-    assert "q.ipynb: fio: your turn after 2 s" in said
+    # in order; a heartbeat may come first when the kernel starts slowly on a busy machine
+    assert [line for line in said if line.startswith("q.ipynb: fio: ")] == [
+        "q.ipynb: fio: waiting for a turn, place 2 of 3 (1 at a time in this class)",
+        "q.ipynb: fio: your turn after 2 s",
+    ]
     assert any(line.startswith("q.ipynb: cell 1 of 1 running; 0 min ") for line in said)
     assert not any("a table" in line for line in said)
 
