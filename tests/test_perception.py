@@ -20,19 +20,21 @@ import pytest
 from iolab.core.errors import LabError
 from iolab.core.workspace import public_text
 from iolab.measure.context import MEMORY_FS, mount_for
-from iolab.storage import perception
+from iolab.storage import perception, perception_timing
 from iolab.storage.perception import (
     COLUMNS,
-    SYNTHETIC_PACKAGE,
     PerceptionSizes,
+    installed_package_dirs,
+    perception_suite,
+    time_untar_sync,
+)
+from iolab.storage.perception_workloads import (
+    SYNTHETIC_PACKAGE,
     collected_count,
     git_env,
-    installed_package_dirs,
     make_git_repo,
-    perception_suite,
     pytest_collect_command,
     sync_command,
-    time_untar_sync,
     untar_command,
     write_archive,
     write_synthetic_package,
@@ -219,7 +221,7 @@ def test_run_directory_is_removed_on_ctrl_c(tmp_path, monkeypatch):
         assert len(list(tmp_path.iterdir())) == 1  # the run directory exists meanwhile
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(perception, "time_command", interrupted)
+    monkeypatch.setattr(perception_timing, "time_command", interrupted)
     with pytest.raises(KeyboardInterrupt):
         time_untar_sync(tmp_path, sizes=SMALL)
     assert list(tmp_path.iterdir()) == []

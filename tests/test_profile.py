@@ -18,7 +18,9 @@ import pytest
 from iolab.cli import profile as profile_command_line
 from iolab.core.errors import LabError
 from iolab.diagnosis.origins import origin_of
-from iolab.diagnosis.trace import per_file, profile_command, read_trace, size_class
+from iolab.diagnosis.trace import profile_command
+from iolab.diagnosis.trace_files import per_file, size_class
+from iolab.diagnosis.trace_tally import read_trace
 
 needs_strace = pytest.mark.needs("strace")
 

@@ -1546,7 +1546,7 @@ def test_ctrl_c_the_moment_a_run_directory_is_made_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: str
 ) -> None:
     from iolab.core.lab_dirs import fresh_run_dir
-    from iolab.storage.perception import run_dir
+    from iolab.storage.perception_timing import run_dir
     from iolab.storage.sweep import run_directory
 
     opened = {

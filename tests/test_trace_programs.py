@@ -20,7 +20,10 @@ import pytest
 
 from iolab.diagnosis.facts import RECORD_COLUMNS
 from iolab.diagnosis.rules import diagnose
-from iolab.diagnosis.trace import Profile, per_file, profile_command, read_trace
+from iolab.diagnosis.trace import profile_command
+from iolab.diagnosis.trace_files import per_file
+from iolab.diagnosis.trace_profile import Profile
+from iolab.diagnosis.trace_tally import read_trace
 
 needs_strace = pytest.mark.needs("strace")
 

@@ -8,7 +8,8 @@ import json
 import sys
 
 from iolab.cli.options import add_command_argument, add_json_option, add_top_option
-from iolab.diagnosis.trace import METHODS, format_profile, profile_command
+from iolab.diagnosis.trace import METHODS, profile_command
+from iolab.diagnosis.trace_report import format_profile
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:

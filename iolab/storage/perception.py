@@ -33,78 +33,51 @@ one after another, so the default sizes need at most about 25 MB and 5,200 inode
 
 from __future__ import annotations
 
-import compileall
-import contextlib
 import importlib.util
-import os
-import random
-import re
-import shlex
 import shutil
-import subprocess
 import sys
 import tarfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
 
 import pandas as pd
 
-from iolab.core.capacity import check_capacity
 from iolab.core.errors import LabError
-from iolab.core.lab_dirs import fresh_run_dir
 from iolab.core.owned import discard_owned
-from iolab.core.user_paths import existing_dir
 from iolab.core.workspace import public_text
-from iolab.measure.cache import EVICT_METHOD, Eviction, Residency, evict
-from iolab.measure.context import fs_kind, mount_for
-from iolab.measure.timing import Measurement, time_command
+from iolab.measure.context import mount_for
+from iolab.measure.timing import Measurement
 from iolab.measure.tools import install_hint
+from iolab.storage.perception_timing import (
+    BLOCK_BYTES,
+    cold_and_warm,
+    file_count,
+    memory_note,
+    on_disk_bytes,
+    run_dir,
+    writable_dir,
+)
+from iolab.storage.perception_workloads import (
+    GIT_MISSING,
+    SYNTHETIC_PACKAGE,
+    collected_count,
+    git_env,
+    make_git_repo,
+    pytest_collect_command,
+    python_env,
+    run_untimed,
+    sync_command,
+    untar_command,
+    write_archive,
+    write_synthetic_package,
+    write_test_tree,
+)
 
 #: The tests perception_suite knows, in the order it runs them.
 TESTS = ("import", "git", "pytest", "untar")
 #: Installed packages whose files `import pandas` reads and a cold run evicts.
 IMPORT_PACKAGES = ("pandas", "numpy")
-#: The generated package's name; PYTHONPATH points at its parent in the location.
-SYNTHETIC_PACKAGE = "synthpkg"
-#: Prefix of every per-run directory, so a leftover one is easy to recognise.
-RUN_PREFIX = "iolab-perception-"
-#: mtime of every generated file (2020-01-01). A file written in the same second as git's
-#: index is "racily clean", and git status would read its content on every run; an old
-#: mtime makes git trust the index, as in a real checkout. It also makes archives identical.
-FIXED_MTIME = 1_577_836_800
-#: Seed of the generated file contents: the same sizes give the same bytes everywhere.
-SEED = 2024
-#: Space a small file takes at least (one 4 KiB block on most file systems).
-BLOCK_BYTES = 4096
-#: git identity and settings for the repository the lab makes; the user's config is never
-#: read or written (see git_env), and automatic gc would fork a background job into it.
-GIT_SETUP = [
-    "git",
-    "-c",
-    "gc.auto=0",
-    "-c",
-    "maintenance.auto=false",
-    "-c",
-    "user.name=lab",
-    "-c",
-    "user.email=lab@example.invalid",
-]
-GIT_MISSING = (
-    "git is not installed, so the git status test cannot run; get it with "
-    "apt-get install git (or: dnf install git, module load git)"
-)
-#: Environment variables that would redirect what Python or pytest reads: another search
-#: path, bytecode in another directory, no bytecode at all, extra options or plugins.
-PYTHON_ENV_DROP = (
-    "PYTHONPATH",
-    "PYTHONPYCACHEPREFIX",
-    "PYTHONDONTWRITEBYTECODE",
-    "PYTEST_ADDOPTS",
-    "PYTEST_PLUGINS",
-)
-_COLLECTED = re.compile(r"(\d+) tests? collected")
 
 COLUMNS = [
     "test",
@@ -155,155 +128,6 @@ class PerceptionSizes:
 DEFAULT_SIZES = PerceptionSizes()
 
 
-def _python_env(pythonpath: Path | None = None) -> dict[str, str]:
-    """The environment for a timed Python: the user's, minus what redirects its file reads."""
-    env = {key: value for key, value in os.environ.items() if key not in PYTHON_ENV_DROP}
-    if pythonpath is not None:
-        env["PYTHONPATH"] = str(pythonpath)
-    return env
-
-
-def git_env(home: Path) -> dict[str, str]:
-    """The environment for git in the lab's repository: no user or system configuration.
-
-    HOME and XDG_CONFIG_HOME point at an empty directory of the run and GIT_CONFIG_NOSYSTEM
-    skips /etc/gitconfig, so the user's hooks, signing or fsmonitor settings neither break the
-    commit nor change the timing, and nothing is written to their configuration. GIT_*
-    variables (GIT_DIR, GIT_INDEX_FILE, ...) would point git at another repository: dropped.
-    """
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home), GIT_CONFIG_NOSYSTEM="1")
-    return env
-
-
-def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    """Run an untimed setup or check command and return its output; LabError if it fails."""
-    try:
-        proc = subprocess.run(
-            cmd, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
-        )
-    except FileNotFoundError:
-        hint = install_hint(cmd[0]) or "install it and put it on PATH"
-        raise LabError(f"the command {cmd[0]} was not found; {hint}") from None
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines() or ["it printed no error message"]
-        raise LabError(f"`{shlex.join(cmd)}` failed ({lines[-1]}); run it by hand to see why")
-    return proc.stdout
-
-
-def _existing_dir(directory: Path | str) -> Path:
-    """`directory` resolved, if it is a directory the user may write in; else a LabError."""
-    path = existing_dir(
-        directory,
-        "pass an existing folder, e.g. a location's working "
-        "directory from `python -m iolab locations`",
-    ).resolve()
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise LabError(f"the directory {directory} is not writable by you; pass one you own")
-    return path
-
-
-@contextlib.contextmanager
-def run_dir(
-    directory: Path | str, test: str, bytes_needed: int, inodes_needed: int
-) -> Iterator[Path]:
-    """A fresh directory for one test inside `directory`, removed afterwards whatever happens.
-
-    The space and inode check comes first, so a full scratch file system is refused before
-    anything is written.
-    """
-    parent = _existing_dir(directory)
-    check_capacity(parent, bytes_needed, inodes_needed)
-    with fresh_run_dir(parent, f"{RUN_PREFIX}{test}-") as path:
-        yield path
-
-
-def _on_disk_bytes(files: int, file_bytes: int) -> int:
-    """Bytes `files` files of `file_bytes` each occupy, every file rounded up to whole blocks."""
-    return files * -(-file_bytes // BLOCK_BYTES) * BLOCK_BYTES
-
-
-def _text(rng: random.Random, nbytes: int) -> str:
-    """`nbytes` characters of reproducible hex text ending in a newline."""
-    return rng.randbytes(nbytes // 2 + 1).hex()[: nbytes - 1] + "\n"
-
-
-def _evict_all(paths: Sequence[Path]) -> Eviction:
-    """Evict several files or trees and report them as one: the sums before and after."""
-    evictions = [evict(path) for path in paths]
-
-    def total(which: str) -> Residency:
-        parts = [getattr(e, which) for e in evictions]
-        return Residency(
-            " + ".join(p.path for p in parts),
-            sum(p.files for p in parts),
-            sum(p.total_bytes for p in parts),
-            sum(p.resident_bytes for p in parts),
-            sum(p.skipped for p in parts),
-        )
-
-    before = total("before")
-    return Eviction(before.path, EVICT_METHOD, before, total("after"))
-
-
-def _memory_note(directory: Path) -> str:
-    """The caveat for a memory file system, where a cold run cannot be cold; else ''."""
-    fs_type = mount_for(directory).fs_type
-    if fs_kind(fs_type) == "memory":
-        return f"{fs_type} keeps files in RAM and cannot evict them: cold equals warm here"
-    return ""
-
-
-def _cold_and_warm(
-    test: str,
-    cmd: list[str],
-    *,
-    repeats: int,
-    location: Path,
-    cold_paths: Sequence[Path],
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    reset: Callable[[], None] | None = None,
-) -> tuple[Measurement, Measurement]:
-    """Time `cmd` warm (after one untimed run), then cold (`cold_paths` evicted before each).
-
-    The warm series comes first, so its untimed run has written whatever a program writes
-    on its first run before any cold repeat. `reset` restores the starting state, untimed,
-    before every run (the untar test empties its destination).
-    """
-
-    def before_cold() -> Eviction:
-        if reset is not None:
-            reset()
-        return _evict_all(cold_paths)
-
-    if reset is not None:
-        reset()
-    warm = time_command(
-        cmd,
-        repeats=repeats,
-        warmup=1,
-        label=f"{test} warm",
-        cwd=cwd,
-        env=env,
-        location=location,
-        cache_state="warm",
-        before_each=reset,
-    )
-    cold = time_command(
-        cmd,
-        repeats=repeats,
-        warmup=0,
-        label=f"{test} cold",
-        cwd=cwd,
-        env=env,
-        location=location,
-        cache_state="cold",
-        before_each=before_cold,
-    )
-    return cold, warm
-
-
 def _rows(
     test: str,
     action: str,
@@ -333,11 +157,6 @@ def _rows(
         ],
         columns=COLUMNS,
     )
-
-
-def _file_count(top: Path) -> int:
-    """Regular files at or below `top`."""
-    return sum(len(files) for _, _, files in os.walk(top))
 
 
 def installed_package_dirs(packages: Sequence[str] = IMPORT_PACKAGES) -> list[Path]:
@@ -375,13 +194,13 @@ def time_import_pandas(repeats: int = 3, packages: Sequence[str] = IMPORT_PACKAG
     """
     dirs = installed_package_dirs(packages)
     cmd = [sys.executable, "-c", f"import {', '.join(packages)}"]
-    measurements = _cold_and_warm(
+    measurements = cold_and_warm(
         "import_pandas",
         cmd,
         repeats=repeats,
         location=dirs[0].parent,
         cold_paths=dirs,
-        env=_python_env(),
+        env=python_env(),
     )
     note = (
         "the venv's site-packages, not the measured directory; mapped pages of "
@@ -391,64 +210,9 @@ def time_import_pandas(repeats: int = 3, packages: Sequence[str] = IMPORT_PACKAG
         "import_pandas",
         f'python -c "import {", ".join(packages)}"',
         measurements,
-        sum(_file_count(d) for d in dirs),
+        sum(file_count(d) for d in dirs),
         note,
     )
-
-
-def _module_source(index: int, first_sibling: str | None) -> str:
-    """A small module: a docstring, constants, a function and a class, ~0.5 KB."""
-    lines = [f'"""Generated module {index}: a few definitions, like a small real module."""', ""]
-    if first_sibling is not None:
-        lines += [f"from . import {first_sibling} as _first", ""]
-    names = tuple(f"name{index}_{k}" for k in range(6))
-    lines += [
-        f"VALUE = {index}",
-        f"NAMES = {names!r}",
-        "",
-        "",
-        "def scaled(x):",
-        f"    return x * VALUE + {index % 7}",
-        "",
-        "",
-        f"class Item{index}:",
-        "    def __init__(self, x):",
-        "        self.x = scaled(x)",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def write_synthetic_package(parent: Path, modules: int, subpackages: int) -> Path:
-    """Write `synthpkg` with `modules` modules spread over `subpackages` and compile it.
-
-    Importing the package imports every module: the top level imports each subpackage, a
-    subpackage its modules, and each module the first module of its subpackage. Bytecode is
-    compiled here, as pip does at install, so imports read .pyc files and compile nothing.
-    """
-    package = parent / SYNTHETIC_PACKAGE
-    package.mkdir()
-    names = [f"sub{s:02d}" for s in range(subpackages)]
-    (package / "__init__.py").write_text(
-        '"""A generated package of many small modules."""\n\n'
-        + "".join(f"from . import {name}\n" for name in names)
-    )
-    members: dict[str, list[str]] = {name: [] for name in names}
-    for index in range(modules):
-        members[names[index % subpackages]].append(f"m{index:04d}")
-    for name, modules_here in members.items():
-        sub = package / name
-        sub.mkdir()
-        (sub / "__init__.py").write_text("".join(f"from . import {m}\n" for m in modules_here))
-        for position, module in enumerate(modules_here):
-            first = modules_here[0] if position else None
-            (sub / f"{module}.py").write_text(_module_source(int(module[1:]), first))
-    if not compileall.compile_dir(package, quiet=2):
-        raise LabError(
-            f"could not compile the generated package in {package}; check that "
-            "the directory is writable"
-        )
-    return package
 
 
 def time_import_synthetic(
@@ -465,80 +229,26 @@ def time_import_synthetic(
     modules, subpackages = sizes.synthetic_modules, sizes.synthetic_subpackages
     files = 2 * (modules + subpackages + 1)
     with run_dir(
-        directory, "import", _on_disk_bytes(files, BLOCK_BYTES), files + 2 * subpackages + 2
+        directory, "import", on_disk_bytes(files, BLOCK_BYTES), files + 2 * subpackages + 2
     ) as run:
         package = write_synthetic_package(run, modules, subpackages)
-        measurements = _cold_and_warm(
+        measurements = cold_and_warm(
             "import_synthetic",
             [sys.executable, "-c", f"import {SYNTHETIC_PACKAGE}"],
             repeats=repeats,
             location=run.parent,
             cold_paths=[package],
             cwd=run,
-            env=_python_env(pythonpath=run),
+            env=python_env(pythonpath=run),
         )
-        involved = _file_count(package)
+        involved = file_count(package)
     return _rows(
         "import_synthetic",
         f'python -c "import {SYNTHETIC_PACKAGE}" ({modules} modules)',
         measurements,
         involved,
-        _memory_note(run.parent),
+        memory_note(run.parent),
     )
-
-
-def _fast_import_stream(paths: Sequence[str], contents: Sequence[bytes]) -> bytes:
-    """A git fast-import stream: one blob per file, then one commit of all of them."""
-    chunks = []
-    for mark, data in enumerate(contents, start=1):
-        chunks += [f"blob\nmark :{mark}\ndata {len(data)}\n".encode(), data, b"\n"]
-    message = b"generated files\n"
-    chunks.append(
-        f"commit refs/heads/main\ncommitter lab <lab@example.invalid> {FIXED_MTIME} "
-        f"+0000\ndata {len(message)}\n".encode()
-        + message
-    )
-    chunks += [f"M 100644 :{mark} {path}\n".encode() for mark, path in enumerate(paths, 1)]
-    return b"".join(chunks)
-
-
-def make_git_repo(parent: Path, files: int, dirs: int, file_bytes: int) -> Path:
-    """A repository `repo` with one commit of `files` small text files in `dirs` directories.
-
-    The commit is written by git fast-import straight into one pack, as after a clone (git
-    add would first write a loose object, an inode, per file), and `git reset` then builds
-    the index from it for the working files, which are written with an old mtime. All git
-    commands run with git_env, so no user configuration is read or written.
-    """
-    repo = parent / "repo"
-    env = git_env(parent)
-    _run([*GIT_SETUP, "-c", "init.defaultBranch=main", "init", "-q", str(repo)], env=env)
-    rng = random.Random(SEED)
-    paths = [f"d{index % dirs:03d}/f{index:05d}.txt" for index in range(files)]
-    contents = [_text(rng, file_bytes).encode() for _ in paths]
-    for d in range(dirs):
-        (repo / f"d{d:03d}").mkdir()
-    for path, data in zip(paths, contents):
-        (repo / path).write_bytes(data)
-        os.utime(repo / path, (FIXED_MTIME, FIXED_MTIME))
-    try:
-        proc = subprocess.run(
-            [*GIT_SETUP, "fast-import", "--quiet"],
-            cwd=repo,
-            env=env,
-            input=_fast_import_stream(paths, contents),
-            capture_output=True,
-        )
-    except FileNotFoundError:
-        raise LabError(GIT_MISSING) from None
-    if proc.returncode != 0:
-        lines = proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
-        raise LabError(
-            f"git fast-import failed in {repo} ({lines[-1]}); check that the "
-            "directory is writable and git is at least version 1.6"
-        )
-    _run([*GIT_SETUP, "reset", "-q"], cwd=repo, env=env)
-    return repo
 
 
 def time_git_status(
@@ -555,22 +265,22 @@ def time_git_status(
         raise LabError(GIT_MISSING)
     files, dirs = sizes.git_files, sizes.git_dirs
     with run_dir(
-        directory, "git", 2 * _on_disk_bytes(files, sizes.git_file_bytes), files + dirs + 100
+        directory, "git", 2 * on_disk_bytes(files, sizes.git_file_bytes), files + dirs + 100
     ) as run:
         repo = make_git_repo(run, files, dirs, sizes.git_file_bytes)
         env = git_env(run)
-        if _run(["git", "status", "--porcelain"], cwd=repo, env=env).strip():
+        if run_untimed(["git", "status", "--porcelain"], cwd=repo, env=env).strip():
             raise LabError(
                 f"the generated repository in {repo} is not clean; run `git status` "
                 "there by hand to see why"
             )
-        tracked = len(_run(["git", "ls-files", "-z"], cwd=repo, env=env).split("\0")) - 1
+        tracked = len(run_untimed(["git", "ls-files", "-z"], cwd=repo, env=env).split("\0")) - 1
         if tracked != files:
             raise LabError(
                 f"the generated repository tracks {tracked} files, not {files}; "
                 f"run `git ls-files` in {repo} to see which are missing"
             )
-        measurements = _cold_and_warm(
+        measurements = cold_and_warm(
             "git_status",
             ["git", "status", "--porcelain"],
             repeats=repeats,
@@ -579,67 +289,14 @@ def time_git_status(
             cwd=repo,
             env=env,
         )
-        involved = _file_count(repo)
+        involved = file_count(repo)
     return _rows(
         "git_status",
         f"git status --porcelain ({files} files)",
         measurements,
         involved,
-        _memory_note(run.parent),
+        memory_note(run.parent),
     )
-
-
-def write_test_tree(parent: Path, files: int, tests_per_file: int) -> Path:
-    """A test suite `tests` of `files` modules with `tests_per_file` tests, and its own ini.
-
-    The empty pytest.ini makes the tree its own rootdir, so no configuration or conftest.py
-    from the directories above (the lab's own pyproject.toml) applies. Modules are spread over
-    10 directories and have unique names (pytest's default import mode needs that).
-    """
-    tree = parent / "tests"
-    tree.mkdir()
-    (tree / "pytest.ini").write_text("[pytest]\n")
-    for index in range(files):
-        folder = tree / f"group{index % 10}"
-        folder.mkdir(exist_ok=True)
-        body = "".join(
-            f"\n\ndef test_{k}():\n    assert BASE + {k} >= 0\n" for k in range(tests_per_file)
-        )
-        (folder / f"test_gen_{index:04d}.py").write_text(
-            '"""Generated tests: collecting imports this module and lists them."""\n\n'
-            f"BASE = {index}\n{body}"
-        )
-    return tree
-
-
-def pytest_collect_command(tree: Path) -> list[str]:
-    """The lab's own pytest collecting `tree`: its ini, no cache plugin writing .pytest_cache."""
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--collect-only",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-c",
-        str(tree / "pytest.ini"),
-        "--rootdir",
-        str(tree),
-        str(tree),
-    ]
-
-
-def collected_count(output: str) -> int:
-    """N from pytest's closing 'N tests collected in 0.5s'; LabError if it is not there."""
-    match = _COLLECTED.search(output)
-    if match is None:
-        tail = output.strip().splitlines()[-1:] or ["no output"]
-        raise LabError(
-            f"pytest did not report how many tests it collected ({tail[0]}); run "
-            "`python -m pytest --collect-only` by hand to see why"
-        )
-    return int(match.group(1))
 
 
 def time_pytest_collect(
@@ -654,19 +311,17 @@ def time_pytest_collect(
     pytest itself, in the venv, stays cached.
     """
     files, per_file = sizes.pytest_files, sizes.pytest_tests_per_file
-    with run_dir(
-        directory, "pytest", _on_disk_bytes(2 * files, BLOCK_BYTES), 2 * files + 30
-    ) as run:
+    with run_dir(directory, "pytest", on_disk_bytes(2 * files, BLOCK_BYTES), 2 * files + 30) as run:
         tree = write_test_tree(run, files, per_file)
         cmd = pytest_collect_command(tree)
-        env = {**_python_env(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        collected = collected_count(_run(cmd, cwd=tree, env=env))
+        env = {**python_env(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        collected = collected_count(run_untimed(cmd, cwd=tree, env=env))
         if collected != files * per_file:
             raise LabError(
                 f"pytest collected {collected} tests in {tree}, not "
                 f"{files * per_file}; run the collection there by hand to see why"
             )
-        measurements = _cold_and_warm(
+        measurements = cold_and_warm(
             "pytest_collect",
             cmd,
             repeats=repeats,
@@ -675,63 +330,14 @@ def time_pytest_collect(
             cwd=tree,
             env=env,
         )
-        involved = _file_count(tree)
+        involved = file_count(tree)
     return _rows(
         "pytest_collect",
         f"pytest --collect-only -q ({collected} tests)",
         measurements,
         involved,
-        _memory_note(run.parent),
+        memory_note(run.parent),
     )
-
-
-def write_archive(path: Path, files: int, dirs: int, file_bytes: int) -> Path:
-    """An uncompressed tar of `files` files of `file_bytes` random bytes in `dirs` directories.
-
-    The members are written straight into the archive, so no source tree costs inodes.
-    Random bytes, so no file system can compress them into nothing.
-    """
-    rng = random.Random(SEED)
-    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as archive:
-        for d in range(dirs):
-            info = tarfile.TarInfo(f"d{d:03d}")
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, FIXED_MTIME
-            archive.addfile(info)
-        for index in range(files):
-            info = tarfile.TarInfo(f"d{index % dirs:03d}/f{index:05d}.bin")
-            info.size, info.mode, info.mtime = file_bytes, 0o644, FIXED_MTIME
-            archive.addfile(info, BytesIO(rng.randbytes(file_bytes)))
-    return path
-
-
-def sync_command(directory: Path) -> list[str]:
-    """The command that flushes the file system holding `directory` to its storage.
-
-    `sync -f DIR` (coreutils 8.24+) flushes only that file system, the one being measured,
-    so other file systems' dirty data is not counted; other writers' dirty data on the same
-    file system still is. Where `sync -f` is refused (BusyBox, macOS), plain `sync` flushes
-    every file system instead.
-    """
-    single = ["sync", "-f", str(directory)]
-    try:
-        refused = (
-            subprocess.run(single, capture_output=True, stdin=subprocess.DEVNULL).returncode != 0
-        )
-    except FileNotFoundError:
-        raise LabError("the command sync was not found; install coreutils") from None
-    return ["sync"] if refused else single
-
-
-def untar_command(archive: Path, dest: Path, sync: Sequence[str]) -> list[str]:
-    """The timed command: unpack `archive` into the existing `dest`, then run `sync`."""
-    return [
-        "sh",
-        "-c",
-        f'tar -xf "$1" -C "$2" && {shlex.join(sync)}',
-        "sh",
-        str(archive),
-        str(dest),
-    ]
 
 
 def time_untar_sync(
@@ -747,7 +353,7 @@ def time_untar_sync(
     if shutil.which("tar") is None:
         raise LabError(f"the command tar was not found; {install_hint('tar')}")
     files, dirs = sizes.untar_files, sizes.untar_dirs
-    nbytes = _on_disk_bytes(files, sizes.untar_file_bytes) + files * 2 * tarfile.BLOCKSIZE
+    nbytes = on_disk_bytes(files, sizes.untar_file_bytes) + files * 2 * tarfile.BLOCKSIZE
     with run_dir(directory, "untar", nbytes, files + dirs + 10) as run:
         archive = write_archive(run / "archive.tar", files, dirs, sizes.untar_file_bytes)
         dest = run / "unpacked"
@@ -756,9 +362,9 @@ def time_untar_sync(
         def empty_destination() -> None:
             discard_owned(dest)
             dest.mkdir()
-            _run(sync)
+            run_untimed(sync)
 
-        measurements = _cold_and_warm(
+        measurements = cold_and_warm(
             "untar_sync",
             untar_command(archive, dest, sync),
             repeats=repeats,
@@ -766,7 +372,7 @@ def time_untar_sync(
             cold_paths=[archive],
             reset=empty_destination,
         )
-        unpacked = _file_count(dest)
+        unpacked = file_count(dest)
         if unpacked != files:
             raise LabError(
                 f"tar unpacked {unpacked} files, not {files}; run `tar -tf "
@@ -778,7 +384,7 @@ def time_untar_sync(
         f"tar -xf ARCHIVE -C DEST && {shown} ({files} files)",
         measurements,
         files,
-        _memory_note(run.parent),
+        memory_note(run.parent),
     )
 
 
@@ -834,7 +440,7 @@ def perception_suite(
         raise LabError(f"unknown perception test {unknown[0]!r}; choose from {', '.join(TESTS)}")
     if repeats < 1:
         raise LabError(f"repeats must be at least 1 (got {repeats}); pass --repeats 1 or more")
-    directory = _existing_dir(directory)
+    directory = writable_dir(directory)
     frames = []
     for test in tests:
         tool, reason = _NEEDS.get(test, (None, ""))
