@@ -196,7 +196,7 @@ def _tally_files(
     dataset_dir: Path, files: list[str], amounts: Sequence[Sized]
 ) -> list[tuple[str, int]]:
     skip = len(os.path.join(dataset_dir, ""))
-    return [(path[skip:], len(amount)) for path, amount in zip(files, amounts)]
+    return [(path[skip:], len(amount)) for path, amount in zip(files, amounts, strict=True)]
 
 
 def archive_path(dataset_dir: Path) -> Path:

@@ -268,7 +268,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], Run]
     argvs = [case.argv for case in BAD + TOO_BIG] + ACCEPTED
     roots = [tmp_path_factory.mktemp("case") for _ in argvs]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
-        return dict(zip(argvs, pool.map(_run, argvs, roots)))
+        return dict(zip(argvs, pool.map(_run, argvs, roots), strict=True))
 
 
 def _assert_refused(run: Run, says: str) -> None:

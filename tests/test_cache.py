@@ -206,7 +206,7 @@ def test_cold_reader_timings_start_evicted_and_stay_correct(small_dataset: Path)
     skip_if_in_memory(small_dataset)
     manifest = ds.load_manifest(small_dataset)
     measurements = time_readers(small_dataset, repeats=2, cache="cold")
-    for name, m in zip(READER_NAMES, measurements):
+    for name, m in zip(READER_NAMES, measurements, strict=True):
         row = m.summary_row()
         assert (row["label"], row["cache_state"], m.warmup) == (name, "cold", 0)
         assert row["resident_before_max_pct"] <= EVICTED_PCT

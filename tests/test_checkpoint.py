@@ -198,7 +198,7 @@ def test_background_copies_are_verified_by_sha256(tmp_path: Path):
     assert all(c.verified for c in run.copies)
     assert run.kept == ["step-000006.ckpt"]
     assert [p.name for p in ck.complete_checkpoints(remote)] == names
-    for saved, copy in zip(run.saves, run.copies):
+    for saved, copy in zip(run.saves, run.copies, strict=True):
         copied = remote / copy.checkpoint
         assert copy.sha256_local == saved.sha256 == sha256(copied)
         assert copy.size_bytes == saved.size_bytes == copied.stat().st_size

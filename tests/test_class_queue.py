@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -255,7 +256,7 @@ def test_one_slot_serves_learners_in_arrival_order(queue: Path, learners) -> Non
     turns = group.finish()
     assert [index for index, _, _ in turns] == [2, 0, 3, 1]
     assert most_at_once(turns) == 1
-    assert all(earlier[2] <= later[1] for earlier, later in zip(turns, turns[1:]))
+    assert all(earlier[2] <= later[1] for earlier, later in pairwise(turns))
     assert os.listdir(queue) == []
 
 

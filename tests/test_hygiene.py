@@ -136,7 +136,9 @@ def test_checkpoints_are_found_with_sizes_and_ages(tmp_path: Path) -> None:
         "run2/pytorch_model.bin",
         "run2/sub/last.ckpt",
     ]
-    assert dict(zip(found["path"], found["age_days"])) == {k: v[1] for k, v in made.items()}
+    assert dict(zip(found["path"], found["age_days"], strict=True)) == {
+        k: v[1] for k, v in made.items()
+    }
     assert set(found["owner"]) == {owner_name(os.getuid())}
     mine = checkpoints_by_owner(found).iloc[0]
     assert (

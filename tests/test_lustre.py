@@ -449,6 +449,7 @@ def test_setstripe_pfl_argv() -> None:
         ({"components": [(3 * MIB, 1, 2 * MIB)]}, "not a multiple of its stripe size"),
         ({"components": [{"end": MIB, "layout": "mdt", "count": 1}]}, "takes no stripe count"),
         ({"components": [{"count": 1}]}, "needs an 'end'"),
+        ({"components": [(MIB, 1, MIB, 0)]}, r"\(end, count, size\) or shorter"),
     ],
 )
 def test_setstripe_validation_messages(options: dict, message: str) -> None:

@@ -33,7 +33,9 @@ def test_sleep_takes_wall_time_but_no_cpu(sleeper):
     assert sleeper.repeats == 3 and len(sleeper.wall_s) == 3
     assert all(wall >= SLEEP_S for wall in sleeper.wall_s)
     # A single-threaded child cannot use CPU while it sleeps: cpu <= wall - sleep.
-    assert all(cpu < wall - SLEEP_S / 2 for cpu, wall in zip(sleeper.cpu_s, sleeper.wall_s))
+    assert all(
+        cpu < wall - SLEEP_S / 2 for cpu, wall in zip(sleeper.cpu_s, sleeper.wall_s, strict=True)
+    )
     assert sleeper.wall_min_s <= sleeper.wall_median_s <= sleeper.wall_max_s
 
 
@@ -52,7 +54,7 @@ def test_busy_loop_keeps_a_cpu_busy():
     # from inside: our CPU time must cover that, and must stay below the wall time.
     busy = time_command([PY, "-c", BUSY_SCRIPT], repeats=3, warmup=0)
     for cpu, user, system, wall, inside in zip(
-        busy.cpu_s, busy.user_s, busy.sys_s, busy.wall_s, busy.results
+        busy.cpu_s, busy.user_s, busy.sys_s, busy.wall_s, busy.results, strict=True
     ):
         assert inside["loop_cpu_s"] <= cpu <= wall + 0.01
         assert user > system

@@ -204,7 +204,7 @@ def test_the_per_node_picture_has_a_bar_per_node_job_and_place(runs):
     try:
         panels = fig.axes
         assert [ax.get_title() for ax in panels] == ["node-local", "scratch"]
-        for ax, place in zip(panels, ("node-local", "scratch")):
+        for ax, place in zip(panels, ("node-local", "scratch"), strict=True):
             heights = sorted(round(bar.get_height(), 6) for bar in ax.patches)
             rows = per_node[per_node["location"] == place]["bw_MiB_per_s"]
             assert heights == sorted(round(value, 6) for value in rows)  # 2 nodes x 6 jobs

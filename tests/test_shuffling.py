@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,7 @@ def test_a_buffer_never_moves_a_sample_earlier_than_its_size() -> None:
 @pytest.mark.parametrize("stop", [0, 1, 17, 36, 37])
 def test_resumed_epoch_repeats_nothing_and_skips_nothing(stop: int) -> None:
     sampler = sf.EpochSampler(37, seed=4, epoch=2)
-    before = [index for _, index in zip(range(stop), sampler)]
+    before = list(islice(sampler, stop))
     state = sampler.state_dict()
     assert state == {"n": 37, "seed": 4, "epoch": 2, "position": stop}
     resumed = sf.EpochSampler(37, seed=4)

@@ -50,6 +50,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -863,7 +864,7 @@ def test_no_heading_is_shown_twice_in_a_row(server: str, desktop: Browser) -> No
         .map(el => Array.from(el.childNodes)
             .filter(node => !(node.classList && node.classList.contains('headerlink')))
             .map(node => node.textContent).join('').replace(/\\s+/g, ' ').trim())""")
-    repeated = [a for a, b in zip(shown, shown[1:]) if a == b]
+    repeated = [a for a, b in pairwise(shown) if a == b]
     assert {"Workshop", "Lessons", "Notebooks"} <= set(shown), shown
     assert repeated == [], f"shown twice in a row on the front page: {repeated}"
     sidebar = desktop.driver.execute_script("""return Array.from(document.querySelectorAll(

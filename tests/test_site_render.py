@@ -305,7 +305,7 @@ def parse_compound(text: str):
                 if inner is None or inner[1]:
                     return None
                 parts.append(("not", inner[0]))
-                spec = [a + b for a, b in zip(spec, inner[2])]
+                spec = [a + b for a, b in zip(spec, inner[2], strict=True)]
             else:
                 parts.append(("pseudo", (name, arg)))
                 spec[1] += 1
@@ -328,7 +328,7 @@ def parse_selector(selector: str):
             if parsed is None or pseudo:  # a pseudo-element must be the last part
                 return None
             parts, pseudo, s = parsed
-            spec = [a + b for a, b in zip(spec, s)]
+            spec = [a + b for a, b in zip(spec, s, strict=True)]
             compounds.append((combinator if compounds else "", parts))
             combinator = " "
     return (compounds, pseudo, tuple(spec)) if compounds else None

@@ -78,13 +78,13 @@ def test_fio_job_runs_on_every_node_and_sums_the_nodes(slurm_nodes, node_places)
         "bw_MiB_per_s",
         "iops",
     ]
-    assert sorted(zip(per_node["node"], per_node["location"], per_node["job"])) == sorted(
-        (node, place, name) for node in nodes for place in PLACES for name in NODE_JOBS
-    )
+    assert sorted(
+        zip(per_node["node"], per_node["location"], per_node["job"], strict=True)
+    ) == sorted((node, place, name) for node in nodes for place in PLACES for name in NODE_JOBS)
 
     total = pd.read_csv(results / "fio-total.csv")
     assert list(total.columns) == ["location", "job", "direction", "bw_MiB_per_s", "iops", "nodes"]
-    assert sorted(zip(total["location"], total["job"])) == sorted(
+    assert sorted(zip(total["location"], total["job"], strict=True)) == sorted(
         (place, name) for place in PLACES for name in NODE_JOBS
     )
     assert set(total["nodes"]) == {NODES}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import matplotlib
@@ -202,7 +203,7 @@ def test_each_byte_has_exactly_one_place(name):
     assert len(places) == len(range(start, start + length, step))
     runs = list(pieces(layout, start, length))
     assert runs[0].file_offset == start
-    assert all(a.file_offset + a.length == b.file_offset for a, b in zip(runs, runs[1:]))
+    assert all(a.file_offset + a.length == b.file_offset for a, b in pairwise(runs))
     assert sum(r.length for r in runs) == length
     assert sum(bytes_per_ost(layout, start, length).values()) == length
 
@@ -222,7 +223,7 @@ def test_objects_fill_without_holes_after_their_first_byte(name):
         )
     for row in extents.itertuples():
         runs = sorted(spans[(row.component_index, row.stripe_index)])
-        assert all(a_end == b_start for (_, a_end), (b_start, _) in zip(runs, runs[1:]))
+        assert all(a_end == b_start for (_, a_end), (b_start, _) in pairwise(runs))
         assert (runs[0][0], runs[-1][1]) == (row.leading_hole_bytes, row.object_end_bytes)
         assert row.object_end_bytes - row.leading_hole_bytes == row.data_bytes
     if layout in (PLAIN4, CSC, OVERSTRIPED):

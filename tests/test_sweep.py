@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -34,7 +35,7 @@ def test_default_plan_keeps_count_then_bytes_constant_within_the_caps() -> None:
     plan = sweep.plan()
     sizes = list(plan["file_bytes"])
     assert sizes[0] == 4096 and sizes[-1] == 64 * MIB
-    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+    assert all(b == 2 * a for a, b in pairwise(sizes))
     crossover = 256 * MIB // 2048  # 128 KiB
     small = plan[plan["file_bytes"] <= crossover]
     large = plan[plan["file_bytes"] >= crossover]

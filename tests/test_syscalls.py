@@ -377,3 +377,8 @@ def test_cli_old_data_dir_name_still_works_with_a_notice(data, capsys):
 def test_audit_wrapper_takes_data_and_its_old_name(flag):
     parsed = audit_open._parse([flag, "D", "--out", "F", "--bookkeeping", "a,b", "--", "x.py", "1"])
     assert parsed == ("D", "F", ("a", "b"), ["x.py", "1"])
+
+
+def test_audit_wrapper_refuses_an_option_without_its_value():
+    with pytest.raises(SystemExit, match="usage: audit_open.py"):
+        audit_open._parse(["--data", "D", "--out", "--", "x.py"])

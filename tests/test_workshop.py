@@ -10,6 +10,7 @@ page breaks. Plain text parsing, no site build.
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -122,7 +123,7 @@ def track_problems(guide: str) -> list[str]:
         if not rows:
             problems.append(f"track '{heading}': no rows parsed")
             continue
-        for (start, what, mins), (next_start, _, _) in zip(rows, rows[1:]):
+        for (start, what, mins), (next_start, _, _) in pairwise(rows):
             if clock(start) + mins != clock(next_start):
                 problems.append(
                     f"track '{heading}': row '{start} {what[:40]}' ({mins} min) ends at "

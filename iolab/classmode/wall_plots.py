@@ -25,7 +25,7 @@ def strip_plot(frame: pd.DataFrame, labels: list[str], named: bool = False) -> F
     )
     nodes = sorted(shown["node"].unique())
     colours = {node: plt.cm.tab10(index % 10) for index, node in enumerate(nodes)}
-    for ax, panel in zip(axes[:, 0], panels):
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
         for row in shown[shown["figure"] == panel].itertuples():
             spread = zlib.crc32(row.user.encode()) % 100 / 100 - 0.5  # the same every build
             y = readers.index(row.reader) + spread * 0.4

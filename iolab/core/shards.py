@@ -277,7 +277,7 @@ def verify_shards(shard_dir: Path) -> list[str]:
     except LabError as err:
         return [str(err)]
     problems = []
-    for entry, path in zip(index["shards"], shard_paths(shard_dir, index)):
+    for entry, path in zip(index["shards"], shard_paths(shard_dir, index), strict=True):
         try:
             st = path.lstat()
         except FileNotFoundError:
@@ -323,7 +323,7 @@ def require_shards(shard_dir: Path, verify: bool = False) -> dict:
         if verify
         else [
             problem
-            for entry, path in zip(index["shards"], shard_paths(shard_dir, index))
+            for entry, path in zip(index["shards"], shard_paths(shard_dir, index), strict=True)
             if (problem := _size_problem(entry, path))
         ]
     )

@@ -47,14 +47,15 @@ def to_markdown(df: pd.DataFrame, floatfmt: str | None = None) -> str:
     def line(cells: list[str]) -> str:
         padded = (
             cell.rjust(w) if right else cell.ljust(w)
-            for cell, w, right in zip(cells, widths, numeric)
+            for cell, w, right in zip(cells, widths, numeric, strict=True)
         )
         return "| " + " | ".join(padded) + " |"
 
     rule = (
         "|"
         + "|".join(
-            "-" * (w + 1) + ":" if right else "-" * (w + 2) for w, right in zip(widths, numeric)
+            "-" * (w + 1) + ":" if right else "-" * (w + 2)
+            for w, right in zip(widths, numeric, strict=True)
         )
         + "|"
     )

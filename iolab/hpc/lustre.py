@@ -207,7 +207,13 @@ def _component_options(components: list) -> list[str]:
     options: list[str] = []
     previous_end = 0
     for number, spec in enumerate(components, start=1):
-        spec = dict(zip(("end", "count", "size"), spec)) if isinstance(spec, tuple) else spec
+        if isinstance(spec, tuple):
+            if not 1 <= len(spec) <= 3:
+                raise LabError(
+                    f"component {number} as a tuple is (end, count, size) or shorter, got {spec!r}"
+                )
+            # strict=False: a shorter tuple leaves count and size to the defaults.
+            spec = dict(zip(("end", "count", "size"), spec, strict=False))
         unknown = set(spec) - {"end", "count", "size", "index", "ost_list", "pool", "layout"}
         if unknown or "end" not in spec:
             raise LabError(

@@ -380,7 +380,7 @@ def parse_lfs_df(text: str) -> pd.DataFrame:
             else ("total_bytes", "used_bytes", "available_bytes")
         )
         scale, base = (1, None) if inodes else (1024, 1024)
-        amounts = {n: _amount(v, scale, base) for n, v in zip(names, values[:3])}
+        amounts = {n: _amount(v, scale, base) for n, v in zip(names, values[:3], strict=True)}
         rows.append(
             {
                 "fs_name": fs_name,

@@ -17,7 +17,7 @@ def fio_per_node_bars(per_node: pd.DataFrame) -> plt.Figure:
         1, len(locations), figsize=(6.4 * len(locations), 3.2), squeeze=False, sharey=True
     )
     width = 0.8 / len(nodes)
-    for ax, location in zip(axes[0], locations):
+    for ax, location in zip(axes[0], locations, strict=True):
         rows = per_node[per_node["location"] == location].set_index(["job", "node"])
         for k, node in enumerate(nodes):
             values = [rows["bw_MiB_per_s"].get((job, node), np.nan) for job in jobs]

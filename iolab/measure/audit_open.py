@@ -143,10 +143,10 @@ def _parse(argv: list[str]) -> tuple[str, str, tuple[str, ...], list[str]]:
         "usage: audit_open.py --data DIR --out COUNTS.json "
         "[--bookkeeping N1,N2] -- PROGRAM [ARGS...]"
     )
-    if "--" not in argv:
+    if "--" not in argv or argv.index("--") % 2:  # every option before -- takes a value
         raise SystemExit(usage)
     split = argv.index("--")
-    options = dict(zip(argv[:split:2], argv[1:split:2]))
+    options = dict(zip(argv[:split:2], argv[1:split:2], strict=True))
     dataset_dir = options.get("--data", options.get("--data-dir"))
     if dataset_dir is None or "--out" not in options:
         raise SystemExit(usage)

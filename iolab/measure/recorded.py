@@ -79,7 +79,7 @@ def _frame_from_json(value: dict) -> pd.DataFrame:
         else pd.Index(value["index"], name=names[0])
     )
     frame = pd.DataFrame(value["data"], columns=value["columns"], index=index)
-    return frame.astype(dict(zip(value["columns"], value["dtypes"])))
+    return frame.astype(dict(zip(value["columns"], value["dtypes"], strict=True)))
 
 
 _KINDS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {

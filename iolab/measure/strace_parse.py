@@ -126,7 +126,7 @@ def parse_strace_summary(lines: Iterable[str]) -> pd.DataFrame:
 def _summary_row(header: list[str], cells: list[str]) -> dict[str, str] | None:
     if len(cells) == len(header) - 1 and "errors" in header:
         cells.insert(header.index("errors"), "0")
-    return dict(zip(header, cells)) if len(cells) == len(header) else None
+    return dict(zip(header, cells, strict=False)) if len(cells) == len(header) else None
 
 
 def _summary_frame(rows: list[dict[str, str]]) -> pd.DataFrame:

@@ -92,7 +92,7 @@ class Measurement:
     @property
     def cpu_s(self) -> list[float]:
         """User plus system CPU time per repeat: the time the command kept a CPU busy."""
-        return [user + system for user, system in zip(self.user_s, self.sys_s)]
+        return [user + system for user, system in zip(self.user_s, self.sys_s, strict=True)]
 
     @property
     def wall_median_s(self) -> float:
@@ -231,7 +231,7 @@ def run_once(
     tails = (bytearray(), bytearray())
     readers = [
         threading.Thread(target=_drain, args=(stream, tail), daemon=True)
-        for stream, tail in zip((proc.stdout, proc.stderr), tails)
+        for stream, tail in zip((proc.stdout, proc.stderr), tails, strict=True)
     ]
     for reader in readers:
         reader.start()

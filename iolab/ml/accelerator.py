@@ -182,7 +182,7 @@ class TrainingRun:
 
     @property
     def step_s(self) -> list[float]:
-        return [w + c for w, c in zip(self.wait_s, self.compute_s)]
+        return [w + c for w, c in zip(self.wait_s, self.compute_s, strict=True)]
 
     @property
     def samples_per_s(self) -> float:
@@ -364,7 +364,8 @@ def au_plot(
     for key, group in frame.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
         label = ", ".join(
-            f"{name}={value}" if name == "workers" else str(value) for name, value in zip(by, key)
+            f"{name}={value}" if name == "workers" else str(value)
+            for name, value in zip(by, key, strict=True)
         )
         median = group.groupby("compute_ms")["au_pct"].median()
         ax.plot(median.index, median.values, marker="o", label=label)

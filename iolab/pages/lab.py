@@ -70,7 +70,8 @@ def measure_readers(dataset_dir: Path, manifest: dict, repeats: int) -> pd.DataF
     times["cold_in_reader_median_s"] = cold_times["in_reader_median_s"]
     times["rows"] = [m.result["rows"] for m in warm]
     times["mean_matches_manifest"] = [
-        all(m.result["mean"] == manifest["expected_mean"] for m in pair) for pair in zip(warm, cold)
+        all(m.result["mean"] == manifest["expected_mean"] for m in pair)
+        for pair in zip(warm, cold, strict=True)
     ]
     reports = {}
     for name in READER_NAMES:

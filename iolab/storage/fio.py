@@ -361,7 +361,9 @@ def _processes(profile: Profile) -> int:
 def login_limit_problems(profile: Profile) -> list[str]:
     """How the profile exceeds the login-node budget, one phrase each; empty when it fits."""
     options = [profile.options(job) for job in profile.jobs]
-    uncapped = [job.name for job, o in zip(profile.jobs, options) if "runtime" not in o]
+    uncapped = [
+        job.name for job, o in zip(profile.jobs, options, strict=True) if "runtime" not in o
+    ]
     durations = [job_duration_s(o) for o in options if "runtime" in o]
     problems = excess(
         data_mib=footprint(profile)[0] / MIB,

@@ -203,7 +203,7 @@ def _processes(result: dict, options: list[dict[str, str] | None]) -> list[int |
     keys = [(job.get("groupid"), job["jobname"]) for job in result["jobs"]]
     counts = {key: keys.count(key) for key in keys}
     numjobs = [int(_option(o, "numjobs")) if o else None for o in options]
-    return [n and max(1, n // counts[key]) for n, key in zip(numjobs, keys)]
+    return [n and max(1, n // counts[key]) for n, key in zip(numjobs, keys, strict=True)]
 
 
 def fio_frame(result: dict) -> pd.DataFrame:
@@ -216,7 +216,9 @@ def fio_frame(result: dict) -> pd.DataFrame:
     options = [_options(result, job) for job in result["jobs"]]
     processes = _processes(result, options)
     rows = []
-    for index, (job, opts, procs) in enumerate(zip(result["jobs"], options, processes)):
+    for index, (job, opts, procs) in enumerate(
+        zip(result["jobs"], options, processes, strict=True)
+    ):
         active = [d for d in DIRECTIONS if d in job and _io_bytes(job[d]) > 0]
         total_iops = sum(job[d]["iops"] for d in active)
         depth = int(_option(opts, "iodepth")) if opts else None

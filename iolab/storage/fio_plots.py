@@ -25,7 +25,7 @@ def throughput_plot(frame: pd.DataFrame, x: str = "block_size_bytes", *, title: 
     fig, (bw_ax, iops_ax) = plt.subplots(1, 2, figsize=(11, 4))
     for key, rows in frame.dropna(subset=[x]).groupby(pattern, dropna=False):
         rows = rows.sort_values(x)
-        label = " ".join(f"{name}={value}" for name, value in zip(pattern, key))
+        label = " ".join(f"{name}={value}" for name, value in zip(pattern, key, strict=True))
         bw_ax.plot(rows[x], rows["bw_bytes_per_s"] / 2**20, marker="o", label=label)
         iops_ax.plot(rows[x], rows["iops"], marker="o", label=label)
     for ax, unit in ((bw_ax, "bandwidth (MiB/s)"), (iops_ax, "IOPS")):

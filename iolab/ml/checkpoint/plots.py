@@ -34,7 +34,7 @@ def timeline_plot(runs: Sequence[LoopRun], *, title: str = "") -> plt.Figure:
         y = lane * 1.4
         t = run.timeline
         ax.broken_barh(
-            list(zip(t["start_s"], t["compute_s"])),
+            list(zip(t["start_s"], t["compute_s"], strict=True)),
             (y, 0.6),
             facecolors=colours["compute"],
             edgecolor="white",
@@ -42,10 +42,12 @@ def timeline_plot(runs: Sequence[LoopRun], *, title: str = "") -> plt.Figure:
         )
         compute_end = t["start_s"] + t["compute_s"]
         ax.broken_barh(
-            list(zip(compute_end, t["waiting_for_copy_s"])), (y, 0.6), facecolors=colours["waiting"]
+            list(zip(compute_end, t["waiting_for_copy_s"], strict=True)),
+            (y, 0.6),
+            facecolors=colours["waiting"],
         )
         ax.broken_barh(
-            list(zip(compute_end + t["waiting_for_copy_s"], t["writing_s"])),
+            list(zip(compute_end + t["waiting_for_copy_s"], t["writing_s"], strict=True)),
             (y, 0.6),
             facecolors=colours["writing"],
         )
