@@ -425,7 +425,7 @@ def test_a_small_request_that_took_seconds_is_a_stall_and_a_large_one_is_not() -
 
 
 def test_a_trace_keeps_each_files_slowest_request_with_its_size() -> None:
-    from iolab.diagnosis.trace import FileProfile
+    from iolab.diagnosis.trace_files import FileProfile
 
     first, second = FileProfile("/f"), FileProfile("/f")
     first.transfer(False, 0, 4096, 0.01)
@@ -572,9 +572,23 @@ def test_the_benchmark_reports_each_tools_median_and_the_tools_take_turns(
 
         return run
 
+    pages: list[str] = []
+    page_times = {
+        False: iter([1.0, 1.2, 0.8, 1.1, 0.9]),
+        True: iter([2.0, 1.5, 1.9, 2.5, 1.8]),
+    }
+
+    def page(log, html: bool) -> benchmark.Measured:
+        pages.append("html" if html else "text")
+        return benchmark.Measured(set(), next(page_times[html]), 80.0 + len(pages))
+
     monkeypatch.setattr(benchmark, "run_lab", fake("lab"))
     monkeypatch.setattr(benchmark, "run_drishti", fake("drishti"))
+    monkeypatch.setattr(benchmark, "run_lab_report", page)
     [row] = benchmark.compare(tmp_path, tmp_path / "drishti", repeats=5)
+    assert pages == ["html", "text", "text", "html"] * 2 + ["html", "text"]
+    assert (row["text_seconds"], row["html_seconds"], row["html_over_text"]) == (1.0, 1.9, 1.9)
+    assert row["html_peak_MiB"] == 89.0 and row["page_error"] == ""  # the largest of 5
     assert calls == [
         "lab",
         "drishti",

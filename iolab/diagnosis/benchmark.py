@@ -84,6 +84,17 @@ def run_lab(log: Path) -> Measured:
     return Measured([Finding(**f) for f in json.loads(out)["findings"]], seconds, peak)
 
 
+def run_lab_report(log: Path, html: bool) -> Measured:
+    """The report a person reads, timed: the text on stdout, or the HTML page with its
+    figures (issue 36 asks the page to cost at most twice the text)."""
+    with tempfile.TemporaryDirectory(prefix="iolab-report-") as folder:
+        page = ["--html", str(Path(folder) / "report.html")] if html else []
+        _, seconds, peak, code = run_measured(
+            [sys.executable, "-m", "iolab", "diagnose", str(log), *page]
+        )
+    return Measured(set(), seconds, peak, f"exit {code}" if code else "")
+
+
 def run_drishti(drishti: Path, log: Path) -> Measured:
     with tempfile.TemporaryDirectory(prefix="iolab-drishti-") as folder:
         _, seconds, peak, code = run_measured(
@@ -140,10 +151,13 @@ def compare(logs: Path, drishti: Path | None, repeats: int = REPEATS) -> list[di
             "repeats": repeats,
         }
         runs: dict[str, list[Measured]] = {tool: [] for tool in tools}
+        pages: dict[bool, list[Measured]] = {False: [], True: []}
         for turn in range(repeats):
             order = list(tools) if turn % 2 == 0 else list(tools)[::-1]
             for tool in order:
                 runs[tool].append(tools[tool](logs / name))
+            for html in (turn % 2 == 0, turn % 2 == 1):
+                pages[html].append(run_lab_report(logs / name, html))
         for tool in tools:
             row.update(
                 {
@@ -151,8 +165,21 @@ def compare(logs: Path, drishti: Path | None, repeats: int = REPEATS) -> list[di
                     for key, value in score(expected, _median_of(runs[tool])).items()
                 }
             )
+        row.update(page_times(pages[False], pages[True]))
         rows.append(row)
     return rows
+
+
+def page_times(text: list[Measured], html: list[Measured]) -> dict:
+    """The text report's and the HTML page's median seconds, and the page's cost in texts."""
+    text_s, html_s = (_median_of(runs).seconds for runs in (text, html))
+    return {
+        "text_seconds": round(text_s, 3),
+        "html_seconds": round(html_s, 3),
+        "html_peak_MiB": round(_median_of(html).peak_mib, 1),
+        "html_over_text": round(html_s / text_s, 2),
+        "page_error": "; ".join(sorted({r.error for r in text + html if r.error})),
+    }
 
 
 def synthetic_run(records: int, ranks: int = 100, seed: int = 1):

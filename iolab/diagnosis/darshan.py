@@ -178,9 +178,12 @@ LOG_WANTED = (
 )
 
 
-def read_log(path: Path | str) -> DarshanLog:
+def read_log(path: Path | str, *, meanwhile: Callable[[], object] | None = None) -> DarshanLog:
     """Read a whole Darshan log in a child process; one sentence if it is not a Darshan 3 log,
-    is cut short or damaged, or crashes libdarshan (see the module's docstring)."""
+    is cut short or damaged, or crashes libdarshan (see the module's docstring).
+
+    `meanwhile` runs here while the child reads (the report's figures import matplotlib,
+    about as long as a small log takes to read: the two overlap on two cores)."""
     problem = darshan_problem()
     if problem:
         raise LabError(problem)
@@ -196,7 +199,7 @@ def read_log(path: Path | str) -> DarshanLog:
             + ("it is empty (0 bytes)" if not head else "it does not begin with a Darshan header")
             + f"; pass {LOG_WANTED}"
         )
-    report, incomplete = _read_in_child(path)
+    report, incomplete = _read_in_child(path, meanwhile)
     return DarshanLog(report, path.name, path, incomplete)
 
 
@@ -342,7 +345,9 @@ def _read_here(path: Path) -> tuple[str | None, object, tuple[str, ...]]:
     return None, report, partial
 
 
-def _read_in_child(path: Path) -> tuple[object, tuple[str, ...]]:
+def _read_in_child(
+    path: Path, meanwhile: Callable[[], object] | None = None
+) -> tuple[object, tuple[str, ...]]:
     """The DarshanReport of `path` and its partial modules, read by a forked child that sends
     them back pickled; LabError if the child refuses the log, crashes or takes too long."""
     reader, writer = os.pipe()
@@ -363,9 +368,12 @@ def _read_in_child(path: Path) -> tuple[object, tuple[str, ...]]:
             out.write(sent)
         os._exit(code)
     os.close(writer)
-    chunks, deadline, answered = [], time.monotonic() + CHILD_TIMEOUT_S, False
+    answered = False
     try:
         with os.fdopen(reader, "rb", buffering=0) as incoming:
+            if meanwhile is not None:
+                meanwhile()
+            chunks, deadline = [], time.monotonic() + CHILD_TIMEOUT_S
             while True:
                 ready, _, _ = select.select([incoming], [], [], max(deadline - time.monotonic(), 0))
                 if not ready:
@@ -484,6 +492,7 @@ class DarshanLog:
         self.incomplete = incomplete  # modules Darshan marked partial: records were dropped
         self.names = dict(report.name_records)
         self._run: Run | None = None
+        self._dxt: pd.DataFrame | None = None
         self._tabulated: dict[str, pd.DataFrame] = {}
 
     def _frames(self, module: str) -> pd.DataFrame:
@@ -753,17 +762,24 @@ class DarshanLog:
         )
 
     def dxt_frame(self) -> pd.DataFrame:
-        """Every traced request (DXT), in REQUEST_COLUMNS."""
+        """Every traced request (DXT), in REQUEST_COLUMNS; built once, as rules and the
+        timeline both ask. The records are read as they are: PyDarshan's `to_df` would
+        deep-copy every segment first (seconds for a million requests)."""
+        if self._dxt is None:
+            self._dxt = self._build_dxt_frame()
+        return self._dxt
+
+    def _build_dxt_frame(self) -> pd.DataFrame:
         pieces = []
         for module in ("DXT_POSIX", "DXT_MPIIO"):
             if module not in self.report.records:
                 continue
-            for record in self.report.records[module].to_df():  # one per file and rank
+            for record in self.report.records[module]:  # one per file and rank
                 for operation in ("read", "write"):
-                    segments = record[f"{operation}_segments"]
+                    segments = record[f"{operation}_segments"]  # a list of dicts
                     if len(segments):
                         pieces.append(
-                            segments.assign(
+                            pd.DataFrame(segments).assign(
                                 rank=int(record["rank"]),
                                 layer=module[4:],
                                 operation=operation,

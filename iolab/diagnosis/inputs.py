@@ -42,11 +42,15 @@ def _figures(
     return {title: figure for title, figure in drawn.items() if figure is not None}
 
 
+def _import_plots() -> None:
+    from iolab.diagnosis import plots  # noqa: F401  (matplotlib's import, while the log is read)
+
+
 def from_darshan(path: Path | str, *, figures: bool = True) -> Diagnosis:
     """Diagnose a Darshan log."""
     from iolab.diagnosis.darshan import read_log
 
-    log = read_log(path)
+    log = read_log(path, meanwhile=_import_plots if figures else None)
     run = log.run()
     osts = log.ost_frame()
     tables = {

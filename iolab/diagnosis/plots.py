@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg", force=False)
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend choice)
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -15,6 +16,8 @@ from iolab.diagnosis.facts import Run  # noqa: E402
 from iolab.diagnosis.rules import rank_io_seconds  # noqa: E402
 
 READ, WRITE, META = "#1b9e77", "#d95f02", "#7570b3"
+RANK_BARS = 256  # past this many ranks, a bar each costs more to draw than a reader can see
+OST_LABELS = 20  # past this many OSTs, every k-th is labelled
 
 
 def rank_seconds(run: Run) -> pd.DataFrame:
@@ -49,15 +52,25 @@ def rank_time_bars(seconds: pd.DataFrame) -> Figure | None:
         return None
     figure, ax = plt.subplots(figsize=(7, 3))
     bottom = pd.Series(0.0, index=seconds.index)
+    many = len(seconds) > RANK_BARS
+    if many:  # one filled outline per layer instead of a bar per rank: same picture, faster
+        ranks = range(int(seconds["rank"].min()), int(seconds["rank"].max()) + 1)
+        seconds = seconds.set_index("rank").reindex(ranks, fill_value=0.0).reset_index()
+        bottom = pd.Series(0.0, index=seconds.index)
+        edges = np.arange(ranks.start, ranks.stop + 1) - 0.5  # a rank without records is 0 s
     for column, colour, label in (
         ("read_time_s", READ, "read"),
         ("write_time_s", WRITE, "write"),
         ("meta_time_s", META, "metadata"),
     ):
-        ax.bar(
-            seconds["rank"], seconds[column], bottom=bottom, color=colour, label=label, width=1.0
-        )
-        bottom += seconds[column]
+        top = bottom + seconds[column]
+        if many:
+            ax.stairs(top, edges, baseline=bottom, fill=True, color=colour, label=label)
+        else:
+            ax.bar(
+                seconds["rank"], seconds[column], bottom=bottom, color=colour, label=label, width=1
+            )
+        bottom = top
     ax.set_xlabel("rank")
     ax.set_ylabel("time in I/O calls (s)")
     ax.set_title("Time per rank (per-rank records)")
@@ -94,30 +107,67 @@ def ost_bars(osts: pd.DataFrame) -> Figure | None:
     bottom.bar(labels, osts.seconds, color=META)
     bottom.set_ylabel("transfer time (s)")
     bottom.set_xlabel("OST")
-    if len(osts) > 20:
+    if len(osts) > OST_LABELS:
+        every = -(-len(osts) // OST_LABELS)
+        bottom.set_xticks(range(0, len(osts), every), labels.iloc[::every])
         bottom.tick_params(axis="x", labelrotation=90, labelsize=6)
     plt.close(figure)
     return figure
 
 
-def dxt_timeline(dxt: pd.DataFrame, max_requests: int = 200_000) -> Figure | None:
-    """Each traced request as a line from its start to its end, one row per rank (DXT)."""
+TIMELINE_BINS = 1400  # twice the columns of pixels the 7-inch figure gets at 100 dpi
+TIMELINE_ROWS = 400  # past this many ranks, neighbouring ranks share a row
+
+
+def busy_spans(
+    rows: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, n_rows: int, run_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, start_s, end_s) of the time spans in which each row had a request in flight,
+    at TIMELINE_BINS steps over `run_s`: a million requests become as many lines as the
+    figure can show. A request shorter than a step still marks the step it falls in."""
+    step = run_s / TIMELINE_BINS
+    first = np.clip((start_s / step).astype(np.int64), 0, TIMELINE_BINS - 1)
+    last = np.clip((end_s / step).astype(np.int64), first, TIMELINE_BINS - 1)
+    edges = np.zeros((n_rows, TIMELINE_BINS + 1), dtype=np.int64)
+    np.add.at(edges, (rows, first), 1)
+    np.add.at(edges, (rows, last + 1), -1)
+    busy = np.cumsum(edges[:, :-1], axis=1) > 0
+    padded = np.zeros((n_rows, TIMELINE_BINS + 2), dtype=np.int8)
+    padded[:, 1:-1] = busy
+    change = np.diff(padded, axis=1)
+    begin_row, begin_bin = np.nonzero(change == 1)
+    _, stop_bin = np.nonzero(change == -1)  # row-major: the n-th stop closes the n-th begin
+    return begin_row, begin_bin * step, stop_bin * step
+
+
+def dxt_timeline(dxt: pd.DataFrame) -> Figure | None:
+    """When each rank had a traced read or write in flight (DXT), one row per rank.
+
+    Requests are merged at the figure's resolution (`busy_spans`), so the time to draw does
+    not grow with the number of requests; past TIMELINE_ROWS ranks, a row is a band of ranks.
+    """
     if dxt.empty:
         return None
-    shown = dxt if len(dxt) <= max_requests else dxt.sample(max_requests, random_state=0)
+    ranks = dxt["rank"].to_numpy(dtype=np.int64)
+    span = max(int(ranks.max()) + 1, 1)
+    band = -(-span // TIMELINE_ROWS)  # ranks per row, rounded up
+    n_rows = -(-span // band)
+    run_s = max(float(dxt["end_s"].max()), 1e-9)
     figure, ax = plt.subplots(figsize=(7, 3))
     for operation, colour in (("read", READ), ("write", WRITE)):
-        part = shown[shown.operation == operation]
+        part = dxt[dxt.operation == operation]
         if len(part):
-            ax.hlines(
-                part["rank"], part.start_s, part.end_s, colors=colour, label=operation, linewidth=4
+            row, begin, stop = busy_spans(
+                part["rank"].to_numpy(dtype=np.int64) // band,
+                part["start_s"].to_numpy(dtype=float),
+                part["end_s"].to_numpy(dtype=float),
+                n_rows,
+                run_s,
             )
+            ax.hlines(row * band, begin, stop, colors=colour, label=operation, linewidth=4)
     ax.set_xlabel("time since the job started (s)")
-    ax.set_ylabel("rank")
-    title = "DXT timeline"
-    ax.set_title(
-        title if len(shown) == len(dxt) else f"{title} ({len(shown):,} of {len(dxt):,} requests)"
-    )
+    ax.set_ylabel("rank" if band == 1 else f"rank (rows of {band} ranks)")
+    ax.set_title(f"DXT timeline: {len(dxt):,} requests, when each rank had one in flight")
     ax.legend()
     plt.close(figure)
     return figure
