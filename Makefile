@@ -11,7 +11,7 @@
 #   make html       the site from the committed notebooks, into _build/html
 #   make bench      this machine's timings: generation, each reader, and the raw-read floor;
 #                   CLASSIC=DIR also runs the classic demo's readers (a checkout of its repository)
-#   make bench-diagnosis  the lab's diagnosis against Drishti on 15 real Darshan logs
+#   make bench-diagnosis  the lab's diagnosis against Drishti on 24 real Darshan logs
 #   make torch      optional: PyTorch for the DataLoader and checkpoint lessons
 #   make darshan    optional: PyDarshan, to read Darshan logs in lesson 12
 #   make lock       maintainers: re-resolve requirements-lock.txt against the public index

@@ -1,4 +1,4 @@
-"""The diagnosis on 15 real Darshan logs (tests/fixtures/darshan, from the Darshan project's
+"""The diagnosis on 24 real Darshan logs (tests/fixtures/darshan, from the Darshan project's
 public collection; SOURCE.md names the commit). The ground truth of each log was written
 down from its counters (ground_truth.json, explained in GROUND_TRUTH.md): the facts a
 reader must reproduce, what a correct diagnosis must flag (major or minor) and naming which
@@ -42,7 +42,7 @@ def test_the_corpus_is_the_one_the_ground_truth_describes() -> None:
             r"^\| (\S+\.darshan) \| (\d+) \| ([0-9a-f]{64}) \|$", source, re.M
         )
     )
-    assert sorted(listed) == sorted(TRUTH) and len(TRUTH) == 15
+    assert sorted(listed) == sorted(TRUTH) and len(TRUTH) == 24
     for name, (size, digest) in listed.items():
         data = (LOGS / name).read_bytes()
         assert (len(data), hashlib.sha256(data).hexdigest()) == (size, digest), name
@@ -94,6 +94,34 @@ def test_each_log_gets_what_its_counters_prove(diagnosed, name: str) -> None:
     assert not judged.false_alarms, "; ".join(
         f"{name}: false alarm {i['rule']}: {i['why']}" for i in judged.false_alarms
     )
+
+
+@needs_darshan
+def test_a_log_without_any_io_is_not_judged(diagnosed) -> None:
+    """empty_log: a job that did no I/O, whose log holds no module at all. The report says
+    there is nothing to judge (text, JSON, HTML page and job line) and raises nothing: a
+    job without I/O is neither cleared ("nothing costs enough") nor blamed."""
+    from iolab.diagnosis.report import (
+        format_findings,
+        html_report,
+        job_line,
+        report_dict,
+        verdict,
+    )
+
+    empty = [name for name in TRUTH if not TRUTH[name]["facts"]["modules"]]
+    assert empty == ["empty_log/empty_log.darshan"]
+    log, found = diagnosed[empty[0]]
+    run = log.run()
+    assert run.records.empty and found == []
+    assert verdict(run, found) == report_dict(run, found, {})["verdict"] == "no-io"
+    text = format_findings(found, run)
+    assert "no I/O to judge" in text and "nothing costs enough" not in text
+    page = html_report(run, found, {}, {})
+    assert "No I/O to judge" in page and "not what makes this run slow" not in page
+    assert job_line(run).endswith("layers: none recorded")
+    others = {name: verdict(log.run(), found) for name, (log, found) in diagnosed.items()}
+    assert [name for name, said in others.items() if said == "no-io"] == empty
 
 
 @needs_darshan

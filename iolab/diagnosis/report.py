@@ -30,14 +30,34 @@ VERDICTS = {
     "report says whether the minor ones add up to a tenth of the run)",
     "incomplete-log": "no finding costs enough in what the log holds, but Darshan dropped "
     "records of a module (it marked it partial), so the run is not cleared",
+    "no-io": "the Darshan log holds no record of any I/O (no module recorded anything): there "
+    "is nothing to judge, so the run is neither cleared nor blamed",
 }
 
 
+def no_io(run: Run | None) -> bool:
+    """Whether `run` is a Darshan log without a single I/O record (a job that did no I/O
+    Darshan saw): no rule has anything to read, so no verdict on its I/O can be given. A
+    module marked partial had records, which were dropped: that log is incomplete instead."""
+    return run is not None and run.source == "darshan" and run.records.empty and not run.incomplete
+
+
 def verdict(run: Run | None, findings: list[Finding]) -> str:
-    """The report's verdict (a key of VERDICTS): a log missing records is never cleared."""
+    """The report's verdict (a key of VERDICTS): a log missing records is never cleared, and
+    one without any is not judged."""
     if any(not f.minor for f in findings):
         return "io-costs-time"
+    if no_io(run):
+        return "no-io"
     return "incomplete-log" if run is not None and run.incomplete else "nothing-worth-changing"
+
+
+#: The report's line for a log without any I/O record (verdict no-io).
+NO_IO_LINE = (
+    "- no I/O to judge: Darshan recorded no I/O in this job (no module holds a record), so "
+    "nothing here says whether its I/O was slow; if the job did read or write files, Darshan "
+    "did not see them (check that it was loaded in the processes that did)"
+)
 
 
 @overload
@@ -85,7 +105,10 @@ def findings_frame(findings: list[Finding]) -> pd.DataFrame:
 
 def job_line(run: Run) -> str:
     """One line on what was measured: source, name, processes, run time, layers."""
-    layers = ", ".join(run.modules) if run.modules else "POSIX calls"
+    if run.modules:
+        layers = ", ".join(run.modules)
+    else:  # a trace's records are POSIX calls; a Darshan log without a module recorded none
+        layers = "none recorded" if run.source == "darshan" else "POSIX calls"
     return (
         f"{run.source}: {run.name}: {run.processes:,} process(es), "
         f"{run.run_time_s:,.1f} s run time, layers: {layers}"
@@ -180,7 +203,9 @@ def format_findings(findings: list[Finding], run: Run | None = None) -> str:
             f"{', '.join(run.incomplete)} and kept only part of the records; what it "
             "dropped is not judged, and the costs below are lower bounds",
         )
-    if not major and run is not None and run.incomplete:
+    if no_io(run):
+        lines.append(NO_IO_LINE)
+    elif not major and run is not None and run.incomplete:
         lines.append(
             "- no finding costs enough in the records the log holds, but it is "
             "incomplete: it cannot clear this run's file I/O"
@@ -248,12 +273,15 @@ def html_report(
             + (f"<p><b>Where:</b> {esc(_where(f))}</p>" if _where(f) else "")
             + f"<p><b>Proof:</b></p><ul>{proof}</ul><p><b>What to do:</b> {esc(f.advice)}.</p></li>"
         )
-    body = "".join(items) or (
-        "<li>No rule fired in the records the log holds, but it is incomplete: it cannot clear "
-        "this run's file I/O.</li>"
-        if run.incomplete
-        else "<li>No rule fired: the file I/O is not what makes this run slow.</li>"
-    )
+    if no_io(run):
+        body = f"<li>{esc(NO_IO_LINE[2].upper() + NO_IO_LINE[3:])}.</li>"
+    else:
+        body = "".join(items) or (
+            "<li>No rule fired in the records the log holds, but it is incomplete: it cannot "
+            "clear this run's file I/O.</li>"
+            if run.incomplete
+            else "<li>No rule fired: the file I/O is not what makes this run slow.</li>"
+        )
     note = (
         f"<p><b>Incomplete log:</b> Darshan ran out of memory for "
         f"{esc(', '.join(run.incomplete))} and kept only part of the records; what it "
