@@ -585,7 +585,14 @@ def test_the_benchmark_reports_each_tools_median_and_the_tools_take_turns(
     monkeypatch.setattr(benchmark, "run_lab", fake("lab"))
     monkeypatch.setattr(benchmark, "run_drishti", fake("drishti"))
     monkeypatch.setattr(benchmark, "run_lab_report", page)
-    [row] = benchmark.compare(tmp_path, tmp_path / "drishti", repeats=5)
+    heard: list[tuple[int, int, str]] = []
+    [row] = benchmark.compare(
+        tmp_path,
+        tmp_path / "drishti",
+        repeats=5,
+        progress=lambda done, total, r: heard.append((done, total, r["log"])),
+    )
+    assert heard == [(1, 1, "a.darshan")]
     assert pages == ["html", "text", "text", "html"] * 2 + ["html", "text"]
     assert (row["text_seconds"], row["html_seconds"], row["html_over_text"]) == (1.0, 1.9, 1.9)
     assert row["html_peak_MiB"] == 89.0 and row["page_error"] == ""  # the largest of 5
@@ -730,3 +737,14 @@ def test_the_headline_never_clears_minor_findings_that_add_up() -> None:
     added = format_findings([minor("small-reads", 0.5), minor("metadata", 0.4)], short)
     assert "not what makes this run slow" not in added
     assert "add up to 10% of it" in added
+
+
+def test_packing_is_advised_only_when_there_are_more_files_than_ranks() -> None:
+    """4 ranks opening one file 4 times each (Darshan 3.4.7's mpi-io-test) cannot pack it:
+    the advice is to keep it open. 5,000 small files on 4 ranks can be packed."""
+    reopened = [record("/d/one", rank, opens=4, stats=4, meta_time_s=0.03) for rank in range(4)]
+    [one] = diagnose(run_of(reopened, processes=4, run_time_s=0.07))
+    assert one.rule == "metadata" and one.advice.startswith("keep a file open")
+    many = [record(f"/d/{i}", i % 4, opens=1, stats=1, meta_time_s=0.01) for i in range(5000)]
+    [packed] = diagnose(run_of(many, processes=4, run_time_s=60.0))
+    assert packed.rule == "metadata" and packed.advice.startswith("pack many small files")

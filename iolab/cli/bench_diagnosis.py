@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import sys
 
 from iolab.core.atomic import atomic_output
 from iolab.core.errors import LabError
@@ -68,7 +69,16 @@ def main(args: argparse.Namespace) -> int:
         )
     import pandas as pd
 
-    rows = compare(args.logs, args.drishti)
+    def tell(done: int, total: int, row: dict) -> None:
+        drishti = f", Drishti {row['drishti_seconds']:.2f} s" if "drishti_seconds" in row else ""
+        print(
+            f"[{done}/{total}] {row['log']}: lab {row['lab_seconds']:.2f} s{drishti}, "
+            f"HTML page {row['html_over_text']:.2f}x the text",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    rows = compare(args.logs, args.drishti, progress=tell)
     frame = pd.DataFrame(rows)
     context = machine_context(args.logs)
     shown = frame.drop(columns=[c for c in frame if c.endswith("_error") and not frame[c].any()])

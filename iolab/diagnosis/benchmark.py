@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,9 +136,15 @@ def _median_of(runs: list[Measured]) -> Measured:
     )
 
 
-def compare(logs: Path, drishti: Path | None, repeats: int = REPEATS) -> list[dict]:
+def compare(
+    logs: Path,
+    drishti: Path | None,
+    repeats: int = REPEATS,
+    progress: Callable[[int, int, dict], None] | None = None,
+) -> list[dict]:
     """One row per log: each tool's score, median time and largest memory peak over
-    `repeats` runs, the tools taking turns to go first (Drishti's only if given)."""
+    `repeats` runs, the tools taking turns to go first (Drishti's only if given).
+    `progress(done, total, row)` hears of each log as it is finished."""
     truth = json.loads((logs / "ground_truth.json").read_text())
     tools = {"lab": run_lab}
     if drishti:
@@ -167,6 +174,8 @@ def compare(logs: Path, drishti: Path | None, repeats: int = REPEATS) -> list[di
             )
         row.update(page_times(pages[False], pages[True]))
         rows.append(row)
+        if progress is not None:
+            progress(len(rows), len(truth), row)
     return rows
 
 

@@ -38,13 +38,16 @@ def metadata(run: Run) -> list[Finding]:
         and (os.path.basename(run.name.split()[0]) == "git" if run.name else False)
         or (calls[in_git].sum() > calls.sum() / 2)
     )
+    # Packing only helps a job with more files than ranks; with fewer, the calls are the
+    # same few files opened and looked up again.
+    many_files = frame.path.nunique() > max(run.processes, 1)
     advice = (
         "let git remember what it already checked: `git config core.untrackedCache true` "
         "and `core.fsmonitor true`, or keep the work tree on node-local disk"
         if is_git
-        else "pack many small files into an archive or shards, keep a file open instead of "
-        "reopening it, and cache what stat returned: each is a round trip to the "
-        "metadata server"
+        else ("pack many small files into an archive or shards, keep " if many_files else "keep ")
+        + "a file open instead of reopening it, and cache what stat returned: each is a round "
+        "trip to the metadata server"
     )
     slowest = frame.meta_time_s.groupby(frame.path).sum()
     if len(slowest) and slowest.max() > MINOR_S:
