@@ -62,6 +62,10 @@ def test_the_facts_of_each_log(diagnosed, name: str) -> None:
             assert int(layers.loc[layer, "records"]) == want["records"]
             assert int(layers.loc[layer, "bytes_read"]) == want["bytes_read"]
             assert int(layers.loc[layer, "bytes_written"]) == want["bytes_written"]
+            for kind in ("read", "write", "meta"):  # None: the log's float counters are garbage
+                if want.get(f"{kind}_time_s") is not None:
+                    seconds = float(layers.loc[layer, f"{kind}_time_s"])
+                    assert seconds == pytest.approx(want[f"{kind}_time_s"], rel=1e-6, abs=1e-9)
     if "APMPI" in facts:  # each rank's MPI time, read record by record
         want = facts["APMPI"]
         assert (len(run.mpi), run.mpi.node.nunique()) == (want["ranks"], want["nodes"])

@@ -691,7 +691,9 @@ class DarshanLog:
         )
 
     def modules_frame(self) -> pd.DataFrame:
-        """Per I/O layer: records (file x rank), opens, reads, writes, bytes."""
+        """Per I/O layer: records (file x rank), opens, reads, writes, bytes, and the seconds
+        in its reads, writes and metadata calls summed over ranks: a layer's seconds include
+        the layers below it (an MPI-IO write's time holds its POSIX writes)."""
         records = self.run().records
         frame = records.groupby("layer", sort=False).agg(
             records=("path", "size"),
@@ -700,8 +702,13 @@ class DarshanLog:
             writes=("writes", "sum"),
             bytes_read=("bytes_read", "sum"),
             bytes_written=("bytes_written", "sum"),
+            read_time_s=("read_time_s", "sum"),
+            write_time_s=("write_time_s", "sum"),
+            meta_time_s=("meta_time_s", "sum"),
         )
-        return frame.astype("int64").rename_axis("module").reset_index()
+        counts = [c for c in frame if not c.endswith("_s")]
+        frame = frame.astype(dict.fromkeys(counts, "int64"))
+        return frame.rename_axis("module").reset_index()
 
     def files_frame(self) -> pd.DataFrame:
         """POSIX files by bytes moved, with their ranks, origin and time per kind of call."""
