@@ -47,14 +47,13 @@ from iolab.classmode.layout import (
 )
 from iolab.classmode.load import class_load
 from iolab.classmode.preflight import RENAME_FIX, check_places, rename_risk
-from iolab.classmode.teardown import marker_text, remove_made
+from iolab.classmode.teardown import held_size, marker_text, remove_made
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA
 from iolab.core.class_queue import BOUND_KEYS, SILENT_S, TURN_S
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.markers import MADE_MARKER, MADE_MARKER_TEXT
 from iolab.core.owned import fd_has_marker, open_dir, write_marker_at
 from iolab.core.workspace import public_text, repo_root, user_name
-from iolab.measure.footprint import footprint
 from iolab.storage.locations import discover_locations
 
 SHARED_DIR_MODE = 0o2750
@@ -544,7 +543,7 @@ def _build(
     )
     share_with_group(fd, gid, learners=LEARNER_WRITABLE)
     blockers = learner_blockers(root / "env" / "bin" / "python")
-    size = footprint(Path(f"/proc/self/fd/{fd}"))  # through the handle, as the rest
+    size = held_size(fd)  # through handles, as the rest: learners may write in queue/ now
     description = {
         "schema": CLASS_SCHEMA,
         "name": root.name,

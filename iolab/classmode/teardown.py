@@ -32,7 +32,7 @@ from iolab.core import owned
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.markers import MADE_MARKER
 from iolab.core.owned import fd_has_marker, open_dir, remove_file, remove_marked, same_mount
-from iolab.measure.footprint import Footprint, footprint
+from iolab.measure.footprint import Footprint
 
 #: The markers that prove a folder of the class the setup's: each is marked when made, the
 #: datasets' with the lab's creation marker (which their generators expect), the others with
@@ -214,9 +214,39 @@ def remove_made(fd: int) -> tuple[list[str], list[str]]:
     return leftovers, left
 
 
-def _size(fd: int) -> Footprint:
-    """The size of what is in the open folder `fd`, walked through the handle itself."""
-    return footprint(Path(f"/proc/self/fd/{fd}"))
+def held_size(fd: int, depth: int = 0) -> Footprint:
+    """The size of what is in the open folder `fd`, counted as iolab.measure.footprint counts
+    it, but walked through handles: each folder opened from the one above, never through a
+    link. The clean measures before it closes queue/ and wall/ to learners, so a learner may
+    swap a folder of theirs for a link while the walk is under way; a walk by path would
+    follow it (to / if they like). Folders that cannot be opened, or nested deeper than
+    MAX_DEPTH, count as one entry each. The setup measures the class so too, once queue/
+    and wall/ are the group's."""
+    size = allocated = files = 0
+    for name in os.listdir(fd):
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue  # gone meanwhile
+        files += 1
+        allocated += info.st_blocks * 512
+        if not stat.S_ISDIR(info.st_mode):
+            size += info.st_size
+            continue
+        if depth >= MAX_DEPTH:
+            continue
+        try:
+            child = open_dir(name, dir_fd=fd)
+        except OSError:
+            continue  # swapped for a link meanwhile, or not ours to enter
+        try:
+            inner = held_size(child, depth + 1)
+        finally:
+            os.close(child)
+        size += inner.bytes
+        allocated += inner.allocated_bytes
+        files += inner.files
+    return Footprint(size, allocated, files)
 
 
 def clean_class(root: Path) -> Freed:
@@ -227,7 +257,7 @@ def clean_class(root: Path) -> Freed:
         made_folder = FOLDER_MADE in marker_text(fd)
         if owned.before_delete is not None:  # the removers' test hook, right after the check
             owned.before_delete(root.name)
-        before = _size(fd)
+        before = held_size(fd)
         leftovers, left = remove_made(fd)
         removed = False
         if not left:
@@ -235,7 +265,7 @@ def clean_class(root: Path) -> Freed:
                 remove_file(fd, CLASS_MARKER)  # by the next
                 if made_folder:
                     removed = _remove_emptied(parent, root, fd, left)
-        after = _size(fd)
+        after = held_size(fd)
     return Freed(
         before.files - after.files,
         before.bytes - after.bytes,
