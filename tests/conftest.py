@@ -533,3 +533,17 @@ def node_places(slurm_nodes):
     for name in slurm_nodes.nodes:
         left = list(slurm_nodes.local_dir(name).iterdir())
         assert left == [], f"the job left {left} on {name}'s node-local disk"
+
+
+@pytest.fixture
+def quick_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real class setup, with a linked environment and no datasets (no pip, no
+    generators): the class-mode tests check where the setup writes, not what."""
+    from class_stand_ins import linked_environment
+
+    from iolab.classmode import setup as class_setup
+    from iolab.core.class_folder import CLASS_ENV
+
+    monkeypatch.setattr(class_setup, "build_environment", linked_environment)
+    monkeypatch.setattr(class_setup, "build_data", lambda root: None)
+    monkeypatch.delenv(CLASS_ENV, raising=False)

@@ -43,22 +43,6 @@ LEARNER, CLASSMATE = "iolab-hostile-learner", "iolab-hostile-mate"
 GROUP = "iolab-hostile-class"
 
 
-def linked_environment(root: Path, python: str) -> None:
-    """Stands in for build_environment (as in tests/test_class_setup.py)."""
-    (root / "env" / "bin").mkdir(parents=True, exist_ok=True)
-    (root / "env" / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    (root / "env" / "bin" / "python").chmod(0o755)
-
-
-@pytest.fixture
-def quick_setup(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real setup, but with a linked environment and empty datasets (no pip, no
-    generators): what is tested here is where the setup writes, not what."""
-    monkeypatch.setattr(class_setup, "build_environment", linked_environment)
-    monkeypatch.setattr(class_setup, "build_data", lambda root: None)
-    monkeypatch.delenv(CLASS_ENV, raising=False)
-
-
 def snapshot(top: Path) -> dict[str, object]:
     """Every entry below `top` with its content (or link target) and mode."""
     found: dict[str, object] = {}

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from class_stand_ins import linked_environment
 
 from iolab.classmode import setup as class_setup
 from iolab.classmode.layout import CLASS_MARKER, FOLDER_MADE, LEARNER_WRITABLE
@@ -34,13 +35,6 @@ from iolab.core.workspace import (
 from iolab.measure.footprint import footprint
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def linked_environment(root: Path, python: str) -> None:
-    """Stands in for build_environment: env/bin/python runs this test's interpreter."""
-    (root / "env" / "bin").mkdir(parents=True)
-    (root / "env" / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    (root / "env" / "bin" / "python").chmod(0o755)
 
 
 @pytest.fixture(scope="module")

@@ -373,22 +373,6 @@ def small_checkout(checkout: Path) -> None:
             path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def linked_environment(root: Path, python: str) -> None:
-    """Stands in for build_environment (as in tests/test_class_hostile.py)."""
-    (root / "env" / "bin").mkdir(parents=True, exist_ok=True)
-    (root / "env" / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    (root / "env" / "bin" / "python").chmod(0o755)
-
-
-@pytest.fixture
-def quick_setup(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real setup, with a linked environment and no datasets (no pip, no generators), as
-    in tests/test_class_hostile.py: what is tested is where everything writes, not what."""
-    monkeypatch.setattr(class_setup, "build_environment", linked_environment)
-    monkeypatch.setattr(class_setup, "build_data", lambda root: None)
-    monkeypatch.delenv(CLASS_ENV, raising=False)
-
-
 @pytest.fixture
 def stand_ins(stage: Stage, quick_setup: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """quick_setup, with the stage's small checkout as the lab to copy (not a walk of this
