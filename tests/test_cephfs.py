@@ -7,6 +7,7 @@ mount, port or file. On this machine kind FUSE is root-only, so CI runs these as
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -22,9 +23,11 @@ from iolab.core.errors import LabError
 from iolab.hpc import ceph_layout as cl
 from iolab.hpc import cephfs_lessons, fs_client
 from iolab.hpc.cephfs_lessons import layout_check
-from iolab.storage import cephfs, cephfs_readers
+from iolab.storage import cephfs, cephfs_mdrates, cephfs_readers, mdrates
 
 needs_cephfs = pytest.mark.needs("cephfs")
+#: Two real `perf dump`s of the lab's MDS (Ceph 16.2.15) around a create phase of 1000 files.
+PERF_DUMPS = Path(__file__).parent / "fixtures" / "ceph" / "mds_perf_dump_create_phase_16.2.15.json"
 
 
 def _processes_naming(text: str) -> list[int]:
@@ -97,6 +100,122 @@ def test_two_writers_report_the_slower_and_a_failed_one_is_a_sentence(tmp_path: 
     assert seconds > 0 and shared.stat().st_size == 100 * 4096
     with pytest.raises(LabError, match="could not open its file"):
         cephfs_lessons._two_writers([tmp_path / "no" / "a", shared], [(0, 1), (0, 1)], 5, 4096)
+
+
+def test_a_real_perf_dump_gives_the_requests_of_a_phase_by_type_with_their_latency() -> None:
+    """Ceph 16's counters around the create phase of 1000 files: one create request per
+    file, nothing else, at the mean latency the two readings' sums give."""
+    dumps = json.loads(PERF_DUMPS.read_text())
+    assert "16.2.15" in dumps["comment"]
+    before = cephfs.MdsRequests.from_perf_dump(dumps["before"])
+    after = cephfs.MdsRequests.from_perf_dump(dumps["after"])
+    files = dumps["phase"]["files"]
+    assert after.total - before.total == files
+    [row] = after.since(before)
+    assert (row["request_type"], row["mds_requests"]) == ("create", files)
+    server = (dumps["before"]["mds_server"], dumps["after"]["mds_server"])
+    seconds = server[1]["req_create_latency"]["sum"] - server[0]["req_create_latency"]["sum"]
+    assert row["mds_mean_latency_ms"] == pytest.approx(1000 * seconds / files)
+    assert 0.01 < row["mds_mean_latency_ms"] < 100
+    assert after.since(after) == []
+    # every request type Ceph 16 counts, read even when none was answered
+    assert {"create", "getattr", "lookup", "open", "readdir", "unlink"} <= set(after.requests)
+
+
+def test_mds_requests_keeps_the_types_answered_and_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    dump = json.loads(PERF_DUMPS.read_text())["after"]
+    monkeypatch.setattr(cephfs, "perf_dump", lambda cluster, daemon: dump)
+    counts = cephfs.mds_requests(None)  # type: ignore[arg-type]
+    assert counts["all"] == dump["mds_server"]["handle_client_request"]
+    assert counts["create"] == dump["mds_server"]["req_create_latency"]["avgcount"]
+    assert all(counts.values()) and "open" not in counts  # no open was ever answered
+
+
+def test_a_perf_dump_without_the_request_counters_is_one_sentence() -> None:
+    with pytest.raises(LabError, match="lacks its request counters.*Ceph 16"):
+        cephfs.MdsRequests.from_perf_dump({"mds": {}})
+
+
+def _check_metadata_record(record: dict, files: int) -> None:
+    """What a metadata-rates record must hold, recorded or live: every operation on both
+    clients with its rates, and MDS counts that add up and fit the files made."""
+    assert record["files"] == files and record["processes"] == 1 and record["file_bytes"] == 0
+    assert "ceph" in record["cephfs_fs_type"] and "ceph" not in record["local_fs_type"]
+    rates = {(row["operation"], row["client"]): row for row in record["rates"]}
+    assert set(rates) == {
+        (op, client) for op in mdrates.OPERATIONS for client in cephfs_mdrates.CLIENTS
+    }
+    for row in rates.values():
+        assert set(row) == {
+            "operation",
+            "client",
+            "files",
+            "local_disk_ops_per_s",
+            "cephfs_ops_per_s",
+            "mds_requests",
+        }
+        assert row["files"] == files
+        assert row["local_disk_ops_per_s"] > 0 and row["cephfs_ops_per_s"] > 0
+    by_type: dict = {}
+    for row in record["mds_by_type"]:
+        assert set(row) == {
+            "operation",
+            "client",
+            "request_type",
+            "mds_requests",
+            "mds_mean_latency_ms",
+        }
+        assert row["mds_requests"] > 0 and row["mds_mean_latency_ms"] > 0
+        by_type.setdefault((row["operation"], row["client"]), {})[row["request_type"]] = row[
+            "mds_requests"
+        ]
+    for key, row in rates.items():
+        # the hooks enclose each phase: its requests by type add up to all it handled
+        assert sum(by_type.get(key, {}).values()) == row["mds_requests"], key
+    for client in cephfs_mdrates.CLIENTS:
+        assert by_type[("create", client)]["create"] == files  # one create request per file
+        assert by_type[("remove", client)]["unlink"] == files  # one unlink per file
+        assert rates[("create", client)]["mds_requests"] >= files
+    # the client that made the files holds their capabilities: stat and open ask nothing
+    assert rates[("stat", "same client")]["mds_requests"] == 0
+    assert rates[("read", "same client")]["mds_requests"] == 0
+    # a client mounted afresh looks every name up first
+    for operation in ("stat", "read", "remove"):
+        assert by_type[(operation, "fresh client")].get("lookup", 0) >= files
+
+
+def test_the_recorded_metadata_rates_are_whole_and_consistent() -> None:
+    """pfs.json's metadata section, which notebook 06 shows where no CephFS is up."""
+    record = cephfs_lessons.recorded()
+    _check_metadata_record(record["metadata"], cephfs_mdrates.FILES)
+    # what lesson 06 says of this run in words: creates only creates, a fresh client's stats
+    # only lookups, and its opens no open request
+    kinds = {
+        (row["operation"], row["client"], row["request_type"])
+        for row in record["metadata"]["mds_by_type"]
+    }
+    for client in cephfs_mdrates.CLIENTS:
+        assert ("create", client, "create") in kinds
+    assert {k for k in kinds if k[:2] == ("create", "same client")} == {
+        ("create", "same client", "create")
+    }
+    assert {k for k in kinds if k[:2] == ("stat", "fresh client")} == {
+        ("stat", "fresh client", "lookup")
+    }
+    assert ("read", "fresh client", "open") not in kinds
+    table = cephfs_mdrates.side_by_side(record["metadata"])
+    assert list(table.index) == list(mdrates.OPERATIONS)
+    assert all(column.endswith(("_ops_per_s", "_same_client", "_fresh_client")) for column in table)
+    assert table.loc["create", "mds_requests_by_type_same_client"] == (
+        f"create {cephfs_mdrates.FILES}"
+    )
+    times = cephfs_mdrates.latencies(record["metadata"])
+    assert (times["client_ms_per_op"] > 0).all() and len(times) == len(
+        record["metadata"]["mds_by_type"]
+    )
+    assert cephfs_lessons.describe_record(record).startswith(
+        f"the run recorded on {record['recorded_on']} ("
+    )
 
 
 @needs_cephfs
@@ -200,6 +319,22 @@ def test_two_clients_sharing_one_file_take_turns_and_leave_nothing(
     assert cephfs.SECOND_CLIENT not in cluster.pids
     assert _processes_naming(cephfs.SECOND_CLIENT) == []
     assert not list(cluster.mount_point.parent.glob("cephfs-second-*"))
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_metadata_rates_on_the_cephfs_show_what_the_mds_was_asked(
+    cluster: cephfs.Cluster, tmp_path: Path
+) -> None:
+    """The metadata-rates run of lesson 06 on the live cluster: the MDS's counts per phase
+    (creates and unlinks one per file, none for the creator's stats, a lookup per name on a
+    fresh client), and nothing left in the mount or on the local disk."""
+    files = 200
+    record = cephfs_mdrates.metadata_rates(cluster, files, local_dir=tmp_path)
+    _check_metadata_record(record, files)
+    assert list(tmp_path.iterdir()) == []
+    assert not list(cluster.mount_point.glob("iolab-mdrates-*"))
+    assert os.path.ismount(cluster.mount_point)  # mounted again after the fresh clients
 
 
 @needs_cephfs

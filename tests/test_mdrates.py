@@ -64,6 +64,36 @@ def test_counts_are_exact_in_both_layouts(tmp_path: Path, shared_dir: bool, expe
 
 
 @pytest.mark.slow
+def test_the_before_hook_sees_each_phase_start_and_the_after_hook_its_end(tmp_path: Path) -> None:
+    """The two hooks enclose each phase and nothing else (a server's counters read in them
+    are that phase's: iolab.storage.cephfs_mdrates)."""
+    calls = []
+
+    def hook(when: str) -> Callable[[str, Path], None]:
+        def look(operation: str, iteration_dir: Path) -> None:
+            files = sum(len(os.listdir(sub)) for sub in iteration_dir.iterdir())
+            calls.append((when, operation, files))
+
+        return look
+
+    mdrates.run_mdtest(
+        tmp_path,
+        10,
+        progress=False,
+        before_phases=hook("before"),
+        between_phases=hook("after"),
+    )
+    files_before = [0, 10, 10, 10]
+    files_after = [10, 10, 10, 0]
+    assert calls == [
+        call
+        for operation, before, after in zip(OPERATIONS, files_before, files_after, strict=True)
+        for call in (("before", operation, before), ("after", operation, after))
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
 def test_io500_hard_files_have_3901_bytes_in_every_iteration(tmp_path: Path) -> None:
     sizes: Counter = Counter()
 

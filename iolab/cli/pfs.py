@@ -69,7 +69,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     measure = actions.add_parser(
         "measure",
         help="the lessons' measurements on your cluster: layouts (07), the five readers "
-        "with the servers' counters (02), two clients writing one file (08)",
+        "with the servers' counters (02), two clients writing one file (08), metadata "
+        "rates beside the local disk with the MDS's requests and latencies (06)",
     )
     measure.add_argument(
         "--out", type=path_option("--out"), help="also write the record as JSON to this file"
@@ -211,10 +212,11 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
 
     from iolab.core.atomic import atomic_output
     from iolab.hpc.cephfs_lessons import measure_all
+    from iolab.storage.cephfs_mdrates import side_by_side
 
     print(
-        "measuring layouts, the five readers (the dataset is made on the CephFS first) and "
-        "two clients writing one file; a few minutes...",
+        "measuring layouts, the five readers (the dataset is made on the CephFS first), "
+        "two clients writing one file and metadata rates; a few minutes...",
         file=sys.stderr,
     )
     record = measure_all(cluster)
@@ -227,6 +229,8 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
     print(to_markdown(pd.DataFrame(record["readers"]).round(3)))
     print()
     print(to_markdown(pd.DataFrame(record["shared_writes"]).round(3)))
+    print()
+    print(to_markdown(side_by_side(record["metadata"]).round(1).reset_index()))
     if out is not None:
         with atomic_output(out) as partial:
             partial.write_text(json.dumps(record, indent=1) + "\n")

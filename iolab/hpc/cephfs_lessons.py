@@ -2,15 +2,17 @@
 
 `iolab pfs measure` (and `make record-pfs`) runs them on a cluster that is up: the layout
 check of lesson 07 for stripe counts 1 and 4, the five readers of lesson 02 on a fresh
-and a warm client with the servers' counters, and lesson 08's two writers sharing one file
-from two clients (CephFS hands out capabilities per file, where Lustre locks byte ranges).
-The record names the machine, the Ceph version, the OSD count and the date, so a page that
-shows it says where it came from.
+and a warm client with the servers' counters, lesson 06's metadata rates beside the local
+disk with the MDS's requests and latencies per phase, and lesson 08's two writers sharing
+one file from two clients (CephFS hands out capabilities per file, where Lustre locks byte
+ranges). The record names the machine, the Ceph version, the OSD count and the date, so a
+page that shows it says where it came from (`recorded`, `describe_record`).
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import select
 import subprocess
@@ -19,9 +21,13 @@ import tempfile
 from pathlib import Path
 
 from iolab.core.errors import LabError
+from iolab.core.workspace import repo_root
 from iolab.hpc import ceph_layout as cl
 from iolab.measure.context import machine_context
-from iolab.storage import cephfs, cephfs_readers
+from iolab.storage import cephfs, cephfs_mdrates, cephfs_readers
+
+#: The run `make record-pfs` stores with the lab, relative to the checkout.
+RECORD = Path("reference") / "bench-recorded" / "pfs.json"
 
 #: The test file of the layout check: 10 MiB and a few bytes, so the last object is partial.
 LAYOUT_FILE_BYTES = 10 * cl.MIB + 123
@@ -184,6 +190,7 @@ def measure_all(cluster: cephfs.Cluster) -> dict:
     layouts = [layout_check(cluster, count) for count in (1, 4)]
     readers = cephfs_readers.reader_servers(cluster, cephfs_readers.dataset_on(cluster))
     shared = shared_file_writes(cluster)
+    metadata = cephfs_mdrates.metadata_rates(cluster)
     return {
         "recorded_on": datetime.date.today().isoformat(),
         "machine": {key: context.get(key) for key in ("cpu_model", "cpu_count", "kernel")},
@@ -194,4 +201,20 @@ def measure_all(cluster: cephfs.Cluster) -> dict:
         "layouts": layouts,
         "readers": readers.to_dict(orient="records"),
         "shared_writes": shared,
+        "metadata": metadata,
     }
+
+
+def recorded() -> dict:
+    """The record of `make record-pfs` kept with the lab (RECORD): what the notebooks show
+    where no CephFS of the learner's is up."""
+    return json.loads((repo_root() / RECORD).read_text())
+
+
+def describe_record(record: dict) -> str:
+    """Where and when a record was measured, for the line above the figures that show it."""
+    machine = record["machine"]
+    return (
+        f"the run recorded on {record['recorded_on']} ({machine['cpu_model']}, "
+        f"{machine['cpu_count']} CPUs, Ceph {record['ceph_version']}, {record['osds']} OSDs)"
+    )

@@ -546,16 +546,71 @@ def osd_counters(cluster: Cluster) -> list[dict]:
     return rows
 
 
+@dataclass(frozen=True)
+class MdsRequests:
+    """The MDS's own account of the client requests it answered, at one moment.
+
+    Per request type (create, getattr, lookup, open, readdir, unlink, ...) the requests
+    answered and the seconds they took together, each from its arrival at the MDS to the
+    MDS's reply (`mds_server.req_<type>_latency` in `perf dump`: avgcount and sum); `total`
+    is every client request the MDS handled (`handle_client_request`). The counters only
+    grow, so two readings enclose what happened between them (`since`).
+    """
+
+    requests: dict[str, int]
+    seconds: dict[str, float]
+    total: int
+
+    @classmethod
+    def from_perf_dump(cls, dump: dict) -> MdsRequests:
+        """Read from an MDS's `perf dump` (Ceph 16's layout, see tests/fixtures/ceph)."""
+        try:
+            server = dump["mds_server"]
+            pairs = {
+                key[len("req_") : -len("_latency")]: value
+                for key, value in server.items()
+                if key.startswith("req_") and key.endswith("_latency")
+            }
+            return cls(
+                {kind: int(value["avgcount"]) for kind, value in pairs.items()},
+                {kind: float(value["sum"]) for kind, value in pairs.items()},
+                int(server["handle_client_request"]),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise LabError(
+                f"the metadata server's `perf dump` lacks its request counters ({err}); "
+                "this lab reads the layout of Ceph 16 (Pacific)"
+            ) from None
+
+    def since(self, earlier: MdsRequests) -> list[dict]:
+        """The request types the MDS answered between `earlier` and this reading, most first:
+        how many, and their mean latency in ms (the seconds added over the requests added)."""
+        rows = []
+        for kind, count in self.requests.items():
+            added = count - earlier.requests.get(kind, 0)
+            if added > 0:
+                seconds = self.seconds[kind] - earlier.seconds.get(kind, 0.0)
+                rows.append(
+                    {
+                        "request_type": kind,
+                        "mds_requests": added,
+                        "mds_mean_latency_ms": 1000 * seconds / added,
+                    }
+                )
+        return sorted(rows, key=lambda row: (-row["mds_requests"], row["request_type"]))
+
+
+def mds_request_counters(cluster: Cluster) -> MdsRequests:
+    """The MDS's request counters now, with the seconds they took (see MdsRequests)."""
+    return MdsRequests.from_perf_dump(perf_dump(cluster, "mds.a"))
+
+
 def mds_requests(cluster: Cluster) -> dict[str, int]:
     """The MDS's client requests by type (create, getattr, lookup, open, readdir, ...), and
     their total under "all"."""
-    server = perf_dump(cluster, "mds.a")["mds_server"]
-    counts = {
-        key[len("req_") : -len("_latency")]: value["avgcount"]
-        for key, value in server.items()
-        if key.startswith("req_") and key.endswith("_latency") and value["avgcount"]
-    }
-    counts["all"] = server["handle_client_request"]
+    counters = mds_request_counters(cluster)
+    counts = {kind: count for kind, count in counters.requests.items() if count}
+    counts["all"] = counters.total
     return counts
 
 

@@ -241,8 +241,17 @@ def _run_phase(workers: dict[Connection, tuple[int, BaseProcess]], directory: Pa
     return rows
 
 
+#: A hook run in this process while the workers wait: the operation's name and the
+#: iteration's directory.
+PhaseHook = Callable[[str, Path], None]
+
+
 def _run_processes(
-    layout: _Layout, iterations: int, show: bool, between_phases: Callable[[str, Path], None] | None
+    layout: _Layout,
+    iterations: int,
+    show: bool,
+    between_phases: PhaseHook | None,
+    before_phases: PhaseHook | None = None,
 ) -> list[tuple]:
     """Start the workers, lead them through the phases, and return their timings.
 
@@ -277,6 +286,8 @@ def _run_processes(
                     directory.mkdir(parents=True)
                 for operation in OPERATIONS.values():
                     bar.set_postfix_str(f"{operation}, iteration {iteration + 1}")
+                    if before_phases is not None:
+                        before_phases(operation, layout.iteration_dir(iteration))
                     rows += _run_phase(workers, Path(layout.run_dir).parent)
                     if between_phases is not None:
                         between_phases(operation, layout.iteration_dir(iteration))
@@ -366,7 +377,8 @@ def run_mdtest(
     *,
     progress: bool | None = None,
     compute_node: bool | None = None,
-    between_phases: Callable[[str, Path], None] | None = None,
+    between_phases: PhaseHook | None = None,
+    before_phases: PhaseHook | None = None,
 ) -> pd.DataFrame:
     """Create, stat, read and remove files_per_process x processes files; mdtest's table.
 
@@ -375,7 +387,9 @@ def run_mdtest(
     iteration, the settings, and the location with its file-system type. `between_phases`,
     if given, is called in this process after every phase with the operation's name and the
     iteration's directory, while the workers wait: a way to look at the layout a phase left
-    (tests and demonstrations do). A progress bar is shown when `progress` is True, or when
+    (tests and demonstrations do); `before_phases` likewise just before every phase starts,
+    so that a server's counters read in the two hooks enclose that phase and nothing else
+    (iolab.storage.cephfs_mdrates). A progress bar is shown when `progress` is True, or when
     it is None and stderr is a terminal. The login-node budget applies unless `compute_node`
     or a batch job lifts it (iolab.core.budget).
     """
@@ -387,7 +401,7 @@ def run_mdtest(
         blocks = -(-file_bytes // 4096) * 4096
         check_capacity(run_dir, total * blocks, total + processes + 1)
         layout = _Layout(str(run_dir), files_per_process, processes, shared_dir, file_bytes)
-        timings = _run_processes(layout, iterations, show, between_phases)
+        timings = _run_processes(layout, iterations, show, between_phases, before_phases)
     return _table(timings, layout, iterations, directory)
 
 
