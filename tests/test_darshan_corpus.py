@@ -85,6 +85,21 @@ def test_every_finding_carries_a_stable_rule_id(diagnosed) -> None:
 
 
 @needs_darshan
+def test_every_finding_says_how_its_cost_was_reckoned(diagnosed) -> None:
+    """A cost is what the fix would save: each finding states its formula (issue 36, item 4)."""
+    found = [f for _, findings in diagnosed.values() for f in findings]
+    assert len(found) > 20
+    assert all(len(f.cost_formula) > 20 for f in found), [
+        f.rule for f in found if not f.cost_formula
+    ]
+    from iolab.diagnosis.report import format_findings
+
+    log, e3sm = diagnosed["e3sm_io_heatmaps_and_dxt/e3sm_io_heatmap_only.darshan"]
+    text = format_findings(e3sm, log.run())
+    assert text.count("\n   cost: ") == sum(not f.minor for f in e3sm) > 2
+
+
+@needs_darshan
 @pytest.mark.parametrize("name", sorted(TRUTH))
 def test_each_log_gets_what_its_counters_prove(diagnosed, name: str) -> None:
     """Judged by the benchmark's and lesson 12's judge (iolab.diagnosis.judge)."""
@@ -98,6 +113,25 @@ def test_each_log_gets_what_its_counters_prove(diagnosed, name: str) -> None:
     assert not judged.false_alarms, "; ".join(
         f"{name}: false alarm {i['rule']}: {i['why']}" for i in judged.false_alarms
     )
+
+
+@needs_darshan
+def test_advice_fits_the_file_system_and_direction_of_each_log(diagnosed) -> None:
+    """No Lustre command for files the log puts elsewhere (GPFS, NFS, ext4), and no write
+    advice for files only read: checked on every finding of the corpus (issue 36, item 5)."""
+    from iolab.diagnosis.rules import storage
+
+    kinds = set()
+    for log, found in diagnosed.values():
+        run = log.run()
+        for finding in found:
+            kind = storage.storage_of(run, finding.files)
+            kinds.add(kind)
+            if kind != "lustre":
+                assert "lfs " not in finding.advice, (log, finding.rule)
+            if storage.direction_of(run.data()[run.data().path.isin(finding.files)]) == "read":
+                assert "write the small pieces" not in finding.advice, finding.rule
+    assert {"lustre", "gpfs", "nfs", "local"} <= kinds  # the corpus spans them all
 
 
 @needs_darshan

@@ -206,6 +206,35 @@ def test_imbalance_by_bytes_names_the_file_the_rank_and_all_ranks() -> None:
     assert found[0].cost_s == pytest.approx(583.1 - 660.0 / 496)
 
 
+def test_an_even_split_at_mpiio_per_rank_records_explains_the_aggregators() -> None:
+    """Per-rank records (no shared reduction): every rank gave MPI-IO the same 64 MiB, but two
+    aggregators wrote it all at POSIX. That is collective buffering, not an uneven split."""
+    ranks = range(8)
+    rows = [
+        record("/gpfs/out", rank, layer="MPI-IO", writes=10, collective=10, bytes_written=64 * MiB)
+        for rank in ranks
+    ] + [
+        record(
+            "/gpfs/out",
+            rank,
+            writes=64 if rank < 2 else 1,
+            seq_writes=64,
+            bytes_written=256 * MiB if rank < 2 else 1,
+            write_time_s=30.0 if rank < 2 else 0.01,
+        )
+        for rank in ranks
+    ]
+    run = run_of(rows, processes=8)
+    run.mounts = (("/gpfs", "gpfs"),)
+    found = next(f for f in diagnose(run) if f.rule == "rank-imbalance-bytes")
+    assert "shares are even (67,108,864 to 67,108,864 bytes)" in found.evidence
+    assert "split the data evenly" not in found.advice and "cb_config_list" in found.advice
+    # one rank missing at MPI-IO: the log cannot say the split was even
+    partial = run_of(rows[1:], processes=8)
+    missing = next(f for f in diagnose(partial) if f.rule == "rank-imbalance-bytes")
+    assert "split the data evenly" in missing.advice
+
+
 def test_equal_bytes_in_unequal_time_is_the_file_systems() -> None:
     rows = [
         record(
@@ -547,7 +576,7 @@ def test_dxt_shows_when_the_wait_came_and_that_the_writes_took_turns() -> None:
     assert wait.counters["DXT median seconds before the POSIX call"] == pytest.approx(1.255)
     assert wait.counters["DXT most POSIX requests at once"] == 1
     assert "returned 0.10 s after it ended; at most 1 POSIX write(s)" in wait.evidence
-    assert "(file system: nfs)" in wait.evidence and "fcntl" in wait.advice
+    assert "(file system: NFS)" in wait.evidence and "fcntl" in wait.advice
     assert run.file_system("/nfsother/x") == "lustre" and run.file_system("/nfs") == "nfs"
     assert run.file_system("relative/x") == ""
 
@@ -748,3 +777,154 @@ def test_packing_is_advised_only_when_there_are_more_files_than_ranks() -> None:
     many = [record(f"/d/{i}", i % 4, opens=1, stats=1, meta_time_s=0.01) for i in range(5000)]
     [packed] = diagnose(run_of(many, processes=4, run_time_s=60.0))
     assert packed.rule == "metadata" and packed.advice.startswith("pack many small files")
+
+
+def _written_through_mpiio(collective: float, mpiio_reads: float = 0.0) -> list[dict]:
+    """Two aggregators' POSIX records of a file the program wrote through MPI-IO: 3000 small
+    reads each (ROMIO's, unless the program read through MPI-IO too)."""
+    above = record(
+        "/lus/out.nc",
+        -1,
+        layer="MPI-IO",
+        writes=2000,
+        collective=collective,
+        bytes_written=2000 * MiB,
+        reads=mpiio_reads,
+        bytes_read=mpiio_reads * 4096,
+        write_time_s=50.0,
+    )
+    below = [
+        record(
+            "/lus/out.nc",
+            rank,
+            reads=3000,
+            small_reads=3000,
+            bytes_read=0.0,
+            read_time_s=read_s,
+            writes=1000,
+            bytes_written=4000 * MiB,
+            write_time_s=10.0,
+            unaligned=3500,
+        )
+        for rank, read_s in ((0, 30.0), (1, 40.0))
+    ]
+    return [above, *below]
+
+
+def test_reads_of_a_file_only_written_through_mpiio_are_romios_read_modify_write() -> None:
+    """The program never read out.nc; its aggregators read 6000 times before writing: one
+    finding, costing the busiest aggregator's read seconds, and no small-reads advice."""
+    found = diagnose(run_of(_written_through_mpiio(collective=2000), processes=64))
+    rmw = next(f for f in found if f.rule == "read-modify-write")
+    assert rmw.cost_s == pytest.approx(40.0) and rmw.files == ["/lus/out.nc"]
+    assert rmw.counters["POSIX_READS"] == 6000 and rmw.counters["POSIX_BYTES_READ"] == 0
+    assert rmw.counters["POSIX_BYTES_WRITTEN"] == 8000 * MiB
+    assert "past the end of the file" in rmw.evidence and "4.0 times" in rmw.evidence
+    assert "collective buffering" in rmw.title and "file domain" in rmw.advice
+    assert "small-reads" not in [f.rule for f in found]
+    misaligned = next(f for f in found if f.rule == "misaligned")
+    # 3500 of 4000 requests unaligned, charged on the writes only: 10 s x 7/8 per rank
+    assert misaligned.cost_s == pytest.approx(10.0 * 3500 / 4000)
+
+
+def test_independent_writes_read_back_are_data_sieving() -> None:
+    found = diagnose(run_of(_written_through_mpiio(collective=0), processes=64))
+    rmw = next(f for f in found if f.rule == "read-modify-write")
+    assert "data sieving" in rmw.title and "romio_ds_write=disable" in rmw.advice
+
+
+def test_a_file_the_program_reads_through_mpiio_has_its_own_reads() -> None:
+    found = diagnose(run_of(_written_through_mpiio(2000, mpiio_reads=10), processes=64))
+    assert "read-modify-write" not in [f.rule for f in found]
+    assert "small-reads" in [f.rule for f in found]
+
+
+def _collective_file(mpiio_slowest_s: float, posix_s: float, posix_bytes: float) -> list[dict]:
+    """A file 16 ranks wrote collectively (a shared MPI-IO record), two aggregators beneath."""
+    above = record(
+        "/lus/big.nc",
+        -1,
+        layer="MPI-IO",
+        writes=1600,
+        collective=1600,
+        bytes_written=16 * 64 * MiB,
+        write_time_s=16 * mpiio_slowest_s,
+        slowest_rank=3,
+        slowest_rank_s=mpiio_slowest_s,
+        slowest_rank_bytes=64 * MiB,
+        fastest_rank=9,
+        fastest_rank_s=mpiio_slowest_s - 1,
+        fastest_rank_bytes=64 * MiB,
+    )
+    below = [
+        record(
+            "/lus/big.nc",
+            rank,
+            writes=256,
+            seq_writes=256,
+            bytes_written=posix_bytes / 2,
+            write_time_s=posix_s,
+        )
+        for rank in (0, 8)
+    ]
+    return [above, *below]
+
+
+def test_collective_calls_costing_most_above_posix_are_the_mpiio_layers_own() -> None:
+    """80 s per rank in collective MPI-IO against 20 s of the aggregators' POSIX writes: the
+    finding charges the 60 s above the file system, and names the file."""
+    run = run_of(_collective_file(80.0, 20.0, 16 * 64 * MiB), processes=16, run_time_s=100.0)
+    run.mounts = (("/lus", "lustre"),)
+    layer = next(f for f in diagnose(run) if f.rule == "collective-mpiio-time")
+    assert layer.cost_s == pytest.approx(60.0) and layer.files == ["/lus/big.nc"]
+    assert "80.0 s on its slowest rank (80% of the run; every rank at least 79.0 s)" in (
+        layer.evidence
+    )
+    assert "lfs setstripe -c" in layer.advice
+
+
+@pytest.mark.parametrize(
+    ("mpiio_s", "posix_s", "posix_bytes", "why"),
+    [
+        (8.0, 1.0, 16 * 64 * MiB, "under a tenth of the run"),
+        (80.0, 50.0, 16 * 64 * MiB, "most of it is the file system's"),
+        (80.0, 1.0, 64 * MiB, "the POSIX records hold a sixteenth of the bytes"),
+    ],
+)
+def test_no_layer_finding_where_the_counters_cannot_show_it(
+    mpiio_s: float, posix_s: float, posix_bytes: float, why: str
+) -> None:
+    rows = _collective_file(mpiio_s, posix_s, posix_bytes)
+    assert "collective-mpiio-time" not in rules(run_of(rows, processes=16)), why
+
+
+def test_waits_inside_collective_calls_are_charged_once() -> None:
+    """APMPI: the 14 ranks without I/O waited 90 s in MPI, the 2 aggregators 10 s; every
+    rank also spent at least 79 s in collective MPI-IO calls of a 100 s run, so at least
+    69 s of the waiting was inside those calls: ranks-wait-for-io keeps 80 - 60 = 20 s."""
+    rows = _collective_file(80.0, 20.0, 16 * 64 * MiB)
+    run = run_of(rows, processes=16, run_time_s=100.0)
+    run.mpi = pd.DataFrame(
+        {
+            "rank": range(16),
+            "node": [rank // 8 for rank in range(16)],
+            "mpi_s": 95.0,
+            "wait_s": [10.0 if rank in (0, 8) else 90.0 + rank / 100 for rank in range(16)],
+        }
+    )
+    found = {f.rule: f for f in diagnose(run)}
+    layer, wait = found["collective-mpiio-time"], found["ranks-wait-for-io"]
+    assert layer.cost_s == pytest.approx(60.0)
+    median_wait = pd.Series([90.0 + rank / 100 for rank in range(16) if rank not in (0, 8)])
+    assert wait.cost_s == pytest.approx(median_wait.median() - 10.0 - 60.0)
+    assert "counted by collective-mpiio-time, not here" in wait.evidence
+
+
+def test_romios_read_backs_are_no_reread_of_the_program() -> None:
+    """POSIX read 4x a file's range that the program only wrote through MPI-IO."""
+    rows = _written_through_mpiio(collective=0)
+    for row in rows[1:]:
+        row.update(bytes_read=800 * MiB, max_byte_read=100 * MiB)
+    assert "reread" not in rules(run_of(rows, processes=64))
+    rows[0].update(reads=1.0, bytes_read=4096.0)  # the program reads it too: its own reads
+    assert "reread" in rules(run_of(rows, processes=64))

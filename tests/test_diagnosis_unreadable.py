@@ -257,7 +257,9 @@ def check_types(report: dict, tables: set[str]) -> None:
     for finding in report["findings"]:
         assert finding["rule"] in RULE_IDS and type(finding["minor"]) is bool
         assert type(finding["cost_s"]) is float
-        assert all(isinstance(finding[k], str) for k in ("title", "evidence", "advice"))
+        assert all(
+            isinstance(finding[k], str) for k in ("title", "evidence", "advice", "cost_formula")
+        )
         assert all(isinstance(f, str) for f in finding["files"])
         assert all(type(n) is int for n in finding["ranks"] + finding["osts"])
         assert all(type(v) in (int, float) for v in finding["counters"].values())

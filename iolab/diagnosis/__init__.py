@@ -8,6 +8,7 @@ trace      a program traced by strace (`-- CMD`) or a saved trace; trace_tally r
            strace's lines into trace_files' per-file counts, trace_profile holds the
            run, trace_report prints it
 rules      the findings, with their cost in seconds and the counters that prove them
-report     text, JSON and one self-contained HTML page; plots draws its figures
+report     text, JSON and one self-contained HTML page; svg_charts draws the page's charts
+           as inline SVG (no matplotlib) from figure_data's numbers
 inputs     one entry for all three inputs: a log, a saved trace, or a command
 """

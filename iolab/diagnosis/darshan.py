@@ -178,12 +178,9 @@ LOG_WANTED = (
 )
 
 
-def read_log(path: Path | str, *, meanwhile: Callable[[], object] | None = None) -> DarshanLog:
+def read_log(path: Path | str) -> DarshanLog:
     """Read a whole Darshan log in a child process; one sentence if it is not a Darshan 3 log,
-    is cut short or damaged, or crashes libdarshan (see the module's docstring).
-
-    `meanwhile` runs here while the child reads (the report's figures import matplotlib,
-    about as long as a small log takes to read: the two overlap on two cores)."""
+    is cut short or damaged, or crashes libdarshan (see the module's docstring)."""
     problem = darshan_problem()
     if problem:
         raise LabError(problem)
@@ -199,7 +196,7 @@ def read_log(path: Path | str, *, meanwhile: Callable[[], object] | None = None)
             + ("it is empty (0 bytes)" if not head else "it does not begin with a Darshan header")
             + f"; pass {LOG_WANTED}"
         )
-    report, incomplete = _read_in_child(path, meanwhile)
+    report, incomplete = _read_in_child(path)
     return DarshanLog(report, path.name, path, incomplete)
 
 
@@ -345,9 +342,7 @@ def _read_here(path: Path) -> tuple[str | None, object, tuple[str, ...]]:
     return None, report, partial
 
 
-def _read_in_child(
-    path: Path, meanwhile: Callable[[], object] | None = None
-) -> tuple[object, tuple[str, ...]]:
+def _read_in_child(path: Path) -> tuple[object, tuple[str, ...]]:
     """The DarshanReport of `path` and its partial modules, read by a forked child that sends
     them back pickled; LabError if the child refuses the log, crashes or takes too long."""
     reader, writer = os.pipe()
@@ -371,8 +366,6 @@ def _read_in_child(
     answered = False
     try:
         with os.fdopen(reader, "rb", buffering=0) as incoming:
-            if meanwhile is not None:
-                meanwhile()
             chunks, deadline = [], time.monotonic() + CHILD_TIMEOUT_S
             while True:
                 ready, _, _ = select.select([incoming], [], [], max(deadline - time.monotonic(), 0))

@@ -17,40 +17,38 @@ from iolab.diagnosis.rules import Finding, diagnose
 
 @dataclass
 class Diagnosis:
-    """A run, its findings, and the tables and figures that show them."""
+    """A run, its findings, and the tables and figures (inline SVG, by title) that show them."""
 
     run: Run
     findings: list[Finding]
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    figures: dict[str, object] = field(default_factory=dict)
+    figures: dict[str, str] = field(default_factory=dict)
     exit_code: int = 0  # the traced command's, for `-- CMD`
     output: str = ""  # the traced command's stdout and stderr
 
 
 def _figures(
     run: Run, sizes: pd.DataFrame, osts: pd.DataFrame | None = None, dxt: pd.DataFrame | None = None
-) -> dict[str, object]:
-    from iolab.diagnosis import plots  # matplotlib only for a report with figures
+) -> dict[str, str]:
+    """The HTML page's charts, drawn as SVG (svg_charts: the page never imports matplotlib)."""
+    from iolab.diagnosis import svg_charts
+    from iolab.diagnosis.figure_data import rank_seconds
 
     drawn = {
-        "Request sizes (the application's files)": plots.size_bars(sizes),
-        "Time per rank": plots.rank_time_bars(plots.rank_seconds(run)),
-        "Bytes and time per OST": plots.ost_bars(osts if osts is not None else pd.DataFrame()),
-        "DXT timeline": plots.dxt_timeline(dxt if dxt is not None else pd.DataFrame()),
-        "I/O and MPI waiting per rank (APMPI)": plots.io_and_wait(run),
+        "Request sizes (the application's files)": svg_charts.size_bars(sizes),
+        "Time per rank": svg_charts.rank_time_bars(rank_seconds(run)),
+        "Bytes and time per OST": svg_charts.ost_bars(osts if osts is not None else pd.DataFrame()),
+        "DXT timeline": svg_charts.dxt_timeline(dxt if dxt is not None else pd.DataFrame()),
+        "I/O and MPI waiting per rank (APMPI)": svg_charts.io_and_wait(run),
     }
-    return {title: figure for title, figure in drawn.items() if figure is not None}
-
-
-def _import_plots() -> None:
-    from iolab.diagnosis import plots  # noqa: F401  (matplotlib's import, while the log is read)
+    return {title: chart for title, chart in drawn.items() if chart is not None}
 
 
 def from_darshan(path: Path | str, *, figures: bool = True) -> Diagnosis:
     """Diagnose a Darshan log."""
     from iolab.diagnosis.darshan import read_log
 
-    log = read_log(path, meanwhile=_import_plots if figures else None)
+    log = read_log(path)
     run = log.run()
     osts = log.ost_frame()
     tables = {

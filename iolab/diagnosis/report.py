@@ -1,14 +1,12 @@
 """The diagnosis as a user sends it to their support team: text, JSON, or one HTML page.
 
-The HTML page is self-contained (plots embedded as PNG data, no script, no style sheet or
-font from another host), so it can be mailed, attached to a ticket or opened offline.
+The HTML page is self-contained (charts as inline SVG, no script, no style sheet or font from
+another host), so it can be mailed, attached to a ticket or opened offline.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 from dataclasses import asdict
 from typing import overload
@@ -195,6 +193,8 @@ def format_findings(findings: list[Finding], run: Run | None = None) -> str:
         if _where(f):
             lines.append(f"   where: {_where(f)}")
         lines.append("   proof: " + ", ".join(f"{k} = {_number(v)}" for k, v in f.counters.items()))
+        if f.cost_formula:
+            lines.append(f"   cost: {f.cost_formula}")
         lines.append(f"   what to do: {f.advice}.")
     if run is not None and run.incomplete:
         lines.insert(
@@ -247,16 +247,11 @@ def report_dict(run: Run, findings: list[Finding], tables: dict[str, pd.DataFram
 _SHOWN = {"processes", "run_time_s", "modules"}
 
 
-def _png(figure) -> str:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 def html_report(
-    run: Run, findings: list[Finding], tables: dict[str, pd.DataFrame], figures: dict[str, object]
+    run: Run, findings: list[Finding], tables: dict[str, pd.DataFrame], figures: dict[str, str]
 ) -> str:
-    """One self-contained page: job facts, ranked findings with evidence, tables, plots."""
+    """One self-contained page: job facts, ranked findings with evidence, tables, charts
+    (`figures`: inline SVG by caption, from svg_charts, which escapes its own text)."""
 
     def esc(text: object) -> str:
         return html.escape(str(text))
@@ -271,7 +266,9 @@ def html_report(
             f"<small>[{esc(f.rule)}]</small> — {esc(_share(f, run))}"
             f"{' (minor)' if f.minor else ''}</h3><p>{esc(f.evidence)}.</p>"
             + (f"<p><b>Where:</b> {esc(_where(f))}</p>" if _where(f) else "")
-            + f"<p><b>Proof:</b></p><ul>{proof}</ul><p><b>What to do:</b> {esc(f.advice)}.</p></li>"
+            + f"<p><b>Proof:</b></p><ul>{proof}</ul>"
+            + (f"<p><b>Cost:</b> {esc(f.cost_formula)}.</p>" if f.cost_formula else "")
+            + f"<p><b>What to do:</b> {esc(f.advice)}.</p></li>"
         )
     if no_io(run):
         body = f"<li>{esc(NO_IO_LINE[2].upper() + NO_IO_LINE[3:])}.</li>"
@@ -291,9 +288,8 @@ def html_report(
     )
     tracer = f"<p>{esc(tracer_line(run))}</p>" if tracer_line(run) else ""
     plots = "".join(
-        f"<figure><img alt='{esc(title)}' src='data:image/png;base64,{_png(fig)}'>"
-        f"<figcaption>{esc(title)}</figcaption></figure>"
-        for title, fig in figures.items()
+        f"<figure>{chart}<figcaption>{esc(title)}</figcaption></figure>"
+        for title, chart in figures.items()
     )
     frames = "".join(
         f"<h2>{esc(title)}</h2>{frame.to_html(index=False, border=0)}"
@@ -319,12 +315,14 @@ def html_report(
         "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
         "li.major{border-left:4px solid #d95f02;padding-left:.6em;margin:.8em 0;list-style:none}"
         "li.minor{border-left:4px solid #999;padding-left:.6em;color:#555;list-style:none}"
+        "li{overflow-wrap:anywhere}"
         "table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}"
         "td,th{padding:.2em .6em;text-align:left}"
-        "img{max-width:100%}"
+        "figure{margin:1.5em 0}figcaption{color:#555;font-size:.9em}"
     )
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>I/O diagnosis: {esc(run.name)}</title><style>{style}</style></head><body>"
         f"<h1>Why is this job slow on the file system?</h1><table>{facts}</table>"
         f"<h2>Findings, costliest first</h2><p>Cost: seconds in the calls each finding "

@@ -4,9 +4,13 @@ Every rule reads Run.records (iolab.diagnosis.facts) with whole-column operation
 Findings (base: the Finding, its cost on the busiest rank, the minor line). The rules live by
 family, each beside its thresholds and advice: posix (the program's requests: size, order,
 alignment, buffering, re-reads, syncs, stalls), metadata (opens and lookups, of the data and
-of the software environment), mpiio (independent MPI-IO, waits inside the library), ranks
+of the software environment), mpiio (independent MPI-IO, waits inside the library, ROMIO's
+reads before writing, collective calls costing most above POSIX), ranks
 (imbalance, ranks waiting for the I/O ranks) and lustre (a slow OST, a shared file on one).
-`diagnose` runs them all and ranks their findings by cost.
+Advice is worded for the file system, library and direction of the files concerned
+(storage: Lustre, GPFS, CephFS, NFS, DAOS or local; HDF5, PnetCDF, MPI-IO or POSIX).
+`diagnose` runs them all, takes seconds two findings would both charge off one of them where
+the counters prove the overlap (overlaps), and ranks the findings by cost.
 
 Count thresholds follow Drishti, the Darshan-based advisor of the HPC I/O group at LBNL
 (hpc-io/drishti-io, drishti/includes/config.py): small is below 1 MiB, 10 % of a direction's
@@ -18,7 +22,7 @@ apart (a write-heavy checkpoint must not hide random reads).
 from __future__ import annotations
 
 from iolab.diagnosis.facts import Run
-from iolab.diagnosis.rules import lustre, metadata, mpiio, posix, ranks
+from iolab.diagnosis.rules import lustre, metadata, mpiio, overlaps, posix, ranks
 from iolab.diagnosis.rules.base import (
     MAJOR_SHARE,
     MINOR_S,
@@ -47,6 +51,8 @@ RULES = (
     metadata.metadata,
     mpiio.independent_mpiio,
     mpiio.mpiio_waits,
+    mpiio.read_modify_write,
+    mpiio.collective_time,
     ranks.rank_imbalance,
     lustre.lustre,
     posix.stdio,
@@ -69,6 +75,8 @@ RULE_IDS = (
     "no-collective-mpiio",
     "mpiio-read-waits",
     "mpiio-write-waits",
+    "read-modify-write",
+    "collective-mpiio-time",
     "rank-imbalance-bytes",
     "rank-imbalance-time",
     "slow-ost",
@@ -84,8 +92,10 @@ RULE_IDS = (
 
 
 def diagnose(run: Run) -> list[Finding]:
-    """Every rule's findings, the costliest first; minor ones after, marked."""
+    """Every rule's findings, proven overlaps taken off once, the costliest first; minor ones
+    after, marked."""
     found = [finding for rule in RULES for finding in rule(run)]
+    overlaps.resolve(run, found)
     for finding in found:
         # plain float and bool, not numpy's: a report's JSON has numbers and true/false
         finding.cost_s = float(finding.cost_s)

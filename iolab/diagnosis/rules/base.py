@@ -41,6 +41,8 @@ class Finding:
     osts: list[int] = field(default_factory=list)
     counters: dict[str, float] = field(default_factory=dict)  # the numbers that prove it
     minor: bool = False
+    #: How cost_s was reckoned, in words and counters: what the fix would save at most.
+    cost_formula: str = ""
 
 
 def busiest_rank_seconds(records: pd.DataFrame, seconds: pd.Series) -> float:
@@ -111,3 +113,19 @@ def layer_records(run: Run, layer: str) -> pd.DataFrame:
     frame = run.data(layer)
     frame.attrs["processes"] = run.processes
     return frame
+
+
+def library_read_backs(run: Run) -> list[str]:
+    """Files the application only wrote through MPI-IO (no MPI-IO read) that POSIX read
+    anyway: those reads are ROMIO's, reading a block before writing it back (data sieving,
+    or collective buffering filling the holes between the ranks' pieces), not the
+    program's, so the rules about the program's reads leave them out."""
+    mpiio = run.data("MPI-IO")
+    if mpiio.empty:
+        return []
+    per_file = mpiio.groupby("path")[["reads", "bytes_read", "writes"]].sum()
+    written_only = per_file[
+        (per_file.reads == 0) & (per_file.bytes_read == 0) & (per_file.writes > 0)
+    ].index
+    posix = run.data("POSIX")
+    return sorted(set(posix.path[posix.path.isin(written_only) & (posix.reads > 0)]))

@@ -75,6 +75,8 @@ def lustre(run: Run) -> list[Finding]:
                         "median MiB/s on the OST": per_ost[slowest] / 1024**2,
                         "typical MiB/s": typical / 1024**2,
                     },
+                    cost_formula="per rank, its seconds on the OST's files less what they would "
+                    "take at the typical OST's rate, on the busiest rank",
                 )
             )
     width = placed.groupby("path").ost.size()
@@ -111,6 +113,8 @@ def lustre(run: Run) -> list[Finding]:
                     "LUSTRE_STRIPE_WIDTH": 1.0,
                     "bytes (POSIX or MPI-IO)": float(narrow.loc[path, "moved"]),
                 },
+                cost_formula="the busiest rank's read and write seconds on the one-stripe files, "
+                "at POSIX or MPI-IO, whichever is more",
             )
         )
     return found

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from iolab.diagnosis.facts import Run
+from iolab.diagnosis.rules import storage
 from iolab.diagnosis.rules.base import (
     MIN_COUNT,
     MINOR_S,
@@ -46,8 +47,12 @@ def metadata(run: Run) -> list[Finding]:
         "and `core.fsmonitor true`, or keep the work tree on node-local disk"
         if is_git
         else ("pack many small files into an archive or shards, keep " if many_files else "keep ")
-        + "a file open instead of reopening it, and cache what stat returned: each is a round "
-        "trip to the metadata server"
+        + "a file open instead of reopening it, and cache what stat returned: "
+        + (
+            "each is a system call, and on a shared file system a round trip to its metadata server"
+            if storage.storage_of(run, top_paths(frame, calls)) == "local"
+            else "each is a round trip to the metadata server"
+        )
     )
     slowest = frame.meta_time_s.groupby(frame.path).sum()
     if len(slowest) and slowest.max() > MINOR_S:
@@ -78,6 +83,8 @@ def metadata(run: Run) -> list[Finding]:
                 names["stats"]: float(frame.stats.sum()),
                 names["time"]: float(frame.meta_time_s.sum()),
             },
+            cost_formula="the busiest rank's seconds in opens, lookups, seeks and closes of "
+            "the application's files",
         )
     ]
 
@@ -106,5 +113,7 @@ def environment(run: Run) -> list[Finding]:
             "disk: every rank's imports are metadata round trips on a shared file system",
             files=top_paths(frame, calls),
             counters={"opens": float(frame.opens.sum()), "lookups": float(frame.stats.sum())},
+            cost_formula="the busiest rank's seconds in opens, lookups and reads of the "
+            "environment's files",
         )
     ]

@@ -1,6 +1,7 @@
 """MPI-IO: independent requests that collective calls would combine (the fix named at the
-layer the program calls: MPI-IO, HDF5 or PnetCDF), and time spent waiting inside the library
-above the POSIX calls it made."""
+layer the program calls: MPI-IO, HDF5 or PnetCDF), time spent waiting inside the library
+above the POSIX calls it made, ROMIO's reads of blocks before writing them back, and
+collective calls whose own time, above the file system, costs most."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import numpy as np
 import pandas as pd
 
 from iolab.diagnosis.facts import Run
+from iolab.diagnosis.rules import storage
 from iolab.diagnosis.rules.base import (
+    MAJOR_SHARE,
     MIN_COUNT,
     TOP_FILES,
     Finding,
     busiest_rank_seconds,
     layer_records,
+    library_read_backs,
     proof_names,
     share_of,
     top_paths,
@@ -39,24 +43,6 @@ COLLECTIVE_FIX = {
     "_all calls) in collective data mode, not the independent calls after "
     "ncmpi_begin_indep_data, so ROMIO's aggregators combine the ranks' pieces",
 }
-
-
-def _library(run: Run, paths: list[str]) -> str:
-    """Which layer the application called for these MPI-IO files: HDF5 or PnetCDF where the
-    log has their records of the same file (H5F/H5D, PNETCDF_FILE/_VAR; a dataset's or a
-    variable's record is named "<file>:<name>"), else MPI-IO itself."""
-    records = run.data()
-    files = (
-        records.path.str.rsplit(":", n=1)
-        .str[0]
-        .where(records.layer.isin(["H5D", "PNETCDF_VAR"]), records.path)
-    )
-    used = set(records.layer[files.isin(paths)])
-    if used & {"PNETCDF_FILE", "PNETCDF_VAR"}:
-        return "PnetCDF"
-    if used & {"H5F", "H5D"}:
-        return "HDF5"
-    return "MPI-IO"
 
 
 def _library_proof(run: Run, library: str, independent: float) -> tuple[str, str, dict]:
@@ -115,7 +101,7 @@ def independent_mpiio(run: Run) -> list[Finding]:
         0
     )
     files = top_paths(mpiio, indep)
-    library = _library(run, files)
+    library = storage.library_of(run, files)
     fix, note, proof = _library_proof(run, library, float(indep.sum()))
     through = f", through {library}" if library != "MPI-IO" else ""
     return [
@@ -132,6 +118,8 @@ def independent_mpiio(run: Run) -> list[Finding]:
                 "MPIIO_COLL_*": float(mpiio.collective.sum()),
                 **proof,
             },
+            cost_formula="the busiest rank's MPI-IO read and write seconds times the share of "
+            "its operations that are independent",
         )
     ]
 
@@ -141,19 +129,6 @@ def independent_mpiio(run: Run) -> list[Finding]:
 #: average, was spent waiting in the library (its own work per call takes microseconds).
 LIBRARY_WAIT_SHARE = 0.5
 WAIT_PER_CALL_S = 0.001
-#: What to change where MPI-IO waited, by the file's file system (the log's mount table): on
-#: NFS, ROMIO's locks; elsewhere, atomic mode, syncs and ranks waiting for one another.
-MPIIO_WAIT_FIX = {
-    "nfs": "on NFS, ROMIO wraps its reads and writes in fcntl byte-range locks (MPICH's NFS "
-    "driver, ad_nfs_read.c and ad_nfs_write.c), so the ranks queue at the lock "
-    "server: put files written through MPI-IO on the parallel file system or on "
-    "node-local disk, or write with collective calls (MPI_File_write_all) so that a "
-    "few aggregators take few locks for large pieces",
-    "": "the library waited, not the disk: atomic mode (MPI_File_set_atomicity) locks every "
-    "access, a sync after every write waits for the server, and ranks can wait for one "
-    "another inside a call; use non-atomic mode, sync once at the end, and collective "
-    "calls on a parallel file system",
-}
 
 
 def _requests_within(requests: pd.DataFrame, path: str, side: str) -> pd.DataFrame:
@@ -279,14 +254,14 @@ def mpiio_waits(run: Run) -> list[Finding]:
                         "DXT most POSIX requests at once": float(at_once),
                     }
                 )
-        kind = run.file_system(worst_path)
+        kind = storage.kind_of(run, worst_path)
         found.append(
             Finding(
                 f"mpiio-{side}-waits",
                 f"MPI-IO {side}s waiting above the file system",
                 busiest_rank_seconds(pairs, wait),
-                evidence + (f" (file system: {kind})" if kind else ""),
-                MPIIO_WAIT_FIX.get(kind, MPIIO_WAIT_FIX[""]),
+                evidence + (f" (file system: {storage.KIND_NAMES[kind]})" if kind else ""),
+                storage.MPIIO_WAITS.get(kind, storage.MPIIO_WAITS[""]),
                 files=top_paths(pairs, wait),
                 ranks=[
                     int(r)
@@ -297,6 +272,163 @@ def mpiio_waits(run: Run) -> list[Finding]:
                     .index[:TOP_FILES]
                 ],
                 counters=counters,
+                cost_formula=f"the busiest rank's MPI-IO {side} seconds less its POSIX {side} "
+                "seconds on the same file, on files without a collective call",
             )
         )
     return found
+
+
+#: What to change where ROMIO read blocks back before writing them, by how the file was
+#: written. Sources: ROMIO's two-phase write (adio/common/ad_write_coll.c reads a file
+#: domain that has holes before writing it) and data sieving (ad_write_str.c; the
+#: romio_ds_write hint, ind_wr_buffer_size 512 KiB by default).
+READ_BACK_FIX = {
+    "collective": "ROMIO's collective write reads an aggregator's whole file domain before "
+    "writing it whenever the ranks' pieces leave holes in it: let each collective call cover "
+    "contiguous ranges (all of a record's variables in one call: in PnetCDF an ncmpi_iput_vara "
+    "for each and one ncmpi_wait_all; in MPI-IO one call over a file view of them all), so "
+    "no domain has holes to read",
+    "independent": "ROMIO's data sieving reads a block around independent non-contiguous "
+    "pieces, fills them in and writes the block back: write collectively (MPI_File_write_all), "
+    "or, where each piece is large, switch it off with the romio_ds_write=disable hint",
+}
+
+
+def read_modify_write(run: Run) -> list[Finding]:
+    """POSIX reads of files the application only wrote through MPI-IO: ROMIO read each block
+    before writing it back. The cost is those reads' time on the busiest rank, which writing
+    whole ranges saves; the bytes written beyond what MPI-IO was given are named, not
+    charged (some of them are the data itself, rewritten)."""
+    files = library_read_backs(run)
+    if not files:
+        return []
+    posix = layer_records(run, "POSIX")
+    rows = posix[posix.path.isin(files)]
+    above = layer_records(run, "MPI-IO")
+    above = above[above.path.isin(files)]
+    given, written = float(above.bytes_written.sum()), float(rows.bytes_written.sum())
+    reads, read_bytes = float(rows.reads.sum()), float(rows.bytes_read.sum())
+    collective = above.collective.sum() > above.writes.sum() / 2
+    top = top_paths(rows, rows.read_time_s)
+    cost = busiest_rank_seconds(rows, rows.read_time_s)
+    returned = (
+        "all of them past the end of the file, returning 0 bytes"
+        if read_bytes == 0
+        else f"{read_bytes:,.0f} bytes"
+    )
+    return [
+        Finding(
+            "read-modify-write",
+            "blocks read back before writing (ROMIO's "
+            + ("collective buffering" if collective else "data sieving")
+            + ")",
+            cost,
+            f"the application only wrote {len(files)} file(s) through MPI-IO "
+            f"({given:,.0f} bytes, nothing read), yet POSIX read them {reads:,.0f} times "
+            f"({returned}) and wrote {written:,.0f} bytes, "
+            f"{share_of(written, given):,.1f} times what MPI-IO was given; the cost is those "
+            f"reads' seconds on the busiest rank (POSIX_F_READ_TIME), {cost:,.1f} s",
+            READ_BACK_FIX["collective" if collective else "independent"],
+            files=top or files[:TOP_FILES],
+            counters={
+                "MPIIO_BYTES_WRITTEN": given,
+                "MPIIO_BYTES_READ": 0.0,
+                "POSIX_READS": reads,
+                "POSIX_BYTES_READ": read_bytes,
+                "POSIX_BYTES_WRITTEN": written,
+                "POSIX_F_READ_TIME": float(rows.read_time_s.sum()),
+            },
+            cost_formula="the busiest rank's POSIX read seconds on files only written through "
+            "MPI-IO",
+        )
+    ]
+
+
+#: The lab's own: collective MPI-IO time on a file's slowest rank worth at least MAJOR_SHARE
+#: of the run, of which at least ABOVE_POSIX_SHARE lies above the POSIX calls of the file's
+#: slowest POSIX rank, was spent in the library: exchanging the ranks' pieces and waiting for
+#: the aggregators. The POSIX records must hold at least COVERED_SHARE of the bytes MPI-IO
+#: moved (a partial POSIX module, or a file the aggregators' records lost, cannot be compared).
+ABOVE_POSIX_SHARE = 0.5
+COVERED_SHARE = 0.9
+#: What to change where the collective calls themselves cost most.
+COLLECTIVE_TIME_FIX = (
+    "the collective calls spent their time above the file system, in the exchange between "
+    "ranks and in the ranks waiting for the aggregators: give the file-system work to more "
+    "aggregators ({aggregators}), and overlap the I/O with computing (split collectives, "
+    "MPI_File_write_all_begin and _end, or HDF5's asynchronous VOL connector)"
+)
+
+
+def _slowest_rank_seconds(records: pd.DataFrame) -> tuple[float, float]:
+    """A file's slowest and fastest rank's seconds in all its calls: a shared record's
+    extremes, or per-rank records' sums."""
+    shared = records[records["rank"] < 0]
+    if len(shared):
+        return float(shared.slowest_rank_s.max()), float(shared.fastest_rank_s.min())
+    seconds = (
+        (records.read_time_s + records.write_time_s + records.meta_time_s)
+        .groupby(records["rank"])
+        .sum()
+    )
+    return float(seconds.max()), float(seconds.min())
+
+
+def collective_time(run: Run) -> list[Finding]:
+    """Files mostly moved by collective MPI-IO calls that took a large share of the run,
+    mostly above the POSIX calls they made: the layer that costs most is MPI-IO itself, and
+    a POSIX finding beneath it explains only the part the file system took. The cost is the
+    slowest rank's MPI-IO seconds less the slowest POSIX rank's seconds on the same file."""
+    mpiio, posix = layer_records(run, "MPI-IO"), layer_records(run, "POSIX")
+    if mpiio.empty or posix.empty or run.run_time_s <= 0:
+        return []
+    rows = []
+    # Files mostly written or read by collective calls: independent ones are the other rules'.
+    mostly = mpiio.collective.groupby(mpiio.path).sum() > (
+        (mpiio.reads + mpiio.writes).groupby(mpiio.path).sum() / 2
+    )
+    for path, above in mpiio[mpiio.path.isin(mostly[mostly].index)].groupby("path"):
+        below = posix[posix.path == path]
+        given = float((above.bytes_read + above.bytes_written).sum())
+        moved = float((below.bytes_read + below.bytes_written).sum())
+        if below.empty or moved < COVERED_SHARE * given:
+            continue
+        slowest, fastest = _slowest_rank_seconds(above)
+        beneath = busiest_rank_seconds(
+            below, below.read_time_s + below.write_time_s + below.meta_time_s
+        )
+        rows.append((str(path), slowest, fastest, beneath, slowest - beneath))
+    big = [
+        row
+        for row in rows
+        if row[1] >= MAJOR_SHARE * run.run_time_s and row[4] >= ABOVE_POSIX_SHARE * row[1]
+    ]
+    if not big:
+        return []
+    path, slowest, fastest, beneath, above_s = max(big, key=lambda row: row[4])
+    kind = storage.kind_of(run, path)
+    return [
+        Finding(
+            "collective-mpiio-time",
+            "collective MPI-IO calls costing most above the file system",
+            above_s,
+            f"collective MPI-IO on {path} took {slowest:,.1f} s on its slowest rank "
+            f"({share_of(slowest, run.run_time_s):.0%} of the run; every rank at least "
+            f"{fastest:,.1f} s), the POSIX calls beneath it at most {beneath:,.1f} s on any "
+            f"rank: {above_s:,.1f} s (the cost: MPI-IO's slowest rank less POSIX's) went to "
+            "the library, not the file system"
+            + (f" ({len(big)} files like this)" if len(big) > 1 else ""),
+            COLLECTIVE_TIME_FIX.format(
+                aggregators=storage.AGGREGATORS.get(kind, storage.AGGREGATORS[""])
+            ),
+            files=[row[0] for row in sorted(big, key=lambda row: -row[4])][:TOP_FILES],
+            counters={
+                "MPIIO_F_SLOWEST_RANK_TIME": slowest,
+                "MPIIO_F_FASTEST_RANK_TIME": fastest,
+                "POSIX seconds of the slowest POSIX rank": beneath,
+            },
+            cost_formula="the file's slowest rank's MPI-IO seconds less the slowest POSIX "
+            "rank's seconds on it",
+        )
+    ]

@@ -7,12 +7,14 @@ from __future__ import annotations
 import pandas as pd
 
 from iolab.diagnosis.facts import Run
+from iolab.diagnosis.rules import storage
 from iolab.diagnosis.rules.base import (
     MIN_COUNT,
     TOP_FILES,
     Finding,
     busiest_rank_seconds,
     layer_records,
+    library_read_backs,
     proof_names,
     share_of,
     top_paths,
@@ -32,17 +34,25 @@ def _own_share(records: pd.DataFrame, part: pd.Series, whole: pd.Series) -> pd.S
 
 
 def direction_rules(run: Run) -> list[Finding]:
-    """small-reads/writes and random-reads/writes: each direction judged on its own."""
-    posix = layer_records(run, "POSIX")
-    if posix.empty:
+    """small-reads/writes and random-reads/writes: each direction judged on its own, on the
+    program's own requests (not ROMIO's reads before writing)."""
+    every = layer_records(run, "POSIX")
+    if every.empty:
         return []
+    read_backs = every.path.isin(library_read_backs(run))
     found = []
     for op, time in (("read", "read_time_s"), ("write", "write_time_s")):
+        # ROMIO's reads before writing are not the program's: read-modify-write names them.
+        posix = every[~read_backs] if op == "read" else every
+        posix.attrs = every.attrs
         requests = posix[f"{op}s"]
         total = float(requests.sum())
         small = posix[f"small_{op}s"].fillna(0)
         if small.sum() >= MIN_COUNT and share_of(small.sum(), total) > SMALL_SHARE:
             part = posix[time] * (small / requests.where(requests > 0)).fillna(0)
+            files = top_paths(
+                posix, small.where(_own_share(posix, small, requests) > SMALL_SHARE, 0)
+            )
             names = proof_names(
                 run,
                 {
@@ -57,12 +67,11 @@ def direction_rules(run: Run) -> list[Finding]:
                     busiest_rank_seconds(posix, part),
                     f"{small.sum():,.0f} of {total:,.0f} {op}s "
                     f"({share_of(small.sum(), total):.0%}) move less than 1 MiB",
-                    f"{op} in larger blocks: buffer in memory, larger chunks, a packed format; "
-                    "with MPI-IO, collective buffering gathers the ranks' pieces",
-                    files=top_paths(
-                        posix, small.where(_own_share(posix, small, requests) > SMALL_SHARE, 0)
-                    ),
+                    f"{op} in larger blocks: {storage.gather_advice(run, files, op)}",
+                    files=files,
                     counters={names["small"]: float(small.sum()), names["all"]: total},
+                    cost_formula=f"the busiest rank's {op} seconds times the share of its {op}s "
+                    "under 1 MiB",
                 )
             )
         known = posix[posix[f"seq_{op}s"].notna()]
@@ -88,12 +97,32 @@ def direction_rules(run: Run) -> list[Finding]:
                     "larger sequential requests (sort them, read whole chunks)",
                     files=top_paths(known, backwards),
                     counters={names["all"]: judged, names["seq"]: float(known[f"seq_{op}s"].sum())},
+                    cost_formula=f"the busiest rank's {op} seconds times the share of its {op}s "
+                    "that go back to an earlier offset",
                 )
             )
     return found
 
 
 MISALIGNED_SHARE = 0.10  # Drishti: misaligned_requests
+
+
+def _align_advice(run: Run, records: pd.DataFrame, files: list[str], unit: str) -> str:
+    """Align to the unit, in the direction the job moved data, with the setting of the
+    library it called and where the file system states its unit."""
+    side = storage.direction_of(records[records.path.isin(files)])
+    what = {
+        "read": "start each read at a multiple of",
+        "write": "start each write at a multiple of",
+    }.get(side, "align offsets and sizes to")
+    kind = storage.storage_of(run, files)
+    return (
+        f"{what} {unit} and move whole units, with "
+        f"{storage.ALIGN_SETTING[storage.library_of(run, files)]}"
+        f". The log checked that unit; on "
+        f"{storage.KIND_NAMES[kind] if kind else 'your file system'} the unit that matters is "
+        f"{storage.ALIGNMENT_UNIT[kind]}"
+    )
 
 
 def misaligned(run: Run) -> list[Finding]:
@@ -108,7 +137,10 @@ def misaligned(run: Run) -> list[Finding]:
     if bad.sum() < MIN_COUNT or share_of(bad.sum(), requests.sum()) <= MISALIGNED_SHARE:
         return []
     unit = int(known.alignment.mode().iloc[0]) if known.alignment.notna().any() else 4096
-    part = (known.read_time_s + known.write_time_s) * (bad / requests.where(requests > 0)).fillna(0)
+    # ROMIO's reads before writing are charged by read-modify-write, not twice.
+    own_reads = known.read_time_s.where(~known.path.isin(library_read_backs(run)), 0.0)
+    part = (own_reads + known.write_time_s) * (bad / requests.where(requests > 0)).fillna(0)
+    files = top_paths(known, bad)
     names = proof_names(
         run,
         {
@@ -125,10 +157,12 @@ def misaligned(run: Run) -> list[Finding]:
             f"({share_of(bad.sum(), requests.sum()):.0%}) "
             f"start off a {_size(unit)} boundary, the file system's alignment unit in this "
             f"{'log' if run.source == 'darshan' else 'trace'}",
-            f"align offsets and sizes to {_size(unit)} (pad records, or the library's alignment "
-            "setting, e.g. H5Pset_alignment or the Lustre stripe size)",
-            files=top_paths(known, bad),
+            _align_advice(run, known, files, _size(unit)),
+            files=files,
             counters={names["bad"]: float(bad.sum()), names["unit"]: unit},
+            cost_formula="the busiest rank's read and write seconds times the share of its "
+            "requests off the unit (ROMIO's reads before writing left out: read-modify-write "
+            "counts them)",
         )
     ]
 
@@ -179,6 +213,8 @@ def stdio(run: Run) -> list[Finding]:
                 "STDIO_WRITES + STDIO_READS": float(tiny.requests.sum()),
                 "STDIO_BYTES_WRITTEN + STDIO_BYTES_READ": float(tiny.moved.sum()),
             },
+            cost_formula="the busiest rank's stdio read and write seconds on the files of tiny "
+            "requests",
         )
     ]
 
@@ -190,8 +226,10 @@ REREAD_FACTOR = 2.0
 
 def rereads(run: Run) -> list[Finding]:
     """Files read more than REREAD_FACTOR times over their used range: the same bytes
-    paid for again."""
-    posix = layer_records(run, "POSIX")
+    paid for again (by the program: ROMIO's reads before writing are read-modify-write's)."""
+    every = layer_records(run, "POSIX")
+    posix = every[~every.path.isin(library_read_backs(run))]
+    posix.attrs = every.attrs
     if posix.empty:
         return []
     per_file = posix.groupby("path").agg(
@@ -223,6 +261,8 @@ def rereads(run: Run) -> list[Finding]:
                 "POSIX_BYTES_READ": float(again.bytes_read.sum()),
                 "POSIX_MAX_BYTE_READ + 1": float(again.used.sum()),
             },
+            cost_formula="the busiest rank's read seconds on those files times the share of "
+            "their bytes read beyond the used range",
         )
     ]
 
@@ -263,6 +303,8 @@ def syncs(run: Run) -> list[Finding]:
                 )["s"]: float(count),
                 "writes": float(writes),
             },
+            cost_formula="the busiest rank's sync seconds (a Darshan log counts syncs in the "
+            "write seconds, so there its write seconds: an upper bound)",
         )
     ]
 
@@ -270,6 +312,23 @@ def syncs(run: Run) -> list[Finding]:
 #: The lab's own (Drishti has no such rule): a single request of at most SMALL_BYTES that
 #: took this long waited (a lock, a busy server): no disk needs a second for a MiB.
 STALL_S = 1.0
+
+
+def _stall_advice(run: Run, side: str, files: list[str]) -> str:
+    """What a stalled small request waited for on this file system, and the fix for its
+    direction: readers share what one read, writers hand their pieces to one."""
+    kind = storage.storage_of(run, files)
+    fix = (
+        "read the small pieces once, on one rank, and share them (MPI_Bcast), or read whole "
+        "aligned blocks"
+        if side == "read"
+        else "write the small pieces from one rank or to a file of their own, aligned to "
+        + storage.ALIGNMENT_UNIT[kind]
+    )
+    return (
+        "a small request needs milliseconds from any disk, so these waited, most likely for "
+        f"{storage.SMALL_PIECES_WAIT[kind]}; {fix}; if it recurs on one server, tell your centre"
+    )
 
 
 def stalled_requests(run: Run) -> list[Finding]:
@@ -291,6 +350,7 @@ def stalled_requests(run: Run) -> list[Finding]:
         shared = stalled.loc[stalled["rank"] < 0, f"slowest_{side}_s"]
         cost = max(own.max() if len(own) else 0.0, shared.max() if len(shared) else 0.0)
         where = f"rank {int(worst['rank'])}" if worst["rank"] >= 0 else "one rank"
+        files = top_paths(stalled, stalled[f"slowest_{side}_s"])
         proof = proof_names(
             run,
             {
@@ -309,18 +369,16 @@ def stalled_requests(run: Run) -> list[Finding]:
                 f"{len(stalled):,} record(s) whose slowest {side} moved at most 1 MiB yet took at "
                 f"least {STALL_S:.0f} s; the worst: {worst[f'slowest_{side}_bytes']:,.0f} bytes in "
                 f"{worst[f'slowest_{side}_s']:,.2f} s, {where}, on {worst['path']}",
-                "a small request needs milliseconds from any disk, so these waited: for a lock "
-                "(small pieces of a file that other ranks write in bulk: on Lustre, extent locks "
-                "per stripe), for a busy server, or for the client's cache to drain; write the "
-                "small pieces from one rank or to a file of their own, aligned to the stripe, "
-                "and if it recurs on one server, tell your centre",
-                files=top_paths(stalled, stalled[f"slowest_{side}_s"]),
+                _stall_advice(run, side, files),
+                files=files,
                 ranks=[int(r) for r in own.sort_values(ascending=False).index[:TOP_FILES]],
                 counters={
                     proof["s"]: float(worst[f"slowest_{side}_s"]),
                     proof["b"]: float(worst[f"slowest_{side}_bytes"]),
                     "records": float(len(stalled)),
                 },
+                cost_formula=f"per rank, the seconds of its stalled {side}s (one per record), "
+                "the largest: a lower bound",
             )
         )
     return found

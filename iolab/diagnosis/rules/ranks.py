@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from iolab.diagnosis.facts import Run
+from iolab.diagnosis.rules import storage
 from iolab.diagnosis.rules.base import TOP_FILES, Finding, layer_records, minor_line, top_paths
 
 #: Ranks differing by more than this share of the larger (Drishti: imbalance_size 30 %,
@@ -19,6 +20,11 @@ TIME_IMBALANCE = 0.15
 IMBALANCE_MIN_BYTES = 1024**2
 #: The lab's own: a file's imbalance costing under this share of the minor line is noise.
 NOISE_SHARE = 0.1
+#: What an imbalance costs: the time the job waits for its slowest rank beyond the mean.
+IMBALANCE_FORMULA = (
+    "the slowest rank's seconds on the file less the mean over its ranks (a shared record: "
+    "the file's seconds over all the job's ranks)"
+)
 
 
 def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
@@ -78,6 +84,22 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
     return files.assign(layer=layer)
 
 
+def _mpiio_shares(run: Run, path: str) -> tuple[float, float] | None:
+    """The least and most bytes a rank moved through MPI-IO on `path`: from a shared
+    record's extremes, or from per-rank records when every rank has one (a rank without a
+    record moved nothing there); None where the log cannot tell."""
+    mpiio = layer_records(run, "MPI-IO")
+    mine = mpiio[mpiio.path == path]
+    shared = mine[mine["rank"] < 0]
+    if len(shared):
+        low, high = sorted(shared[["fastest_rank_bytes", "slowest_rank_bytes"]].iloc[0])
+        return float(low), float(high)
+    moved = (mine.bytes_read + mine.bytes_written).groupby(mine["rank"]).sum()
+    if len(moved) < max(run.processes, 2):
+        return None
+    return float(moved.min()), float(moved.max())
+
+
 def rank_imbalance(run: Run) -> list[Finding]:
     """Per file: ranks that moved different bytes (the application's split) or equal bytes
     in different time (the file system or the striping). Bytes are judged at POSIX, where
@@ -122,19 +144,18 @@ def rank_imbalance(run: Run) -> list[Finding]:
             "split the data evenly (equal blocks per rank) or let collective MPI-IO "
             "spread it over aggregators: the job waits for the rank with the most"
         )
-        mpiio = layer_records(run, "MPI-IO")
-        above = mpiio[(mpiio.path == worst.name) & (mpiio["rank"] < 0)]
-        if len(above):
-            low, high = sorted(above[["fastest_rank_bytes", "slowest_rank_bytes"]].iloc[0])
+        shares = _mpiio_shares(run, str(worst.name))
+        if shares is not None:
+            low, high = shares
             if high and (high - low) <= BYTES_IMBALANCE * high:
                 evidence += (
                     f"; at the MPI-IO layer the ranks' shares are even ({low:,.0f} to "
                     f"{high:,.0f} bytes), so the split below is collective I/O's"
                 )
+                kind = storage.kind_of(run, str(worst.name))
                 advice = (
                     "the application splits evenly; ROMIO gave the POSIX work to few "
-                    "aggregators (one per stripe by default on Lustre): stripe the file "
-                    "over more OSTs or raise the cb_nodes hint"
+                    f"aggregators, {storage.AGGREGATORS.get(kind, storage.AGGREGATORS[''])}"
                 )
         found.append(
             Finding(
@@ -150,6 +171,7 @@ def rank_imbalance(run: Run) -> list[Finding]:
                     "bytes of the lightest rank": float(worst.least_bytes),
                     "seconds of the slowest rank": float(worst.slowest_s),
                 },
+                cost_formula=IMBALANCE_FORMULA,
             )
         )
     if len(by_time):
@@ -163,8 +185,8 @@ def rank_imbalance(run: Run) -> list[Finding]:
                 f"on {worst.name} ({int(worst.ranks):,} ranks) ranks moved about the same bytes "
                 f"but the slowest spent {worst.slowest_s:,.1f} s in {worst.layer} calls against "
                 f"{worst.mean_s:,.1f} s on average",
-                "equal work taking unequal time points at the file system: check the file's "
-                "striping (lfs getstripe) and whether some OSTs or nodes are slower"
+                "equal work taking unequal time points at the file system: "
+                + storage.SLOW_SERVER_CHECK[storage.kind_of(run, str(worst.name))]
                 if at_posix
                 else "equal work taking unequal time inside MPI-IO calls: the ranks waited there, "
                 "for locks or for one another, in turn (see the MPI-IO waits finding if it is "
@@ -177,6 +199,7 @@ def rank_imbalance(run: Run) -> list[Finding]:
                     ),
                     "mean seconds per rank": float(worst.mean_s),
                 },
+                cost_formula=IMBALANCE_FORMULA,
             )
         )
     return found
@@ -275,5 +298,6 @@ def ranks_wait_for_io(run: Run) -> list[Finding]:
                 ),
                 "correlation of I/O and MPI waiting across ranks": r,
             },
+            cost_formula="the median MPI waiting of the other ranks less that of the I/O ranks",
         )
     ]
