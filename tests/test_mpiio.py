@@ -397,8 +397,11 @@ def test_a_traced_run_stopped_leaves_nothing_of_mpich(moment: str, tmp_path: Pat
     while proc.poll() is None and not seen:
         assert time.monotonic() < deadline, f"the traced run never made its {moment} file"
         for trace in workspace.glob("tmp/mpiio-strace-*/trace.txt"):
-            created = mpiio.created_by_run(trace)
             seen = STOP_AFTER[moment] in trace.read_text(errors="replace")
+            # read after `seen`, so it holds at least that much of the trace; and stop only
+            # once Hydra's file is in it ("shared" can appear in the trace before that)
+            created = mpiio.created_by_run(trace)
+            seen = seen and any("hydra_hwloc_xmlfile_" in path for path in created)
         time.sleep(0.01)
     assert proc.poll() is None, "the run ended before it could be stopped: nothing was tested"
     proc.send_signal(signal.SIGTERM)
