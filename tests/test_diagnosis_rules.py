@@ -827,6 +827,23 @@ def test_reads_of_a_file_only_written_through_mpiio_are_romios_read_modify_write
     assert misaligned.cost_s == pytest.approx(10.0 * 3500 / 4000)
 
 
+def test_romios_read_backs_are_worked_out_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four rules leave ROMIO's read-backs out; the records are searched for them once."""
+    from iolab.diagnosis.rules import base
+
+    calls: list[str] = []
+    real = base._library_read_backs
+
+    def counted(run: Run) -> list[str]:
+        calls.append(run.name)
+        return real(run)
+
+    monkeypatch.setattr(base, "_library_read_backs", counted)
+    found = diagnose(run_of(_written_through_mpiio(collective=2000), processes=64))
+    assert "read-modify-write" in [f.rule for f in found]
+    assert calls == ["test"]
+
+
 def test_independent_writes_read_back_are_data_sieving() -> None:
     found = diagnose(run_of(_written_through_mpiio(collective=0), processes=64))
     rmw = next(f for f in found if f.rule == "read-modify-write")

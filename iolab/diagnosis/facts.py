@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pandas as pd
+
+T = TypeVar("T")
 
 #: Every column of Run.requests, DXT's traced requests, one row per call.
 REQUEST_COLUMNS = ["rank", "layer", "path", "operation", "offset", "length", "start_s", "end_s"]
@@ -93,6 +96,7 @@ class Run:
     incomplete: tuple[str, ...] = ()
     _requests: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     _layers: dict = field(default_factory=dict, repr=False, compare=False)
+    _derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     def file_system(self, path: str) -> str:
         """The type of the file system holding `path`, by the mount table ("" if unknown)."""
@@ -119,6 +123,13 @@ class Run:
             frame = self.records[self.records.origin == "data"]
             self._layers[layer] = frame if layer is None else frame[frame.layer == layer]
         return self._layers[layer]
+
+    def once(self, key: str, compute: Callable[[Run], T]) -> T:
+        """`compute(self)`, worked out the first time any rule asks for `key` and kept: a
+        fact several rules share (ROMIO's read-backs) costs one pass over the records."""
+        if key not in self._derived:
+            self._derived[key] = compute(self)
+        return self._derived[key]
 
 
 def empty_records() -> pd.DataFrame:

@@ -119,7 +119,12 @@ def library_read_backs(run: Run) -> list[str]:
     """Files the application only wrote through MPI-IO (no MPI-IO read) that POSIX read
     anyway: those reads are ROMIO's, reading a block before writing it back (data sieving,
     or collective buffering filling the holes between the ranks' pieces), not the
-    program's, so the rules about the program's reads leave them out."""
+    program's, so the rules about the program's reads leave them out. Four rules ask;
+    it is worked out once per run."""
+    return run.once("library_read_backs", _library_read_backs)
+
+
+def _library_read_backs(run: Run) -> list[str]:
     mpiio = run.data("MPI-IO")
     if mpiio.empty:
         return []
