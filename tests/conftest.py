@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import mpich_leftovers
 import pytest
 
 from iolab.core.cluster import JOB_VARIABLES
@@ -43,6 +44,8 @@ SITE_MODULES = {"test_site.py", "test_site_render.py", "test_site_browser.py"}
 BUILD_TIMEOUT_S = 900
 _WORKSPACE_BEFORE = pytest.StashKey[dict]()
 _WORKSPACE_CHANGED = pytest.StashKey[list]()
+_MPICH_BEFORE = pytest.StashKey[set]()
+_MPICH_LEFT = pytest.StashKey[list]()
 
 
 @dataclass(frozen=True)
@@ -298,6 +301,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_MPICH_BEFORE] = mpich_leftovers.mpich_files()
     for mark in item.iter_markers("needs"):
         for name in mark.args:
             if name not in AREAS:
@@ -309,6 +313,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.fail(f"area {name} is required here (IOLAB_REQUIRE_AREAS) but: {reason}")
             if reason:
                 pytest.skip(reason)
+
+
+@pytest.hookimpl(trylast=True)  # after the test's fixtures are torn down
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Fail the test whose MPI run left MPICH's files in /tmp or /dev/shm (see
+    tests/mpich_leftovers.py); the file stays, for whoever looks into it."""
+    before = item.stash.get(_MPICH_BEFORE, None)
+    left = mpich_leftovers.left_since(before) if before is not None else []
+    if left:
+        pytest.fail(f"this test left MPICH's files behind: {', '.join(left)}", pytrace=False)
 
 
 def required_areas() -> set[str]:
@@ -346,6 +360,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     results, so what is checked at the end is that it did not change.
     """
     session.config.stash[_WORKSPACE_BEFORE] = tree_state(CHECKOUT_WORKSPACE)
+    session.config.stash[_MPICH_BEFORE] = mpich_leftovers.mpich_files()
     # the tmp_path_factory fixture's own object: the workspace sits beside the tests' tmp_path
     workspace = session.config._tmp_path_factory.mktemp("workspace")
     os.environ["IOLAB_WORKDIR"] = str(workspace)
@@ -359,10 +374,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Fail the run if it wrote into the checkout's workspace/ (reported in the summary)."""
+    """Fail the run if it wrote into the checkout's workspace/, or left MPICH's files in /tmp
+    or /dev/shm that no test could be blamed for (both reported in the summary)."""
     before = session.config.stash.get(_WORKSPACE_BEFORE, None)
     if before is None:  # this conftest was loaded after the session started
         return
+    left = mpich_leftovers.left_since(session.config.stash[_MPICH_BEFORE])
+    if left:
+        session.config.stash[_MPICH_LEFT] = left
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     after = tree_state(CHECKOUT_WORKSPACE)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     if changed:
@@ -373,6 +393,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """What the run wrote into the checkout's workspace/, and one line per area whose tests
     were skipped, with the command that would enable it."""
+    left = config.stash.get(_MPICH_LEFT, [])
+    if left:
+        terminalreporter.section("FAILED: the run left MPICH's files behind", red=True)
+        for path in left:
+            terminalreporter.write_line(f"  {path}")
     changed = config.stash.get(_WORKSPACE_CHANGED, [])
     if changed:
         terminalreporter.section(

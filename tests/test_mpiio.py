@@ -390,18 +390,25 @@ def test_a_traced_run_stopped_leaves_nothing_of_mpich(moment: str, tmp_path: Pat
     everybody). The files checked are the ones this run's own trace shows it created, so other
     MPI runs on the machine cannot confuse the test."""
     workspace = tmp_path / "ws"
-    proc = start_demo(workspace, "2, 'collective', blocks_per_rank=8, trace=True")
+    # 65,536 traced writes: seconds of work after MPI_Init, so the stop, sent once the trace
+    # shows the moment, cannot come after the run has finished (it did with 16 writes)
+    proc = start_demo(
+        workspace,
+        "2, 'independent', hints={'romio_ds_write': 'disable'}, block_size=512, "
+        "blocks_per_rank=32768, trace=True",
+    )
     created: set[str] = set()
     seen = False
     deadline = time.monotonic() + 60
     while proc.poll() is None and not seen:
         assert time.monotonic() < deadline, f"the traced run never made its {moment} file"
         for trace in workspace.glob("tmp/mpiio-strace-*/trace.txt"):
-            seen = STOP_AFTER[moment] in trace.read_text(errors="replace")
-            # read after `seen`, so it holds at least that much of the trace; and stop only
+            if STOP_AFTER[moment] not in trace.read_text(errors="replace"):
+                continue  # the cheap look first: parsing the whole trace each time lags
+            # read after the look, so it holds at least that much of the trace; and stop only
             # once Hydra's file is in it ("shared" can appear in the trace before that)
             created = mpiio.created_by_run(trace)
-            seen = seen and any("hydra_hwloc_xmlfile_" in path for path in created)
+            seen = any("hydra_hwloc_xmlfile_" in path for path in created)
         time.sleep(0.01)
     assert proc.poll() is None, "the run ended before it could be stopped: nothing was tested"
     proc.send_signal(signal.SIGTERM)
@@ -483,3 +490,21 @@ def test_the_traced_command_is_stopped_alone_and_old_kernels_fall_back_at_once(
     finally:
         os.killpg(tracer.pid, signal.SIGKILL)
         tracer.wait()
+
+
+def test_segments_made_while_the_run_is_stopped_are_removed_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rank still in MPI_Init when the stop began makes its segment afterwards: the
+    segments are read again before each signal, and every one seen is removed."""
+    seen = iter([{("mpich_shm_early_0", 1)}, {("mpich_shm_late_0", 2)}, set()])
+    removed: list[set[tuple[str, int]]] = []
+    monkeypatch.setattr(mpiio, "shared_segments", lambda root: next(seen, set()))
+    monkeypatch.setattr(mpiio, "remove_segments", removed.append)
+    monkeypatch.setattr(mpiio, "STOP_TIMEOUT_S", 0.5)
+    # a group that shrugs off SIGTERM, as ranks busy in MPI_Init may: it takes SIGKILL
+    proc = subprocess.Popen(["/bin/sh", "-c", "trap '' TERM; sleep 30"], start_new_session=True)
+    time.sleep(0.2)  # let the shell set its trap
+    mpiio._stop_group(proc)
+    assert proc.returncode == -signal.SIGKILL
+    assert removed == [{("mpich_shm_early_0", 1), ("mpich_shm_late_0", 2)}]

@@ -67,8 +67,9 @@ LESSON_HINTS = (
 )
 #: A run may not take longer than this (a hung MPI job must not hang a notebook).
 RUN_TIMEOUT_S = 600
-#: How long the ranks get to exit after SIGTERM before they are killed.
-STOP_TIMEOUT_S = 10
+#: How long the ranks get to exit after SIGTERM before they are killed: killed, Hydra leaves
+#: its topology file in /tmp, and a busy login node can take 10 s to let it clean up.
+STOP_TIMEOUT_S = 30
 #: Where MPICH's shared-memory segments live: ranks stopped before MPI_Finalize leave theirs.
 SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX = "/dev/shm", "mpich_shm_"
 
@@ -367,6 +368,8 @@ def _stop_group(proc: subprocess.Popen, traced: bool = False) -> None:
         if traced and _stop_traced_command(proc):
             return
         for sig in (signal.SIGTERM, signal.SIGKILL):
+            # again before each signal: a rank that was still in MPI_Init has made its own
+            segments |= shared_segments(proc.pid)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
             try:
