@@ -393,6 +393,48 @@ def test_another_user_can_neither_reach_the_cluster_nor_see_the_files(
 
 @needs_cephfs
 @pytest.mark.slow
+def test_an_mds_stopped_in_the_middle_of_the_metadata_run_is_one_sentence(
+    cluster: cephfs.Cluster, tmp_path: Path
+) -> None:
+    """The MDS stops while the create phase runs (it has answered 200 of its requests): the
+    run ends within its timeout and the grace its process gets, with one sentence, never a
+    hang (`pfs record` measured on a stopped MDS for ever). A worker caught in a request to
+    the MDS cannot be killed until the client ends: the next test ends this cluster, and
+    proves that `down` leaves nothing even then."""
+    mds = cluster.pids["mds.a"]
+    stopped = threading.Event()
+
+    def stop_mid_create() -> None:
+        baseline = cephfs.mds_requests(cluster)["all"]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cephfs.mds_requests(cluster)["all"] < baseline + 200:
+            time.sleep(0.05)
+        os.kill(mds, signal.SIGSTOP)
+        stopped.set()
+
+    timeout = 20
+    # the local run goes first; the watcher starts with the CephFS's, in its own process
+    local = tmp_path / "local"
+    local.mkdir()
+    watcher = threading.Thread(target=stop_mid_create, daemon=True)
+    watcher.start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(LabError, match=r"did not finish within 20 s.*stopped or hung"):
+            cephfs_mdrates.metadata_rates(cluster, 20000, local_dir=local, timeout=timeout)
+        took = time.monotonic() - began
+    finally:
+        watcher.join(timeout=130)
+        os.kill(mds, signal.SIGCONT)
+    assert stopped.is_set(), "the create phase ended before the MDS had answered 200 requests"
+    # its timeout, the grace of SIGTERM and of SIGKILL, and the local run: never a hang
+    assert took < timeout + 2 * cephfs_mdrates.STOP_GRACE_S + 60
+    assert _processes_naming("iolab.storage.cephfs_mdrates") == []  # the run's process ended
+    assert list(local.iterdir()) == []
+
+
+@needs_cephfs
+@pytest.mark.slow
 def test_down_after_a_stopped_daemon_leaves_nothing(cluster: cephfs.Cluster) -> None:
     """Ends the module's cluster while an OSD and the MDS are stopped (the tests after it
     start clusters of their own)."""

@@ -4,6 +4,7 @@ context."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from iolab.measure.context import (
     context_frame,
     fs_kind,
     is_network_fs,
+    listed_as_mounted,
     machine_context,
     mount_for,
     parse_mountinfo,
@@ -104,6 +106,25 @@ def test_mount_for_a_directory_in_dev_shm_is_tmpfs():
         mount = mount_for(Path(tmp) / "not-yet-created.csv")
     assert mount.fs_type == "tmpfs"
     assert mount.mount_point == "/dev/shm"
+
+
+@linux_only
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm here")
+def test_a_mount_point_is_found_in_the_table_without_asking_the_mount(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/dev/shm is a mount point, also reached through a link to /dev; a folder is not. The
+    mount itself is never looked at (a FUSE client with a stopped server would never answer)."""
+    (tmp_path / "dev").symlink_to("/dev")
+    assert listed_as_mounted("/dev/shm") and listed_as_mounted(tmp_path / "dev" / "shm")
+    assert not listed_as_mounted(tmp_path)
+    looked_at = []
+    real_lstat = os.lstat
+    monkeypatch.setattr(
+        os, "lstat", lambda path, *a, **k: looked_at.append(str(path)) or real_lstat(path, *a, **k)
+    )
+    listed_as_mounted("/dev/shm")
+    assert "/dev/shm" not in looked_at
 
 
 def test_filesystem_classes():

@@ -144,6 +144,15 @@ def mount_for(path: Path | str, mounts: list[MountInfo] | None = None) -> MountI
     return best or UNKNOWN_MOUNT
 
 
+def listed_as_mounted(path: Path | str) -> bool:
+    """Whether the mount table lists `path` as a mount point. Unlike os.path.ismount, nothing
+    is asked of the mount itself: a FUSE client whose server has stopped would never answer
+    that stat (a hang, not an error). Only `path`'s parent is resolved."""
+    path = Path(path)
+    target = os.path.join(os.path.realpath(path.parent), path.name)
+    return any(mount.mount_point == target for mount in _system_mounts())
+
+
 def is_network_fs(fs_type: str) -> bool:
     """True for file systems served by another machine (see NETWORK_FS for the list)."""
     return fs_type in NETWORK_FS

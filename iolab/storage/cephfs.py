@@ -39,6 +39,7 @@ from iolab.core.errors import LabError, forget_undo, interrupts_held, undo_if_cu
 from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, socket_dir
 from iolab.core.owned import discard_owned
 from iolab.core.workspace import WorkspaceEntry
+from iolab.measure.context import listed_as_mounted
 
 LOOPBACK = "127.0.0.1"
 FS_NAME = "iolabfs"
@@ -398,7 +399,7 @@ def _mount(cluster: Cluster) -> None:
         "client.admin",
         ["ceph-fuse", "-n", "client.admin", "--client_fs", FS_NAME, str(cluster.mount_point)],
     )
-    _wait(lambda: os.path.ismount(cluster.mount_point), "the ceph-fuse mount to appear")
+    _wait(lambda: listed_as_mounted(cluster.mount_point), "the ceph-fuse mount to appear")
 
 
 #: The second client's name: its own id, key and capabilities (ceph-fuse refuses a second
@@ -425,13 +426,13 @@ def second_client(cluster: Cluster) -> Iterator[Path]:
             ["ceph-fuse", "-n", SECOND_CLIENT, "--client_fs", FS_NAME, str(mount_point)],
         )
         _wait(
-            lambda: os.path.ismount(mount_point),
+            lambda: listed_as_mounted(mount_point),
             "the second ceph-fuse mount to appear",
             COMMAND_TIMEOUT_S,
         )
         yield mount_point
     finally:
-        if os.path.ismount(mount_point):
+        if listed_as_mounted(mount_point):
             _unmount(mount_point)
         _end(cluster.pids.pop(SECOND_CLIENT, 0), cluster)
         _save(cluster)
@@ -442,7 +443,7 @@ def second_client(cluster: Cluster) -> Iterator[Path]:
 def remount(cluster: Cluster) -> None:
     """Unmount and mount the client again: a fresh client has no cached names, attributes,
     capabilities or data, like a job's first read on a node that never saw the files."""
-    if os.path.ismount(cluster.mount_point):
+    if listed_as_mounted(cluster.mount_point):
         _unmount(cluster.mount_point)
     _end(cluster.pids.pop("client.admin", 0), cluster)
     _start(
@@ -451,7 +452,7 @@ def remount(cluster: Cluster) -> None:
         ["ceph-fuse", "-n", "client.admin", "--client_fs", FS_NAME, str(cluster.mount_point)],
     )
     _wait(
-        lambda: os.path.ismount(cluster.mount_point),
+        lambda: listed_as_mounted(cluster.mount_point),
         "the ceph-fuse mount to appear",
         COMMAND_TIMEOUT_S,
     )
@@ -510,7 +511,7 @@ def status(cluster: Cluster) -> dict:
     health = ceph_json(cluster, "status")
     return {
         "mount_point": str(cluster.mount_point),
-        "mounted": os.path.ismount(cluster.mount_point),
+        "mounted": listed_as_mounted(cluster.mount_point),
         "daemons_alive": alive,
         "osds_up": _osds_up(cluster) if health is not None else 0,
         "osds": cluster.osds,
@@ -660,12 +661,19 @@ def down() -> bool:
 
 
 def _teardown(cluster: Cluster) -> None:
-    """Every undo step, each tolerant of what is already gone; the files last."""
-    if cluster.mount_point != Path() and os.path.ismount(cluster.mount_point):
+    """Every undo step, each tolerant of what is already gone; the files last.
+
+    The clients end first (ceph-fuse unmounts itself on SIGTERM): with the MDS stopped, a
+    request in flight holds its process in the kernel, unkillable, and an unmount tool that
+    looks at the mount point would wait with it, for ever. Once its client has ended, the
+    mount answers every request at once (not connected), and comes off."""
+    for name in [name for name in cluster.pids if name.startswith("client.")]:
+        _end(cluster.pids[name], cluster)
+    if cluster.mount_point != Path() and listed_as_mounted(cluster.mount_point):
         _unmount(cluster.mount_point)
     if SECOND_CLIENT in cluster.pids:  # cut off inside second_client: its mount is left too
         for second in WorkspaceEntry.MNT.path().glob("cephfs-second-*"):
-            if os.path.ismount(second):
+            if listed_as_mounted(second):
                 _unmount(second)
             with contextlib.suppress(OSError):
                 second.rmdir()
@@ -688,7 +696,7 @@ def _unmount(mount_point: Path) -> None:
         if binary is None:
             continue
         subprocess.run([binary, *cmd[1:]], capture_output=True, timeout=COMMAND_TIMEOUT_S)
-        if not os.path.ismount(mount_point):
+        if not listed_as_mounted(mount_point):
             return
     # a client that hangs on a dead server: lazily detach, its process is ended next
     binary = _which("fusermount3") or _which("umount")

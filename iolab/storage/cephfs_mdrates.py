@@ -12,17 +12,26 @@ On the CephFS it runs twice. Once as mdtest runs on one node: every phase on the
 created the files, which holds their capabilities. Once with the client mounted afresh
 before every phase, as if each phase ran on a node that never saw the files: nothing cached,
 no capabilities held.
+
+Each CephFS run happens in a process of its own that is ended after RUN_TIMEOUT_S: with the
+MDS stopped, a phase's file operations and the removal of its files after them would wait
+for ever, and only a signal ends a process blocked on the mount.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from iolab.core.errors import LabError, run_cli
 from iolab.core.lab_dirs import ensure_writable_dir
 from iolab.core.workspace import WorkspaceEntry
-from iolab.storage import cephfs, mdrates
+from iolab.storage import cephfs, cephfs_readers, mdrates
 
 #: Files per run: lesson 06's comparison of places (one process, one directory, empty files).
 FILES = mdrates.DEFAULT_FILES_PER_PROCESS
@@ -30,6 +39,11 @@ FILES = mdrates.DEFAULT_FILES_PER_PROCESS
 CLIENTS = {"same client": False, "fresh client": True}
 #: A record's rows of MDS requests: per phase (operation) and client, each request type.
 BY_TYPE_COLUMNS = ["operation", "client", "request_type", "mds_requests", "mds_mean_latency_ms"]
+#: The longest one CephFS run (four phases of FILES files, with remounts) may take: 1000 files
+#: took under 10 s on a 2-core VM; past this the MDS or an OSD has stopped answering.
+RUN_TIMEOUT_S = 300
+#: How long a run's process, told to stop, gets to stop its workers before it is killed.
+STOP_GRACE_S = 15
 
 
 def _cephfs_run(cluster: cephfs.Cluster, files: int, fresh: bool) -> tuple[pd.DataFrame, dict]:
@@ -63,20 +77,75 @@ def _cephfs_run(cluster: cephfs.Cluster, files: int, fresh: bool) -> tuple[pd.Da
     return table, seen
 
 
+def _run_alone(argv: list[str]) -> None:
+    """The run's own process (`python -m iolab.storage.cephfs_mdrates FOLDER FILES CLIENT`):
+    one CephFS run on the cluster recorded in the workspace, its table and the MDS's counts
+    written to stdout as JSON."""
+    folder, files, client = argv
+    cluster = cephfs.current()
+    if cluster is None or str(cluster.folder) != folder:
+        raise LabError("the CephFS that was asked for is no longer up: start it again")
+    table, seen = _cephfs_run(cluster, int(files), CLIENTS[client])
+    json.dump({"table": table.to_dict(orient="list"), "seen": seen}, sys.stdout, default=float)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Stop the run's process: SIGTERM (it stops its workers), then SIGKILL. A process in the
+    middle of a request to a stopped MDS cannot be killed until the request ends; it is left
+    to `pfs down`, which ends the client and with it the request."""
+    for stop in (proc.terminate, proc.kill):
+        if proc.poll() is not None:
+            return
+        stop()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(STOP_GRACE_S)
+
+
+def _bounded_run(
+    cluster: cephfs.Cluster, files: int, client: str, timeout: float
+) -> tuple[pd.DataFrame, dict]:
+    """_cephfs_run in a process of its own, ended if it takes longer than `timeout`."""
+    cmd = [sys.executable, "-m", __name__, str(cluster.folder), str(files), client]
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LabError(
+            f"the metadata run on the CephFS did not finish within {timeout:.0f} s: "
+            f"{cephfs_readers.STALLED}"
+        ) from None
+    finally:
+        _end(proc)
+        latest = cephfs.current()  # a fresh client's remount started a new ceph-fuse
+        if latest is not None and latest.folder == cluster.folder:
+            cluster.pids.update(latest.pids)
+    if proc.returncode != 0:
+        last = (err.strip().splitlines() or ["no message"])[-1].removeprefix("error: ")
+        raise LabError(f"the metadata run on the CephFS failed: {last}")
+    answer = json.loads(out)
+    return pd.DataFrame(answer["table"]), answer["seen"]
+
+
 def metadata_rates(
-    cluster: cephfs.Cluster, files: int = FILES, local_dir: Path | None = None
+    cluster: cephfs.Cluster,
+    files: int = FILES,
+    local_dir: Path | None = None,
+    timeout: float = RUN_TIMEOUT_S,
 ) -> dict:
     """Create, stat, read and remove `files` empty files with one process on the local disk
     (`local_dir`, by default the workspace's tmp) and on the CephFS, same client and fresh
     client: per operation the rates (ops/s) and the MDS's requests, in all and by type with
-    their mean latency (ms). A record for pfs.json (iolab.hpc.cephfs_lessons)."""
+    their mean latency (ms). A record for pfs.json (iolab.hpc.cephfs_lessons). Each CephFS
+    run that takes longer than `timeout` seconds is ended with one sentence (a LabError)."""
     directory = local_dir or ensure_writable_dir(WorkspaceEntry.TMP.path())
     local = mdrates.run_mdtest(directory, files, processes=1, progress=False, compute_node=True)
     local_rates = local.set_index("Operation")["Mean (ops/s)"]
     rates, by_type = [], []
     fs_type = None
-    for client, fresh in CLIENTS.items():
-        table, seen = _cephfs_run(cluster, files, fresh)
+    for client in CLIENTS:
+        table, seen = _bounded_run(cluster, files, client, timeout)
         fs_type = str(table["fs_type"].iloc[0])
         cephfs_rates = table.set_index("Operation")["Mean (ops/s)"]
         for operation, phase in mdrates.OPERATIONS.items():
@@ -141,3 +210,7 @@ def latencies(record: dict) -> pd.DataFrame:
         float(per_op[(row.operation, row.client)]) for row in rows.itertuples()
     ]
     return rows
+
+
+if __name__ == "__main__":
+    run_cli(lambda: _run_alone(sys.argv[1:]))
