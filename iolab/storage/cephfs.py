@@ -663,10 +663,10 @@ def down() -> bool:
 def _teardown(cluster: Cluster) -> None:
     """Every undo step, each tolerant of what is already gone; the files last.
 
-    The clients end first (ceph-fuse unmounts itself on SIGTERM): with the MDS stopped, a
-    request in flight holds its process in the kernel, unkillable, and an unmount tool that
-    looks at the mount point would wait with it, for ever. Once its client has ended, the
-    mount answers every request at once (not connected), and comes off."""
+    The clients end first: with the MDS stopped, a request in flight holds its process in
+    the kernel, unkillable, and an unmount tool that looks at the mount point would wait
+    with it, for ever. Once its client has ended, the mount answers every request at once
+    (not connected), and comes off."""
     for name in [name for name in cluster.pids if name.startswith("client.")]:
         _end(cluster.pids[name], cluster)
     if cluster.mount_point != Path() and listed_as_mounted(cluster.mount_point):

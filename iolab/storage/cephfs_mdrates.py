@@ -15,7 +15,8 @@ no capabilities held.
 
 Each CephFS run happens in a process of its own that is ended after RUN_TIMEOUT_S: with the
 MDS stopped, a phase's file operations and the removal of its files after them would wait
-for ever, and only a signal ends a process blocked on the mount.
+for ever, so the lab's own process never touches the mount. A worker caught in the middle
+of a request cannot be killed at all until the client ends (`pfs down` ends it first).
 """
 
 from __future__ import annotations
