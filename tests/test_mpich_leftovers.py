@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,6 +58,11 @@ def test_nothing_is_a_leftover_while_an_mpi_program_of_this_user_runs(
     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     running = subprocess.Popen(["/bin/sh", str(program)])
     try:
+        # until the child has exec'd the shell, /proc shows the forked python (seen in CI)
+        deadline = time.monotonic() + 30
+        while str(program).encode() not in Path(f"/proc/{running.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the stand-in mpiexec never started"
+            time.sleep(0.01)
         assert mpich_leftovers.mpi_running()
         assert mpich_leftovers.left_since(before, stand_ins=True) == []
     finally:
