@@ -272,7 +272,9 @@ def write_join_files(fd: int, root: Path, reservation: str | None, account: str 
         f'export PATH="{root}/env/bin:$PATH"\n'
         f'export JUPYTER_PATH="{root}/share/jupyter${{JUPYTER_PATH:+:$JUPYTER_PATH}}"\n'
         f"{slurm}"
-        "python -m iolab class joined\n",
+        # Into the learner's workspace: the lessons' commands run there as printed.
+        '_iolab_workspace="$(python -m iolab class joined --enter)" && cd "$_iolab_workspace"\n'
+        "unset _iolab_workspace\n",
     )
 
 

@@ -221,7 +221,14 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         "joined",
         help="learners: the class you joined, your workspace, the queue",
         description="Say which class IOLAB_CLASS joins, where your private workspace is, and "
-        "how heavy steps take turns.",
+        "how heavy steps take turns; lay the workspace out like a checkout (links to the "
+        "class's demos and datasets), so the lessons' commands run there as printed.",
+    )
+    joined.add_argument(
+        "--enter",
+        action="store_true",
+        help="print only the workspace's path on standard output (the rest on standard "
+        "error), for `cd` (the class's activate uses it)",
     )
     joined.set_defaults(func=main)
 
@@ -406,22 +413,46 @@ def reset_main(args: argparse.Namespace) -> int:
 
 
 def joined_main(args: argparse.Namespace) -> int:
-    """What a learner who just joined needs to know, in three lines."""
+    """What a learner who just joined needs to know, in four lines; the workspace laid out
+    like a checkout (iolab.core.lesson_paths)."""
     from iolab.core.class_folder import CLASS_ENV, active_class
-    from iolab.core.workspace import workdir
+    from iolab.core.lab_dirs import ensure_writable_dir
+    from iolab.core.lesson_paths import lay_out
+    from iolab.core.workspace import WorkspaceEntry, workdir
 
+    out = sys.stderr if args.enter else sys.stdout
     joined = active_class()
     if joined is None:
-        print(f"you are not in a class ({CLASS_ENV} is not set): the lab works on its own")
+        print(
+            f"you are not in a class ({CLASS_ENV} is not set): the lab works on its own", file=out
+        )
         return 0
+    workspace = workdir()
+    ensure_writable_dir(WorkspaceEntry.TMP.path())  # the lessons' workspace/tmp, the lab's
+    taken = lay_out(workspace, joined)
     print(
-        f"joined class {joined.name}: shared environment and datasets in {joined.root} (read-only)"
+        f"joined class {joined.name}: shared environment and datasets in {joined.root} (read-only)",
+        file=out,
     )
-    print(f"your workspace: {workdir()} (private to you)")
+    print(f"your workspace: {workspace} (private to you)", file=out)
+    print(
+        "the lessons' commands run as printed from your workspace: its demos, dataset and "
+        "images lead to the class's copies, and workspace/ to the folder itself",
+        file=out,
+    )
+    if taken:
+        print(
+            f"note: {', '.join(taken)} in your workspace is something else than the lab's link, "
+            "so it was left as it is: rename it to let the lessons' commands work there",
+            file=out,
+        )
     print(
         f"heavy steps take turns, {joined.slots} at a time; run the lab with "
-        "`python -m iolab lab`, or open the notebooks with `python -m iolab jupyter`"
+        "`python -m iolab lab`, or open the notebooks with `python -m iolab jupyter`",
+        file=out,
     )
+    if args.enter:
+        print(workspace)
     return 0
 
 

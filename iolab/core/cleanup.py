@@ -27,8 +27,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from iolab.core.class_folder import active_class
 from iolab.core.errors import LabError
 from iolab.core.lab_dirs import mounts_under
+from iolab.core.lesson_paths import remove_checkout_link, remove_join_link
 from iolab.core.markers import (
     CREATION_MARKERS,
     LOCATION_MARKER,
@@ -132,11 +134,15 @@ def _clean_workspace(root: Path, problems: list[str]) -> list[Path]:
         raise LabError(
             f"cannot open the workspace {root} ({err.strerror}); fix IOLAB_WORKDIR"
         ) from None
+    joined = active_class()
     try:
         for name in sorted(os.listdir(fd)):
             if name in CREATION_MARKERS:
                 continue
             entry = root / name
+            if remove_join_link(fd, name, joined):
+                print(f"removed {entry} (a link to the class's copy)")
+                continue
             if not _remove(fd, entry, CREATION_MARKERS, problems) and os.path.lexists(entry):
                 left.append(entry)  # not gone meanwhile through a second `clean`
     finally:
@@ -160,6 +166,9 @@ def clean() -> int:
     for target, marker in location_dirs():
         with contextlib.suppress(OSError), opened_parent(target) as parent:
             _remove(parent, target, (marker,), problems)
+    with contextlib.suppress(OSError, LabError):  # no checkout beside an installed toolkit
+        if remove_checkout_link():
+            print("removed the checkout's link workspace (it led to your workspace)")
     if root.is_dir():
         if not mounts_under(root) and remove_if_only_marked(root):
             print(f"removed {root}")
