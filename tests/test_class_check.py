@@ -254,10 +254,9 @@ def test_the_command_writes_the_letter_and_the_profile(tmp_path: Path) -> None:
     assert f"would take {load.files_each:,} files" in text and f"{load.files_all:,} files" in text
     assert "Learners install\nnothing." in text and "learners install before" not in text
     assert f"all at once) | | 4,000 | {25 * 4000:,} |" in text  # 2 nodes x 2 tasks x 1000 files
-    assert "NodeCnt=2" in text
-    assert "scontrol create reservation" in text and "only root or the Slurm user" in text.replace(
-        "\n", " "
-    )
+    assert "CoreCnt=200" in text  # 25 learners x 8 tasks (tests/test_reservation.py)
+    assert "scontrol create reservation" in text
+    assert "Only root or the Slurm user can create one" in text.replace("\n", " ")
     assert not (tmp_path / "ws").exists()  # --out given: nothing else written
 
 

@@ -11,6 +11,7 @@ from iolab.classmode.load import (
     STORM_TASKS_PER_NODE,
     Load,
 )
+from iolab.classmode.reservation import request, reservation
 from iolab.core.budget import LIMITS
 
 STATE_MARK = {"ok": "ok", "warn": "to know", "fail": "to fix"}
@@ -26,8 +27,9 @@ def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:,.0f} MB"
 
 
-def letter(report: dict, load: Load, user: str, host: str, date: str) -> str:
-    """Markdown, one page: the request first, the evidence after."""
+def letter(report: dict, load: Load, user: str, host: str, date: str, track: str = "course") -> str:
+    """Markdown, one page: the request first (the reservation sized for `track`, see
+    iolab.classmode.reservation), the evidence after."""
     n = load.learners
     where = report["workspaces_in"]
     rows = "\n".join(
@@ -50,13 +52,7 @@ From: {user}, the instructor. Checked on {host} on {date} with `python -m iolab 
 
 ## What we ask
 
-1. **A reservation** for the session's hours, for {n} learners running one small batch job each
-   at a time: one node each for most, {JOB_NODES} nodes each for the parallel-I/O lesson's
-   jobs across nodes (a few minutes each; they can take turns). Only root or the Slurm user
-   can create one, for example:
-   `scontrol create reservation ReservationName=iolab StartTime=<start> Duration=<hours>:00:00 \
-Users=<learners> NodeCnt={JOB_NODES}`.
-   Reservations visible to us now: {reserved}.
+{request(reservation(n, track), track, reserved)}
 2. **ptrace of one's own processes** (strace), for the system-call counts of the first
    lessons, and **FUSE for ordinary users** (sshfs), for the network-file-system comparisons.
    Without them the lessons show a recorded run instead; nothing fails.

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from iolab.classmode import MAX_LEARNERS
 from iolab.classmode.layout import DEFAULT_SLOTS, MAX_SLOTS
+from iolab.classmode.reservation import TRACK_LESSONS
 from iolab.core.class_folder import ClassFolder
 from iolab.core.class_queue import BOUND_KEYS, SILENT_S, TURN_S
 from iolab.core.options import Bounds, float_option, int_option, path_option
@@ -73,6 +74,14 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         type=path_option("--class-dir"),
         default=None,
         help="the folder the class will share (checked, never changed)",
+    )
+    preflight.add_argument(
+        "--track",
+        choices=tuple(TRACK_LESSONS),
+        default="course",
+        help="the track you teach (workshop/instructor-guide.md), which sizes the reservation: "
+        "only the tracks with lesson 08 (course, parallel-io) submit batch jobs "
+        "(default: course, every lesson)",
     )
     preflight.add_argument(
         "--out",
@@ -472,7 +481,7 @@ def preflight_main(args: argparse.Namespace) -> int:
     )
     report = preflight(load, args.class_dir)
     host = socket.gethostname()
-    text = letter(report, load, getpass.getuser(), host, time.strftime("%Y-%m-%d"))
+    text = letter(report, load, getpass.getuser(), host, time.strftime("%Y-%m-%d"), args.track)
     with atomic_output(out / "letter.md") as partial:
         partial.write_text(text)
     with atomic_output(out / "site-profile.json") as partial:
