@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -129,6 +130,44 @@ def test_slurm_that_refuses_the_job_or_lacks_the_reservation(tmp_path: Path, mon
     )
     nothing = "No reservations in the system\n"
     assert slurm_answers(tmp_path / "bin2", monkeypatch, 0, nothing, None)[1].state == "warn"
+
+
+@pytest.mark.parametrize(
+    ("message", "fix"),
+    [
+        ("Batch job submission failed: Invalid partition name specified", "SBATCH_PARTITION to a"),
+        ("Batch job submission failed: Invalid qos specification", "set SBATCH_QOS"),
+        (
+            "Batch job submission failed: Job violates accounting/QOS policy (job submit limit, "
+            "user's size and/or time limits)",
+            "ask the admins which the class should use",
+        ),
+        (
+            "Batch job submission failed: Requested time limit is invalid (missing or exceeds "
+            "some limit)",
+            "refuses a 5-minute job",
+        ),
+        ("Batch job submission failed: Access/permission denied", "ask the admins for access"),
+        ("Unable to contact slurm controller (connect failure)", "did not answer"),
+        ("something only this site says", "read Slurm's message above"),
+    ],
+)
+def test_each_slurm_refusal_gets_its_own_fix(
+    tmp_path: Path, monkeypatch, message: str, fix: str
+) -> None:
+    """The letter's fix follows Slurm's words, not one stock answer for every refusal."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    said = shlex.quote(f"sbatch: error: {message}")
+    (folder / "sbatch").write_text(f"#!/bin/sh\necho {said} >&2\nexit 1\n")
+    (folder / "scontrol").write_text("#!/bin/sh\necho 'No reservations in the system'\n")
+    for name in ("sbatch", "scontrol"):
+        (folder / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    submit, _ = check_slurm()
+    assert submit.state == "fail" and message in submit.found
+    assert fix in submit.todo
+    assert ("SBATCH_ACCOUNT" in submit.todo) == ("read Slurm" in fix)
 
 
 def test_no_slurm_is_a_fallback_not_a_failure(tmp_path: Path, monkeypatch) -> None:

@@ -141,6 +141,64 @@ def reservations() -> list[dict[str, str]]:
     return found
 
 
+#: What to do about sbatch's refusal, by the words of Slurm's own error messages
+#: (src/common/slurm_errno.c); the first that matches wins.
+SLURM_FIXES = (
+    (
+        "Invalid account",
+        "set SBATCH_ACCOUNT to a project the learners belong to (`sacctmgr show assoc "
+        "user=$USER format=account,partition` lists yours) and check again",
+    ),
+    (
+        "Invalid partition",
+        "set SBATCH_PARTITION to a partition of `sinfo -s` that learners may use, and check again",
+    ),
+    (
+        "Invalid qos",
+        "set SBATCH_QOS to a QOS of your association (`sacctmgr show assoc user=$USER "
+        "format=qos`), or unset it, and check again",
+    ),
+    (
+        "accounting/QOS policy",
+        "the job is within a policy's limits only with another QOS, account or "
+        "partition: ask the admins which the class should use",
+    ),
+    (
+        "time limit",
+        "the partition refuses a 5-minute job: set SBATCH_PARTITION to one for short jobs",
+    ),
+    (
+        "node configuration is not available",
+        "no node of the partition fits one task: set SBATCH_PARTITION to another",
+    ),
+    (
+        "Unable to contact slurm controller",
+        "the Slurm controller did not answer: check again later, and tell the admins if it "
+        "stays so",
+    ),
+    (
+        "Access/permission denied",
+        "you may not submit there: ask the admins for access for you and the learners",
+    ),
+)
+
+
+def slurm_fix(said: str | None) -> str:
+    """The one thing to do about sbatch's last line `said` (None: no answer in time)."""
+    if said is None:
+        return (
+            f"sbatch gave no answer within {SLURM_TIMEOUT_S} s: the controller is busy or "
+            "down; check again later, and tell the admins if it stays so"
+        )
+    for words, fix in SLURM_FIXES:
+        if words.lower() in said.lower():
+            return fix
+    return (
+        "read Slurm's message above; if it names the account or the partition, set "
+        "SBATCH_ACCOUNT or SBATCH_PARTITION to what learners will use, else ask the admins"
+    )
+
+
 def check_slurm() -> tuple[Check, Check]:
     """Whether sbatch accepts a job (validated with --test-only, never queued), and whether
     a reservation for the session is visible."""
@@ -170,7 +228,7 @@ def check_slurm() -> tuple[Check, Check]:
             "fail",
             f"sbatch --test-only refused a 5-minute one-task job "
             f"({said[0] if said else f'no answer within {SLURM_TIMEOUT_S} s'})",
-            "set SBATCH_ACCOUNT and SBATCH_PARTITION to what learners will use, and check again",
+            slurm_fix(said[0] if said else None),
         )
     else:
         submit = Check(
