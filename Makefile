@@ -73,8 +73,13 @@ lab:
 	@[ -f "$(IOLAB_CLASS)/class.json" ] || { echo "error: IOLAB_CLASS=$(IOLAB_CLASS) is not a finished class folder (no class.json): ask your instructor for its path, or unset IOLAB_CLASS"; exit 1; }
 	"$(IOLAB_CLASS)/env/bin/python" -m iolab lab $(LAB_ARGS)
 else
+# With the workspace moved (IOLAB_WORKDIR), a link `workspace` in the checkout leads to it, so
+# the lessons' commands (`workspace/dataset`, ...) run as printed; after the run, which made
+# the workspace, and also when it failed (iolab.core.lesson_paths; `make clean` removes it).
+LINK_WORKSPACE := from iolab.core.lesson_paths import link_checkout_workspace as link; said = link(); said and print(said)
 lab: $(STAMP)
-	$(PY) -m iolab lab $(LAB_ARGS)
+	@status=0; $(PY) -m iolab lab $(LAB_ARGS) || status=$$?; \
+	  $(PY) -c '$(LINK_WORKSPACE)'; exit $$status
 endif
 
 test: $(STAMP)

@@ -332,8 +332,15 @@ def required_areas() -> set[str]:
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:
-    """Size and mtime of every entry at or below `root`; mounts inside it are not entered."""
+    """Size and mtime of every entry at or below `root`; mounts inside it are not entered.
+    `root` itself counts even as a link or a file (a link made by a run is a change), and a
+    link is never followed."""
     state: dict[str, tuple[int, int]] = {}
+    with contextlib.suppress(OSError):
+        st = root.lstat()
+        state["."] = (st.st_size, st.st_mtime_ns)
+        if root.is_symlink():
+            return state
     device = _device(root)
     for folder, dirs, files in os.walk(root):
         for path in [Path(folder), *(Path(folder, name) for name in files)]:

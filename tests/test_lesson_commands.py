@@ -300,10 +300,12 @@ def test_a_moved_workspace_gets_a_link_in_the_checkout_and_clean_removes_only_it
     monkeypatch.setattr(cleanup, "SYSTEM_BASES", ())
     top, work = tmp_path / "storage-lab", tmp_path / "scratch" / "iolab-work"
     top.mkdir()
-    work.mkdir(parents=True)
     monkeypatch.setenv("IOLAB_WORKDIR", str(work))
     monkeypatch.delenv(CLASS_ENV, raising=False)
     monkeypatch.setattr(lesson_paths, "repo_root", lambda: top)
+    assert lesson_paths.link_checkout_workspace() is None  # no workspace yet: no link to it
+    assert not os.path.lexists(top / "workspace")
+    work.mkdir(parents=True)
     assert lesson_paths.link_checkout_workspace() == (
         f"linked {top / 'workspace'} to your workspace {work}: the lessons' paths lead there"
     )
@@ -323,3 +325,22 @@ def test_a_moved_workspace_gets_a_link_in_the_checkout_and_clean_removes_only_it
     (top / "workspace").symlink_to(tmp_path)  # a link elsewhere is not the lab's either
     assert lesson_paths.remove_checkout_link() is False
     assert os.readlink(top / "workspace") == str(tmp_path)
+
+
+def test_make_lab_links_the_workspace_after_the_run_even_a_failed_one() -> None:
+    """The link is `make lab`'s (the learner's command), not `iolab lab`'s, which tests and
+    notebooks run: it comes after the run, whose exit status make keeps."""
+    done = subprocess.run(
+        ["make", "-n", "-s", "lab", "LESSONS=01"],
+        cwd=ROOT,
+        env={**os.environ, "IOLAB_CLASS": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    recipe = done.stdout[done.stdout.index("-m iolab lab --lessons 01") :]
+    assert "|| status=$?" in recipe and recipe.rstrip().endswith("exit $status")
+    assert "link_checkout_workspace" in recipe
+    source = (ROOT / "iolab" / "cli" / "lab.py").read_text()
+    assert "link_checkout_workspace" not in source

@@ -50,11 +50,6 @@ def lessons_option(text: str) -> frozenset[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from iolab.core.lesson_paths import link_checkout_workspace
-
-    said = link_checkout_workspace()
-    if said:
-        print(said, flush=True)
     return run_lab(args.repeats, share=to_the_class, lessons=args.lessons)
 
 

@@ -9,7 +9,8 @@ itself, so `workspace/tmp` is the workspace's own scratch folder, as it is in a 
 
 A learner alone who moved the workspace off the checkout (IOLAB_WORKDIR on scratch, as the
 set-up page advises) has no `workspace/` in the checkout either: `make lab` then puts a link
-`workspace` there, leading to the workspace.
+`workspace` there, leading to the workspace (the Makefile, not `iolab lab`: only the
+learner's own command writes into their checkout, never a test or a notebook's run).
 
 A link is the lab's when it is this user's, in the private folder the lab made for them, and
 leads exactly where the lab points it; `iolab clean` removes only such links (removing a link
@@ -95,8 +96,8 @@ def link_checkout_workspace() -> str | None:
     if active_class() is not None:
         return None
     top, target = repo_root(), str(workdir())
-    if top / CHECKOUT_LINK == Path(target):
-        return None
+    if top / CHECKOUT_LINK == Path(target) or not os.path.isdir(target):
+        return None  # the usual place, or no workspace yet (a run refused before making it)
     folder = open_dir(top)
     try:
         if is_join_link(folder, CHECKOUT_LINK, target):
