@@ -12,15 +12,24 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from iolab.classmode.letter import letter
-from iolab.classmode.load import COPIES_THE_DATASET, RECORDED_SETUP, class_load
+from iolab.classmode.load import (
+    MAKE_A_SUBSET,
+    RECORDED_SETUP,
+    SUBSET_BYTES,
+    SUBSET_FILES,
+    SUBSET_SHM_BYTES,
+    class_load,
+)
 from iolab.classmode.preflight import check_class_dir, check_places, check_slurm
 from iolab.core.errors import LabError
 from iolab.core.workspace import repo_root
@@ -49,7 +58,8 @@ def test_the_load_is_the_recorded_run_times_the_class() -> None:
 def test_class_mode_figures_are_the_recordings_counters() -> None:
     """The shared install as the recorded class setup measured it; per learner, what the
     recorded lab wrote beyond the activity dataset: kept at the end, and the most one lesson
-    added (lesson 04 with its class-mode copy of the dataset); /dev/shm at its fullest."""
+    added (lessons 02 and 04 with their class-mode subset); /dev/shm holds lesson 02's
+    subset."""
     budget = json.loads((repo_root() / RECORDED).read_text())
     setup = json.loads((repo_root() / RECORDED_SETUP).read_text())
     load = class_load(30)
@@ -59,9 +69,9 @@ def test_class_mode_figures_are_the_recordings_counters() -> None:
     def count(phase: str, when: str, key: str) -> int:
         return phases[phase][when]["workspace"][key]
 
-    for key, kept, lesson in (
-        ("files", load.kept_files, load.lesson_files),
-        ("bytes", load.kept_bytes, load.lesson_bytes),
+    for key, kept, lesson, subset in (
+        ("files", load.kept_files, load.lesson_files, SUBSET_FILES),
+        ("bytes", load.kept_bytes, load.lesson_bytes, SUBSET_BYTES),
     ):
         dataset = count("dataset", "end", key)
         assert kept == budget["phases"][-1]["end"]["workspace"][key] - dataset
@@ -70,12 +80,38 @@ def test_class_mode_figures_are_the_recordings_counters() -> None:
             for name in phases
             if name != "dataset"
         }
-        growth[COPIES_THE_DATASET] += dataset - count("dataset", "start", key)
+        for name in MAKE_A_SUBSET:
+            growth[name] += subset
         assert lesson == max(growth.values())
-    assert load.shm_files == max(p["peak"]["shm"]["files"] for p in budget["phases"])
+    assert (load.shm_files, load.shm_bytes) == (SUBSET_FILES, SUBSET_SHM_BYTES)
     assert load.class_files_all == 30 * (load.kept_files + load.lesson_files)
-    notebook = (repo_root() / "notebooks" / f"{COPIES_THE_DATASET}.ipynb").read_text()
-    assert "shutil.copytree(DATA" in notebook  # the copy the figure adds is still there
+    for name, made_by in zip(
+        MAKE_A_SUBSET, ("dataset_sites(", "files=CLASS_SUBSET_FILES"), strict=True
+    ):  # the notebooks still make the subset the figures add
+        assert made_by in (repo_root() / "notebooks" / f"{name}.ipynb").read_text(), name
+
+
+def test_the_subset_figures_are_what_building_one_measures(tmp_path: Path) -> None:
+    """SUBSET_* are a real subset's size: entries exactly, bytes within a few (archive.json's
+    note on tar's default format varies by some digits), and its memory in /dev/shm."""
+    from iolab.core.builder import build_dataset
+    from iolab.core.class_folder import CLASS_SUBSET_FILES
+    from iolab.measure.footprint import footprint
+
+    built = footprint(build_dataset(tmp_path / "dataset", files=CLASS_SUBSET_FILES).dataset_dir)
+    assert built.files == SUBSET_FILES
+    assert abs(built.bytes - SUBSET_BYTES) <= 100
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        folder = Path(tempfile.mkdtemp(prefix="iolab-subset-test-", dir=shm))
+        try:
+            on_shm = footprint(
+                build_dataset(folder / "dataset", files=CLASS_SUBSET_FILES).dataset_dir
+            )
+        finally:
+            shutil.rmtree(folder)
+        assert on_shm.files == SUBSET_FILES
+        assert abs(on_shm.allocated_bytes - SUBSET_SHM_BYTES) <= 8192  # two pages
 
 
 def fake_slurm(folder: Path, sbatch_exit: int, reservations: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -275,3 +276,34 @@ def test_a_checkout_git_will_not_list_is_copied_by_walking_it(tmp_path: Path) ->
         for p in (tmp_path / "copy").rglob("*")
         if p.is_file() and p.name != CLASS_MARKER
     ) == ["iolab/core/x.py", "lessons/01.md"]
+
+
+def test_in_a_class_the_places_are_compared_on_a_private_subset(
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Lesson 02's reader grid never evicts or copies the shared dataset: the workspace site
+    and the RAM-disk site are a subset of the learner's own, gone afterwards (issue 37)."""
+    from iolab.core.class_folder import CLASS_SUBSET_FILES
+    from iolab.storage import compare, locations
+
+    monkeypatch.setenv(CLASS_ENV, str(class_dir))
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ram_disk = tmp_path / "shm-stand-in"  # the real /dev/shm/iolab-<user> may serve a test beside
+
+    def stand_in_user_dir(location: locations.Location) -> Path:
+        ram_disk.mkdir(exist_ok=True)
+        return ram_disk
+
+    monkeypatch.setattr(locations, "user_dir", stand_in_user_dir)
+    monkeypatch.setattr(locations, "remove_user_dir", lambda location: shutil.rmtree(ram_disk))
+    shm_here = [loc for loc in locations.discover_locations(probe=False) if loc.name == "shm"]
+    with compare.dataset_sites(network=False) as sites:
+        places = [site.dataset_dir for site in sites]
+        for place in places:
+            assert class_dir not in place.parents, place
+            assert len(list((place / "data").rglob("*.csv"))) == CLASS_SUBSET_FILES, place
+        assert workdir() in places[0].parents  # the learner's own workspace
+    assert len(places) == (2 if shm_here and shm_here[0].writable else 1)
+    assert not any(place.exists() for place in places)
+    assert len(list((class_dir / "dataset" / "data").rglob("*.csv"))) == DEFAULT_FILES

@@ -13,6 +13,7 @@ from iolab.classmode.load import (
 )
 from iolab.classmode.reservation import request, reservation
 from iolab.core.budget import LIMITS
+from iolab.core.class_folder import CLASS_SUBSET_FILES
 
 STATE_MARK = {"ok": "ok", "warn": "to know", "fail": "to fix"}
 
@@ -66,7 +67,9 @@ to the learners), and each learner writes only to a private workspace. Learners 
 nothing. The shared install is {load.shared_files:,} files and {_gb(load.shared_bytes)} (the \
 class setup recorded on {load.shared_recorded_on}, on {load.shared_machine}); the per-learner \
 figures come from one recorded run of the whole lab ({load.recorded_on}, on {load.machine}) \
-less the activity dataset, which the class shares. Files and bytes are the same on any machine.
+less the activity dataset, which the class shares, plus the \
+{CLASS_SUBSET_FILES}-file subset that lessons 02 and 04 make in a class instead (its size measured \
+by building one). Files and bytes are the same on any machine.
 
 | | once for the class | one learner | {n} learners |
 | --- | ---: | ---: | ---: |
@@ -74,10 +77,11 @@ less the activity dataset, which the class shares. Files and bytes are the same 
 | a workspace after the whole lab (an upper bound: it includes the image dataset, which a \
 class shares) | | {load.kept_files:,} files, {_gb(load.kept_bytes)} | \
 {n * load.kept_files:,} files, {_gb(n * load.kept_bytes)} |
-| a workspace at its largest, during one lesson (lesson 04 copies the dataset for its \
-cold-cache test; removed when the lesson ends) | | {load.class_files_each:,} files, \
+| a workspace at its largest, during one lesson (lessons 02 and 04 each make a private \
+{CLASS_SUBSET_FILES}-file subset of the dataset for their cold-cache tests; removed when the \
+lesson ends) | | {load.class_files_each:,} files, \
 {_gb(load.class_bytes_each)} | {load.class_files_all:,} files, {_gb(load.class_bytes_all)} |
-| /dev/shm (memory) at its fullest: lesson 02's copy of the dataset, removed after | | \
+| /dev/shm (memory) at its fullest: lesson 02's subset, removed after | | \
 {load.shm_files:,} files, {_gb(load.shm_bytes)} | {n * load.shm_files:,} files, \
 {_gb(n * load.shm_bytes)} |
 | benchmark processes busy at once, at most (the lab's login-node limit; a learner's \

@@ -25,6 +25,11 @@ CLASS_ENV = "IOLAB_CLASS"
 #: The class's description; its presence is the proof that the setup finished.
 CLASS_FILE = "class.json"
 CLASS_SCHEMA = 1
+#: In a class, the cold-cache and RAM-disk comparisons (lessons 02 and 04) run on a private
+#: dataset of this many files (a tenth of the default) that each learner generates, never on
+#: the shared one: evicting that would make it cold for the whole class, and a whole copy per
+#: learner in /dev/shm would fill the node's memory (iolab.storage.compare).
+CLASS_SUBSET_FILES = 730
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,12 @@ stat is a round trip. This module puts a copy of the dataset at each available p
 workspace on local disk, the RAM disk /dev/shm, and a real network file system: the
 workspace mounted over sshfs through a loopback sshd), runs the reader grid, and removes
 every copy and mount afterwards.
+
+In a class the dataset is shared and read-only, and the places are compared on a private
+subset instead (CLASS_SUBSET_FILES, generated in the learner's workspace and again on the
+RAM disk): evicting the shared dataset for a cold run would make it cold for the whole class
+(and its residency cannot be seen by a learner), and a whole copy in /dev/shm per learner
+would fill the node's memory with dozens of datasets. The subset shows the same ordering.
 """
 
 from __future__ import annotations
@@ -18,8 +24,34 @@ from pathlib import Path
 import pandas as pd
 
 from iolab.core.builder import build_dataset
+from iolab.core.class_folder import CLASS_SUBSET_FILES, active_class
 from iolab.core.workspace import WorkspaceEntry, default_dataset_dir
 from iolab.measure.context import fs_kind, mount_for
+
+
+@contextlib.contextmanager
+def grid_dataset() -> Iterator[tuple[Path, int | None]]:
+    """The dataset the places are compared on, with its file count (None: the default):
+    the workspace's own alone; in a class, a private subset removed afterwards."""
+    from iolab.core.lab_dirs import remove_tree, scratch_dir
+
+    if active_class() is None:
+        local = default_dataset_dir()
+        build_dataset(local)
+        yield local, None
+        return
+    folder = scratch_dir("class-subset")
+    try:
+        subset = folder / WorkspaceEntry.DATASET.dirname
+        build_dataset(subset, files=CLASS_SUBSET_FILES)
+        print(
+            f"in a class: the places hold your own {CLASS_SUBSET_FILES}-file subset, not the "
+            "shared dataset (a cold run would evict it for everybody)",
+            flush=True,
+        )
+        yield subset, CLASS_SUBSET_FILES
+    finally:
+        remove_tree(folder)
 
 
 @dataclass(frozen=True)
@@ -48,15 +80,14 @@ def dataset_sites(ram_disk: bool = True, network: bool = True) -> Iterator[list[
     from iolab.storage.locations import discover_locations, remove_user_dir, user_dir
     from iolab.storage.netmount import loopback_sshfs, sshfs_status
 
-    local = default_dataset_dir()
-    build_dataset(local)
-    sites = [site_for("workspace (local disk)", local)]
     with contextlib.ExitStack() as cleanup:
+        local, files = cleanup.enter_context(grid_dataset())
+        sites = [site_for("workspace (local disk)", local)]
         shm = [loc for loc in discover_locations(probe=False) if loc.name == "shm"]
         if ram_disk and shm and shm[0].writable:
             cleanup.callback(remove_user_dir, shm[0])
             copy = user_dir(shm[0]) / WorkspaceEntry.DATASET.dirname
-            build_dataset(copy)
+            build_dataset(copy, files=files)
             sites.append(site_for("/dev/shm (RAM disk)", copy))
         if network and sshfs_status().available:
             mount = cleanup.enter_context(loopback_sshfs(local, name="dataset"))
@@ -70,9 +101,7 @@ def network_reader_grid(
     """The reader grid on the workspace's dataset mounted over loopback sshfs, then unmounted."""
     from iolab.storage.netmount import loopback_sshfs
 
-    local = default_dataset_dir()
-    build_dataset(local)
-    with loopback_sshfs(local, name="dataset") as mount:
+    with grid_dataset() as (local, _), loopback_sshfs(local, name="dataset") as mount:
         site = site_for("sshfs over loopback (network)", mount.mount_point)
         return reader_grid([site], names, repeats, caches)
 
