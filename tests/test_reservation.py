@@ -94,6 +94,19 @@ def test_slurm_memory_in_mib(text: str, mib: int) -> None:
     assert sizing._mib(text) == mib
 
 
+@pytest.mark.parametrize("line", ["mem=4G", "time=00:20:00"])
+def test_a_script_without_its_mem_or_time_line_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    scripts = tmp_path / "demos" / "slurm"
+    scripts.mkdir(parents=True)
+    (scripts / "edited.sbatch").write_text(f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --{line}\n")
+    monkeypatch.setattr(sizing, "repo_root", lambda: tmp_path)
+    absent = "time" if line.startswith("mem") else "mem"
+    with pytest.raises(LabError, match=rf"edited.sbatch has no `#SBATCH --{absent}=` line"):
+        sizing.job("edited.sbatch", {})
+
+
 def test_an_unknown_track_is_one_sentence() -> None:
     with pytest.raises(LabError, match=r"--track sprint is not a track; choose one of course, "):
         sizing.reservation(30, "sprint")
@@ -115,7 +128,7 @@ def _letter(track: str, learners: int = 25) -> str:
 
 def test_the_letter_asks_for_the_sized_reservation_or_for_none() -> None:
     text = _letter("course")
-    assert "**200 cores and 300 GB of memory**" in text  # 25 x 8 cores, 25 x 12 GB
+    assert "**200 cores and 300 GiB of memory**" in text  # 25 x 8 cores, 25 x 12 GiB
     assert "Duration=01:10:00 Users=<learners> CoreCnt=200" in text
     assert "NodeCnt=2" not in text  # the old request: two nodes for the whole class
     ml = _letter("ml")

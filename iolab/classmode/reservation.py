@@ -75,7 +75,14 @@ def _minutes(text: str) -> int:
 
 def job(script: str, options: dict[str, int]) -> Job:
     """A script of demos/slurm/ as submitted with `options` over its #SBATCH lines."""
-    lines = dict(_SBATCH.findall((repo_root() / "demos" / "slurm" / script).read_text()))
+    path = repo_root() / "demos" / "slurm" / script
+    lines = dict(_SBATCH.findall(path.read_text()))
+    missing = [name for name in ("mem", "time") if name not in lines]
+    if missing:
+        raise LabError(
+            f"{path} has no `#SBATCH --{missing[0]}=` line, so the letter cannot size the "
+            "reservation; put the line back (git checkout the script) or add one"
+        )
     nodes = options.get("nodes", int(lines.get("nodes", 1)))
     per_node = options.get("ntasks-per-node", int(lines.get("ntasks-per-node", 0)))
     tasks = per_node * nodes if per_node else int(lines.get("ntasks", nodes))
@@ -129,7 +136,7 @@ def request(reserved: Reservation | None, track: str, visible: str) -> str:
         )
     n = reserved.learners
     jobs = " and ".join(
-        f"`{j.script}` ({j.tasks} tasks on {j.nodes} nodes, {j.mem_mib_per_node / 1024:g} GB per "
+        f"`{j.script}` ({j.tasks} tasks on {j.nodes} nodes, {j.mem_mib_per_node / 1024:g} GiB per "
         f"node, {j.minutes} min)"
         for j in reserved.jobs
     )
@@ -137,7 +144,7 @@ def request(reserved: Reservation | None, track: str, visible: str) -> str:
     lessons = TRACK_LESSONS[track]
     return f"""1. **A reservation** for lesson 08 ({track}: lessons {lessons}): each of the {n} \
 learners submits {jobs} at once at its start, so at the peak the class runs \
-{len(reserved.jobs) * n} jobs: **{reserved.cores:,} cores and {reserved.mem_gib:,.0f} GB of \
+{len(reserved.jobs) * n} jobs: **{reserved.cores:,} cores and {reserved.mem_gib:,.0f} GiB of \
 memory**, spread over at least {reserved.nodes} nodes (the lesson shows one aggregator per \
 node), for {hours}:{minutes:02d} (the lesson's {LESSON_08_MINUTES} minutes and the jobs' time \
 limit). Only root or the Slurm user can create one, for example:
