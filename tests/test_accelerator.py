@@ -215,6 +215,28 @@ def test_a_residency_the_kernel_hides_is_unknown_in_both_states(
     assert acc.prepare_cache(files[:3], "cold") is None
 
 
+def test_a_cold_sweep_on_files_not_ones_own_is_refused_before_any_run(
+    small_files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """evict() leaves another user's files cached, so "cold" runs on them would be warm: the
+    sweep says so, and how to get images of one's own, before it reads anything."""
+    from iolab.measure import cache
+
+    monkeypatch.setattr(cache, "residency_visible", lambda fd: False)
+    started: list[int | None] = []
+
+    def make_batches(workers: int | None):
+        started.append(workers)
+        return iter([[b"sample"]] * 3)
+
+    arguments = (make_batches, small_files, [1], [None], 3)
+    with pytest.raises(LabError, match=r"is not yours .* --count 128` and pass that folder"):
+        acc.sweep(*arguments, source="files", location="class")
+    assert started == []
+    warm = acc.sweep(*arguments, source="files", location="class", cache_states=("warm",))
+    assert warm["resident_before_pct"].isna().all() and started == [None]
+
+
 def test_unknown_cache_state_is_one_sentence(small_files: Path) -> None:
     with pytest.raises(LabError, match="cold' or 'warm"):
         acc.prepare_cache(small_files, "lukewarm")

@@ -23,11 +23,14 @@ import pytest
 
 from iolab.classmode.letter import letter
 from iolab.classmode.load import (
+    IMAGE_COPY_BYTES,
+    IMAGE_COPY_FILES,
     MAKE_A_SUBSET,
     RECORDED_SETUP,
     SUBSET_BYTES,
     SUBSET_FILES,
     SUBSET_SHM_BYTES,
+    SWEEP_IMAGES_NOTEBOOK,
     class_load,
 )
 from iolab.classmode.preflight import check_class_dir, check_places, check_slurm
@@ -69,9 +72,9 @@ def test_class_mode_figures_are_the_recordings_counters() -> None:
     def count(phase: str, when: str, key: str) -> int:
         return phases[phase][when]["workspace"][key]
 
-    for key, kept, lesson, subset in (
-        ("files", load.kept_files, load.lesson_files, SUBSET_FILES),
-        ("bytes", load.kept_bytes, load.lesson_bytes, SUBSET_BYTES),
+    for key, kept, lesson, subset, images in (
+        ("files", load.kept_files, load.lesson_files, SUBSET_FILES, IMAGE_COPY_FILES),
+        ("bytes", load.kept_bytes, load.lesson_bytes, SUBSET_BYTES, IMAGE_COPY_BYTES),
     ):
         dataset = count("dataset", "end", key)
         assert kept == budget["phases"][-1]["end"]["workspace"][key] - dataset
@@ -82,6 +85,7 @@ def test_class_mode_figures_are_the_recordings_counters() -> None:
         }
         for name in MAKE_A_SUBSET:
             growth[name] += subset
+        growth[SWEEP_IMAGES_NOTEBOOK] += images
         assert lesson == max(growth.values())
     assert (load.shm_files, load.shm_bytes) == (SUBSET_FILES, SUBSET_SHM_BYTES)
     assert load.class_files_all == 30 * (load.kept_files + load.lesson_files)
@@ -89,6 +93,20 @@ def test_class_mode_figures_are_the_recordings_counters() -> None:
         MAKE_A_SUBSET, ("dataset_sites(", "files=CLASS_SUBSET_FILES"), strict=True
     ):  # the notebooks still make the subset the figures add
         assert made_by in (repo_root() / "notebooks" / f"{name}.ipynb").read_text(), name
+    sweeps = (repo_root() / "notebooks" / f"{SWEEP_IMAGES_NOTEBOOK}.ipynb").read_text()
+    assert sweeps.count("acc.sweep_images(IMAGES)") == 2  # and the copy of the images
+
+
+def test_the_image_copy_figures_are_what_building_one_measures(tmp_path: Path) -> None:
+    """IMAGE_COPY_* are the size of the copy lesson 09's cold runs read in a class."""
+    from iolab.core.builder import run_generator
+    from iolab.measure.footprint import footprint
+    from iolab.ml.accelerator import CLASS_SWEEP_SAMPLES
+
+    run_generator("make_images.py", tmp_path / "images", "--count", str(CLASS_SWEEP_SAMPLES))
+    built = footprint(tmp_path / "images")
+    assert built.files == IMAGE_COPY_FILES
+    assert abs(built.bytes - IMAGE_COPY_BYTES) <= 100
 
 
 def test_the_subset_figures_are_what_building_one_measures(tmp_path: Path) -> None:

@@ -307,3 +307,65 @@ def test_in_a_class_the_places_are_compared_on_a_private_subset(
     assert len(places) == (2 if shm_here and shm_here[0].writable else 1)
     assert not any(place.exists() for place in places)
     assert len(list((class_dir / "dataset" / "data").rglob("*.csv"))) == DEFAULT_FILES
+
+
+def test_in_a_class_the_cold_sweeps_read_a_private_copy_of_the_images(
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Lesson 09's cold runs never evict the class's shared images: they read the learner's
+    own copy of the samples they need, identical to the shared ones, gone afterwards."""
+    from iolab.core.samples import load_images_manifest
+    from iolab.ml import accelerator
+
+    monkeypatch.setenv(CLASS_ENV, str(class_dir))
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    shared = class_dir / "images"
+    with accelerator.sweep_images(shared) as copy:
+        assert class_dir not in copy.parents and workdir() in copy.parents
+        mine = load_images_manifest(copy)["samples"]
+        assert len(mine) == accelerator.CLASS_SWEEP_SAMPLES
+        assert mine == load_images_manifest(shared)["samples"][: len(mine)]  # same bytes
+    assert not copy.exists()
+    assert len(list((shared / "files").iterdir())) == 512
+
+
+def test_in_a_class_make_labs_readers_are_timed_warm_only(
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
+    """The readers' step cannot make the shared dataset cold for one learner, so it leaves
+    the cold columns empty and says why, instead of calling warm runs cold."""
+    from iolab.core.dataset import load_manifest
+    from iolab.pages.lab import measure_readers
+
+    monkeypatch.setenv(CLASS_ENV, str(class_dir))
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    dataset = class_dir / "dataset"
+    table = measure_readers(dataset, load_manifest(dataset), repeats=1)
+    assert table["cold_wall_median_s"].isna().all() and table["wall_median_s"].notna().all()
+    assert table["mean_matches_manifest"].all() and len(table) == 5
+    assert "in a class the dataset is shared: timed warm only" in capsys.readouterr().out
+
+
+def test_in_a_class_iolab_accelerator_runs_cold_on_a_copy_of_the_workspaces_images(
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
+    """The lesson's live command, as a learner types it in a class: cold and warm, on a
+    private copy of just the samples it reads, never on the class's images."""
+    import argparse
+
+    from iolab.cli.accelerator import setup_parser
+
+    monkeypatch.setenv(CLASS_ENV, str(class_dir))
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    parser = argparse.ArgumentParser()
+    setup_parser(parser.add_subparsers(dest="command", required=True))
+    argv = ["accelerator", "--compute-ms", "1", "--steps", "3", "--batch-size", "2"]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "read your own copy of 6 samples" in out
+    assert out.count("| shards ") == 2 and "| cold " in out and "| warm " in out
+    assert [p.name for p in (workdir() / "tmp").iterdir()] == [MADE_MARKER]  # copy gone

@@ -24,6 +24,7 @@ from iolab.classmode.bench import make_learners, remove_learners
 from iolab.classmode.layout import CLASS_MARKER
 from iolab.classmode.setup import setup_class
 from iolab.classmode.teardown import clean_class
+from iolab.measure.cache import residency
 from iolab.measure.footprint import footprint
 
 pytestmark = [pytest.mark.needs("users"), pytest.mark.slow]
@@ -92,6 +93,8 @@ def shared_part(root: Path) -> tuple[int, int]:
 def test_learners_join_at_once_and_only_read_what_the_class_shares(stage: dict) -> None:
     root = stage["root"]
     before = shared_part(root)
+    shared_tar = root / "dataset" / "data.tar"
+    shared_tar.read_bytes()  # cached now; the learners' evict() must leave it so for the class
     runs = {name: as_learner(stage, name, LEARNER_RUN) for name in LEARNERS}
     results = {name: json.loads(finished(proc)[0]) for name, proc in runs.items()}
     assert shared_part(root) == before  # not one file or byte more on the shared place
@@ -103,6 +106,8 @@ def test_learners_join_at_once_and_only_read_what_the_class_shares(stage: dict) 
         # The kernel hides the residency of the instructor's files: unknown, never "cached".
         assert result["residency_hidden"] == 1
     assert os.listdir(root / "queue") == [CLASS_MARKER]  # every ticket went with its step
+    # Seen by root, who may look: no learner's eviction emptied the class's cache.
+    assert residency(shared_tar).resident_pct >= 90
 
 
 def test_no_learner_can_read_or_change_another_learners_or_the_classs_files(stage: dict) -> None:

@@ -5,6 +5,7 @@ accelerator from a dataset and report its utilization, MLPerf Storage's rule
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from iolab.cli.options import add_budget_option, add_data_option
 from iolab.core import budget
@@ -15,7 +16,14 @@ from iolab.core.samples import Dataset
 from iolab.core.shards import require_shards
 from iolab.core.tables import to_markdown
 from iolab.core.workspace import WorkspaceEntry
-from iolab.ml.accelerator import CACHE_STATES, PASS_AU_PCT, SKIP_FIRST, source_dir, sweep
+from iolab.ml.accelerator import (
+    CACHE_STATES,
+    PASS_AU_PCT,
+    SKIP_FIRST,
+    source_dir,
+    sweep,
+    sweep_images,
+)
 
 #: Milliseconds one batch "computes" (sleeps).
 COMPUTE_MS = Bounds(
@@ -105,21 +113,33 @@ def main(args: argparse.Namespace) -> int:
         compute_node=args.compute_node,
     )
     states = CACHE_STATES if args.cache == "both" else (args.cache,)
-    read_dir = source_dir(args.dataset_dir, args.source)
+    if (
+        "cold" in states
+        and Path(args.dataset_dir).resolve() == WorkspaceEntry.IMAGES.path().resolve()
+    ):
+        # the workspace's images, in a class the class's own: cold runs read a private copy
+        with sweep_images(args.dataset_dir, args.steps * args.batch_size) as images:
+            return _run(args, images, states)
+    return _run(args, args.dataset_dir, states)
+
+
+def _run(args: argparse.Namespace, dataset_dir: Path, states: tuple[str, ...]) -> int:
+    """The sweep on `dataset_dir`, its AU table and how many runs passed."""
+    read_dir = source_dir(dataset_dir, args.source)
     # Every sample's sha256 against the index or manifest, before the first (cold) run
     # evicts them: a run reads only --steps batches, so damage would otherwise go unnoticed.
     if args.source == "shards":
         require_shards(read_dir, verify=True)
     else:
-        Dataset.at(args.dataset_dir).require_intact_files()
+        Dataset.at(dataset_dir).require_intact_files()
     frame = sweep(
-        lambda w: batches(args.dataset_dir, args.source, w, args.batch_size),
+        lambda w: batches(dataset_dir, args.source, w, args.batch_size),
         read_dir,
         args.compute_ms,
         args.workers,
         args.steps,
         source=args.source,
-        location=str(args.dataset_dir),
+        location=str(dataset_dir),
         cache_states=states,
     )
     print(

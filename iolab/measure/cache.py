@@ -4,7 +4,8 @@ A read that the page cache serves never reaches the storage, so a "cold" timing 
 something only when the record proves the data was not cached. This module measures that
 (how many bytes of each file are resident, by mincore(2) on a read-only mapping, which
 neither reads nor caches anything) and evicts the pages of just the files a demo reads,
-which any user may do for files they can open:
+which any user may do for files they can open (the lab does it only for the user's own files:
+another user's pages, such as a class's shared dataset, are left cached for them):
 
 * flush first (fsync per file): pages that are still dirty, e.g. right after the dataset was
   generated, are not dropped by the kernel, and a "cold" run would silently be warm;
@@ -219,18 +220,18 @@ def residency(path: Path | str) -> Residency:
 
 def _evict_file(path: Path) -> tuple[int, int | None, int | None]:
     """Drop one file's cached pages; returns (size, resident before, resident after), the
-    residencies None where the kernel hides them (the advice to drop works all the same).
+    residencies None for a file that is not the user's, which is left as it is.
 
     One open per file (on a network file system each open is a round trip): advise
     DONTNEED, and only if pages stayed (dirty pages are skipped by DONTNEED) flush them with
-    fsync and advise again.
+    fsync and advise again. A file the user neither owns nor may write (a class's shared
+    dataset) gets no advice: the kernel would drop its pages for everybody who reads it, and
+    hides its residency, so nobody could see that it happened (residency_visible).
     """
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        if not residency_visible(fd):  # unseen pages may be dirty: flush, then drop
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if not residency_visible(fd):
             return size, None, None
         before = _fd_residency(fd, size)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -249,6 +250,8 @@ def evict(path: Path | str) -> Eviction:
 
     Files that vanish or cannot be opened are left as they are; the `after` residency shows
     what stayed. Pages that another process has mapped, and all pages of tmpfs, stay cached.
+    Files of another user are left cached and counted as `hidden` (see _evict_file): in a
+    class, one learner's cold run must not make the shared dataset cold for the others.
     """
     if not hasattr(os, "posix_fadvise"):
         raise LabError(

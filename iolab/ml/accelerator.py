@@ -21,9 +21,10 @@ can pass with no storage traffic at all after the first epoch.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import pandas as pd
 
 from iolab.core.errors import LabError
 from iolab.core.samples import SHARDS_DIR, Dataset
+from iolab.core.workspace import WorkspaceEntry, public_text
 from iolab.measure import cache
 
 #: MLPerf Storage's pass line for UNet3D and ResNet-50 (CosmoFlow's is 70%).
@@ -41,6 +43,9 @@ SKIP_FIRST = 1
 MB = 1e6
 WARM_READ_BYTES = 8 * 1024**2
 CACHE_STATES = ("cold", "warm")
+#: In a class, a cold sweep reads a private copy of this many image samples (the lesson's runs
+#: read 16 batches of 8) instead of the class's shared images, which it may not evict.
+CLASS_SWEEP_SAMPLES = 128
 SWEEP_COLUMNS = [
     "source",
     "location",
@@ -292,6 +297,47 @@ def prepare_cache(data: Path | str | Sequence[Path | str], state: str) -> float 
     return 100.0 * sum(r.resident_bytes for r in residencies) / total if total else 0.0
 
 
+def _require_evictable(data: Path | str | Sequence[Path | str]) -> None:
+    """Refuse a cold sweep, before its first run, on files that are not the user's: evict()
+    leaves those cached (a class's shared images would go cold for every classmate), so the
+    "cold" runs would be warm."""
+    for path in _paths(data):
+        if cache.residency(path).hidden:
+            raise LabError(
+                f"{public_text(path)} is not yours (in a class, the class's shared copy), so a "
+                "cold run cannot evict it without making it cold for everybody who reads it; "
+                "run warm (--cache warm), or make images of your own with `python "
+                "data_generators/make_images.py --data workspace/my-images --count "
+                f"{CLASS_SWEEP_SAMPLES}` and pass that folder with --data"
+            )
+
+
+@contextlib.contextmanager
+def sweep_images(images: Path, samples: int = CLASS_SWEEP_SAMPLES) -> Iterator[Path]:
+    """The image dataset a cold sweep may evict: `images` itself when working alone; in a
+    class, a private copy of its first `samples` samples (byte-identical, each sample
+    depends only on the seed and its index), removed afterwards."""
+    from iolab.core.builder import run_generator
+    from iolab.core.class_folder import active_class
+    from iolab.core.lab_dirs import remove_tree, scratch_dir
+
+    if active_class() is None:
+        yield Path(images)
+        return
+    folder = scratch_dir("class-images")
+    try:
+        copy = folder / WorkspaceEntry.IMAGES.dirname
+        run_generator("make_images.py", copy, "--count", str(samples))
+        print(
+            f"in a class: the cold and warm runs read your own copy of {samples} "
+            "samples, not the shared images (a cold run would evict them for everybody)",
+            flush=True,
+        )
+        yield copy
+    finally:
+        remove_tree(folder)
+
+
 def workers_label(workers: int | None) -> str:
     """A worker count as a label: "none" means no DataLoader at all (plain iteration)."""
     return "none" if workers is None else str(workers)
@@ -324,6 +370,8 @@ def sweep(
     """
     if repeats < 1:
         raise LabError(f"repeats must be at least 1, not {repeats}")
+    if "cold" in cache_states:
+        _require_evictable(data)
     rows = []
     for repeat in range(1, repeats + 1):
         for state in cache_states:
