@@ -114,6 +114,9 @@ def test_make_lab_records_one_phase_per_notebook_saved_as_it_ends(
     frame = budget_frame(again)
     assert list(frame["step"]) == stems
     assert frame.loc[2, "workspace_kept_MB"] == 2.0
+    # the run itself at least: every phase counted the lab's processes and threads
+    assert all(phase["tasks_peak"]["processes"] >= 1 for phase in recorded["phases"])
+    assert (frame["threads_peak"] >= frame["processes_peak"]).all()
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """What a run holds on disk while it runs: bytes, allocated bytes and files of a folder, and
-their peak per phase, sampled in the background.
+their peak per phase, sampled in the background (with the most processes and threads the
+run held, iolab.measure.process_tree).
 
 `make lab` records this for every step and notebook (lab-budget.json), so the workshop
 pages quote the learner's own budget, not a figure measured once by hand. A peak shorter
@@ -17,9 +18,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from iolab.measure.process_tree import Tasks, tree_tasks
+
 #: Seconds between two samples: a walk of the workspace (about 20,000 entries at its peak)
 #: takes a small fraction of that, so sampling stays gentle on a login node.
 SAMPLE_INTERVAL_S = 5.0
+#: Seconds between two counts of a run's processes: one read of /proc, cheap, and often
+#: enough to catch a demo's MPI ranks or a DataLoader's workers, which live a few seconds.
+TASKS_INTERVAL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,8 @@ def footprint(paths: Path | str | Iterable[Path], skip: Iterable[Path] = ()) -> 
 
 @dataclass
 class Phase:
-    """One phase of a run: its places' size at its start, at most and at its end."""
+    """One phase of a run: its places' size at its start, at most and at its end, and the
+    most processes and threads its run held at once (None when not counted)."""
 
     name: str
     start: dict[str, Footprint]
@@ -79,12 +86,14 @@ class Phase:
     end: dict[str, Footprint] | None = None
     seconds: float | None = None
     status: str = "running"
+    tasks: Tasks | None = None
 
     def as_dict(self) -> dict:
         return {
             "name": self.name,
             "seconds": self.seconds,
             "status": self.status,
+            **({"tasks_peak": asdict(self.tasks)} if self.tasks is not None else {}),
             **{
                 when: {place: asdict(size) for place, size in sizes.items()}
                 for when, sizes in (
@@ -98,14 +107,17 @@ class Phase:
 
 class PhaseSampler:
     """Sizes of a few places, sampled every `interval_s` seconds in a background thread,
-    kept per phase. Use as a context manager; `begin(name)` ends the running phase and
-    starts the next, `finish(status)` ends the running one."""
+    kept per phase; with `tasks_of` (a pid), also the most processes and threads of that
+    process and its descendants, counted every TASKS_INTERVAL_S. Use as a context manager;
+    `begin(name)` ends the running phase and starts the next, `finish(status)` ends the
+    running one."""
 
     def __init__(
         self,
         places: Mapping[str, Path | Iterable[Path] | Callable[[], Iterable[Path]]],
         interval_s: float = SAMPLE_INTERVAL_S,
         skip: Iterable[Path] = (),
+        tasks_of: int | None = None,
     ) -> None:
         # a callable is asked again at each sample: the folders may come and go
         self.places = {
@@ -114,6 +126,7 @@ class PhaseSampler:
         }
         self.interval_s = interval_s
         self.skip = tuple(skip)
+        self.tasks_of = tasks_of
         self.phases: list[Phase] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -135,11 +148,14 @@ class PhaseSampler:
             for name, where in self.places.items()
         }
 
+    def tasks(self) -> Tasks | None:
+        return None if self.tasks_of is None else tree_tasks(self.tasks_of)
+
     def begin(self, name: str) -> None:
         self.finish("done")
         sizes = self.sizes()
         with self._lock:
-            self.phases.append(Phase(name, sizes, dict(sizes)))
+            self.phases.append(Phase(name, sizes, dict(sizes), tasks=self.tasks()))
             self._started = time.perf_counter()
 
     def finish(self, status: str) -> None:
@@ -148,23 +164,33 @@ class PhaseSampler:
             running = self.phases[-1] if self.phases and self.phases[-1].end is None else None
         if running is None:
             return
-        sizes = self.sizes()
+        sizes, tasks = self.sizes(), self.tasks()
         with self._lock:
             running.seconds = time.perf_counter() - self._started
             running.end = sizes
             running.status = status
-            self._raise_peak(running, sizes)
+            self._raise_peak(running, sizes, tasks)
 
-    def _raise_peak(self, phase: Phase, sizes: dict[str, Footprint]) -> None:
+    def _raise_peak(
+        self, phase: Phase, sizes: dict[str, Footprint], tasks: Tasks | None = None
+    ) -> None:
         for place, size in sizes.items():
             phase.peak[place] = phase.peak[place].larger(size)
+        if tasks is not None and phase.tasks is not None:
+            phase.tasks = phase.tasks.larger(tasks)
 
     def _sample_until_stopped(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            sizes = self.sizes()
+        tick = self.interval_s if self.tasks_of is None else min(self.interval_s, TASKS_INTERVAL_S)
+        next_walk = time.monotonic() + self.interval_s
+        while not self._stop.wait(tick):
+            walk = time.monotonic() >= next_walk
+            if walk:
+                next_walk += self.interval_s
+            sizes = self.sizes() if walk else {}
+            tasks = self.tasks()
             with self._lock:
                 if self.phases and self.phases[-1].end is None:
-                    self._raise_peak(self.phases[-1], sizes)
+                    self._raise_peak(self.phases[-1], sizes, tasks)
 
     def as_list(self) -> list[dict]:
         with self._lock:

@@ -41,8 +41,9 @@ NOT_THE_CHECKOUT = (".venv-drishti", "_build", "jupyter_execute", ".pytest_cache
 
 class LabBudget:
     """What `make lab` took, phase by phase (the dataset, the readers, each notebook):
-    seconds, and the bytes and files of the workspace and of this user's lab folders in
-    /dev/shm, at the start, at most and at the end of each. Saved after every phase, so the
+    seconds, the bytes and files of the workspace and of this user's lab folders in
+    /dev/shm, at the start, at most and at the end of each, and the most processes and
+    threads the run held. Saved after every phase, so the
     budget page (executed after the notebooks) quotes this run."""
 
     def __init__(
@@ -53,7 +54,9 @@ class LabBudget:
         # the lab's to walk. The executed notebooks and the site are in `lab`.
         workspace = tuple(workdir() / entry.dirname for entry in WorkspaceEntry)
         self.sampler = PhaseSampler(
-            {"workspace": workspace, "shm": lambda: lab_entries(SHM)}, interval_s
+            {"workspace": workspace, "shm": lambda: lab_entries(SHM)},
+            interval_s,
+            tasks_of=os.getpid(),  # the lab, its notebook kernels and all they start
         )
         environment = Path(sys.prefix)
         joined = active_class()
@@ -138,12 +141,14 @@ def duration_text(seconds: float | None) -> str:
 
 
 def budget_frame(budget: dict) -> pd.DataFrame:
-    """One row per phase: its time, and what the workspace and /dev/shm held."""
+    """One row per phase: its time, what the workspace and /dev/shm held, and the most
+    processes and threads the run held at once (where the run counted them)."""
     import pandas as pd
 
     rows = []
     for phase in budget["phases"]:
         start, peak, end = (phase[when]["workspace"] for when in ("start", "peak", "end"))
+        tasks = phase.get("tasks_peak")
         rows.append(
             {
                 "step": phase["name"],
@@ -155,6 +160,11 @@ def budget_frame(budget: dict) -> pd.DataFrame:
                 "workspace_kept_MB": round((end["bytes"] - start["bytes"]) / MB, 1),
                 "shm_peak_MB": round(phase["peak"]["shm"]["allocated_bytes"] / MB, 1),
                 "shm_peak_files": phase["peak"]["shm"]["files"],
+                **(
+                    {"processes_peak": tasks["processes"], "threads_peak": tasks["threads"]}
+                    if tasks
+                    else {}
+                ),
             }
         )
     return pd.DataFrame(rows)
