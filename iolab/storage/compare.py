@@ -77,7 +77,7 @@ def dataset_sites(ram_disk: bool = True, network: bool = True) -> Iterator[list[
     Sites that cannot be had here (no /dev/shm, no sshfs) are left out; `skipped_sites()`
     says why.
     """
-    from iolab.storage.locations import discover_locations, remove_user_dir, user_dir
+    from iolab.storage.locations import discover_locations, private_scratch
     from iolab.storage.netmount import loopback_sshfs, sshfs_status
 
     with contextlib.ExitStack() as cleanup:
@@ -85,8 +85,10 @@ def dataset_sites(ram_disk: bool = True, network: bool = True) -> Iterator[list[
         sites = [site_for("workspace (local disk)", local)]
         shm = [loc for loc in discover_locations(probe=False) if loc.name == "shm"]
         if ram_disk and shm and shm[0].writable:
-            cleanup.callback(remove_user_dir, shm[0])
-            copy = user_dir(shm[0]) / WorkspaceEntry.DATASET.dirname
+            # a folder of this run's own: another run of the same user (a second workspace,
+            # a rehearsal's simulated learners) may be comparing at the same time
+            place = cleanup.enter_context(private_scratch(shm[0], "grid"))
+            copy = place / WorkspaceEntry.DATASET.dirname
             build_dataset(copy, files=files)
             sites.append(site_for("/dev/shm (RAM disk)", copy))
         if network and sshfs_status().available:
