@@ -26,6 +26,7 @@ from iolab.classmode.load import (
     IMAGE_COPY_BYTES,
     IMAGE_COPY_FILES,
     MAKE_A_SUBSET,
+    RECORDED_REHEARSAL,
     RECORDED_SETUP,
     SUBSET_BYTES,
     SUBSET_FILES,
@@ -54,6 +55,24 @@ def test_the_load_is_the_recorded_run_times_the_class() -> None:
         + max(p["peak"]["workspace"]["bytes"] for p in budget["phases"])
     )
     assert load.processes_all == 30 * 4 and load.recorded_on == budget["date"]
+
+
+def test_processes_per_learner_are_the_largest_rehearsals_measured_peak() -> None:
+    """Not the budget of one step (4): what one learner's whole lab held at once, counted in
+    the recorded rehearsal with the most learners, named with its lessons, date and machine."""
+    runs = json.loads((repo_root() / RECORDED_REHEARSAL).read_text())["runs"]
+    largest = max(runs, key=lambda run: run["learners"])
+    load = class_load(30)
+    assert load.processes_each == max(e["processes_peak"] for e in largest["per_learner"])
+    assert load.threads_each == max(e["threads_peak"] for e in largest["per_learner"])
+    assert load.processes_each > 4  # a kernel and what it starts, beside the lab itself
+    report = {"workspaces_in": None, "checks": [], "reservations": [], "fallbacks": []}
+    text = letter(report, load, "teacher", "login1", "2026-12-01", "intro")
+    assert (
+        f"measured in a rehearsal of {largest['learners']} learners running lessons "
+        f"{largest['lessons']} ({largest['date']}, on {largest['machine']})"
+    ) in " ".join(text.split())
+    assert f"| {load.processes_each} ({load.threads_each}) | {30 * load.processes_each:,} (" in text
     with pytest.raises(LabError, match="not a class size"):
         class_load(0)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -289,14 +288,8 @@ def test_in_a_class_the_places_are_compared_on_a_private_subset(
     monkeypatch.setenv(CLASS_ENV, str(class_dir))
     monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    ram_disk = tmp_path / "shm-stand-in"  # the real /dev/shm/iolab-<user> may serve a test beside
-
-    def stand_in_user_dir(location: locations.Location) -> Path:
-        ram_disk.mkdir(exist_ok=True)
-        return ram_disk
-
-    monkeypatch.setattr(locations, "user_dir", stand_in_user_dir)
-    monkeypatch.setattr(locations, "remove_user_dir", lambda location: shutil.rmtree(ram_disk))
+    # On /dev/shm the copy is a private folder of this run's own (locations.private_scratch):
+    # a test beside, or another run of the same user, has its own.
     shm_here = [loc for loc in locations.discover_locations(probe=False) if loc.name == "shm"]
     with compare.dataset_sites(network=False) as sites:
         places = [site.dataset_dir for site in sites]
@@ -369,3 +362,100 @@ def test_in_a_class_iolab_accelerator_runs_cold_on_a_copy_of_the_workspaces_imag
     assert "read your own copy of 6 samples" in out
     assert out.count("| shards ") == 2 and "| cold " in out and "| warm " in out
     assert [p.name for p in (workdir() / "tmp").iterdir()] == [MADE_MARKER]  # copy gone
+
+
+def test_two_runs_of_one_user_compare_places_without_touching_each_others_copy(
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A rehearsal's simulated learners share one user id, as do a user's two workspaces:
+    each run's RAM-disk copy is its own, and the first to end leaves the other's alone."""
+    from iolab.storage import compare
+
+    monkeypatch.setenv(CLASS_ENV, str(class_dir))
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with compare.dataset_sites(network=False) as first:
+        if len(first) < 2:
+            pytest.skip("no writable /dev/shm here: nothing shared to collide in")
+        with compare.dataset_sites(network=False) as second:
+            assert first[1].dataset_dir != second[1].dataset_dir
+        assert (first[1].dataset_dir / "data.tar").is_file()  # still there for the first run
+    assert not first[1].dataset_dir.exists() and not second[1].dataset_dir.exists()
+
+
+#: A stand-in for `iolab lab` in a rehearsal: a first result, a heavy step in the class's
+#: queue (held long enough that the other learner waits for it), its budget and the wall.
+STAND_IN_LAB = """
+import sys, time
+from iolab.classmode.wall import publish
+from iolab.core.class_folder import active_class, heavy_turn
+from iolab.core.lab_dirs import results_dir
+from iolab.measure.lab_budget import LabBudget
+with LabBudget(results_dir() / "lab-budget.json") as budget:
+    budget.begin("lessons " + sys.argv[1])
+    print("  read_files: median 0.100 s warm", flush=True)
+    publish(active_class())
+    with heavy_turn("stand-in"):
+        time.sleep(5)
+"""
+
+
+def test_a_rehearsal_reports_each_learner_and_leaves_the_class_as_it_was(
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two simulated learners at once: each one's first result, the one queue wait their
+    shared user id makes, their runs' peaks; afterwards no workspace, wall file or ticket."""
+    from iolab.classmode import rehearsal
+
+    monkeypatch.delenv(CLASS_ENV, raising=False)
+    monkeypatch.setattr(rehearsal, "LEARNER_ARGV", ("-c", STAND_IN_LAB))
+    before = sorted(os.listdir(class_dir / "wall")), sorted(os.listdir(class_dir / "queue"))
+    said: list[str] = []
+    figures = rehearsal.rehearse(class_dir, 2, "01,02", say=said.append)
+    assert figures["all_finished"] and figures["learners"] == 2 and figures["lessons"] == "01,02"
+    rows = figures["per_learner"]
+    assert all(row["first_result_s"] is not None for row in rows)
+    assert sorted(row["queue_waits"] for row in rows) == [0, 1]  # one user id: one place
+    assert all(list(row["steps_s"]) == ["lessons 01,02"] for row in rows)
+    assert all(row["processes_peak"] >= 1 and row["threads_peak"] >= 1 for row in rows)
+    assert figures["processes_peak_all"] >= 3  # the rehearsal and both learners at least
+    assert figures["cpu_s"] > 0 and figures["cpu_floor_s"] == round(
+        figures["cpu_s"] / figures["cores"], 1
+    )
+    assert said[0].startswith("2 simulated learners run `python -m iolab lab --lessons 01,02`")
+    assert (sorted(os.listdir(class_dir / "wall")), sorted(os.listdir(class_dir / "queue"))) == (
+        before
+    )
+    assert not [p for p in (workdir() / "tmp").iterdir() if p.name.startswith("class-rehearsal")]
+    assert len(rehearsal.rehearsal_frame(figures)) == 2
+
+
+def test_a_rehearsal_of_a_bad_lesson_list_is_one_sentence_before_anything_starts(
+    class_dir: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "iolab", "class", "rehearse", str(class_dir), "--lessons", "99"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "--lessons '99' names no lesson" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.slow
+def test_a_rehearsal_of_the_documented_path_sees_a_learner_through_to_the_site(
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real `python -m iolab lab --lessons 01` of one simulated learner: it must end
+    well (a class's lab once failed on its budget page), with a first result and its
+    run's peaks on record."""
+    from iolab.classmode import rehearsal
+
+    monkeypatch.delenv(CLASS_ENV, raising=False)
+    figures = rehearsal.rehearse(class_dir, 1, "01", say=lambda text: None)
+    (row,) = figures["per_learner"]
+    assert row["exit"] == 0, "\n".join(row["last_lines"])
+    assert row["first_result_s"] is not None and row["first_result_s"] <= row["done_s"]
+    assert "01-file-access" in row["steps_s"] and "readers" not in row["steps_s"]
+    assert row["processes_peak"] >= 2  # the lab and the notebook's kernel

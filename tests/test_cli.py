@@ -214,6 +214,7 @@ def test_help_lists_the_new_names_only(capsys) -> None:
         "reset",
         "wall",
         "load-test",
+        "rehearse",
         "joined",
     }
     with pytest.raises(SystemExit) as done:

@@ -24,6 +24,7 @@ import pytest
 from iolab.cli.mpiio import setup_parser
 from iolab.core.errors import LabError
 from iolab.hpc import mpiio
+from iolab.measure.process_tree import children_of
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_mpi = pytest.mark.needs("mpi")
@@ -475,7 +476,7 @@ def test_the_traced_command_is_stopped_alone_and_old_kernels_fall_back_at_once(
     def stand_in() -> subprocess.Popen:
         proc = subprocess.Popen(["/bin/sh", "-c", "sleep 30; exit 0"], start_new_session=True)
         deadline = time.monotonic() + 10
-        while not mpiio._children(proc.pid):
+        while not children_of(proc.pid):
             assert time.monotonic() < deadline, "the stand-in never started its child"
             time.sleep(0.01)
         return proc

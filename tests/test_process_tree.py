@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from iolab.measure.footprint import PhaseSampler
-from iolab.measure.process_tree import Tasks, tree_tasks
+from iolab.measure.process_tree import Tasks, children_of, descendants, parent_of, tree_tasks
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -37,10 +37,14 @@ def test_a_shell_and_its_two_children_are_three_processes() -> None:
     shell = subprocess.Popen(["bash", "-c", TREE])
     try:
         assert _settled(shell.pid, 3) == Tasks(3, 3)
+        children = children_of(shell.pid)
+        assert len(children) == 2 and all(parent_of(child) == shell.pid for child in children)
+        assert descendants(shell.pid) == {shell.pid, *children}
     finally:
         subprocess.run(["pkill", "-P", str(shell.pid)], check=False)
         shell.wait(timeout=30)
     assert tree_tasks(shell.pid) == Tasks()  # gone: nothing, not a guess
+    assert descendants(shell.pid) == set() and parent_of(shell.pid) is None
 
 
 def test_threads_are_counted_as_a_user_limit_counts_them() -> None:

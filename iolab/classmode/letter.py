@@ -13,7 +13,7 @@ from iolab.classmode.load import (
 )
 from iolab.classmode.reservation import request, reservation
 from iolab.core.budget import LIMITS
-from iolab.core.class_folder import CLASS_SUBSET_FILES
+from iolab.core.class_folder import CLASS_SUBSET_FILES, CLASS_SWEEP_SAMPLES
 
 STATE_MARK = {"ok": "ok", "warn": "to know", "fail": "to fix"}
 
@@ -68,8 +68,9 @@ nothing. The shared install is {load.shared_files:,} files and {_gb(load.shared_
 class setup recorded on {load.shared_recorded_on}, on {load.shared_machine}); the per-learner \
 figures come from one recorded run of the whole lab ({load.recorded_on}, on {load.machine}) \
 less the activity dataset, which the class shares, plus the \
-{CLASS_SUBSET_FILES}-file subset that lessons 02 and 04 make in a class instead (its size measured \
-by building one). Files and bytes are the same on any machine.
+{CLASS_SUBSET_FILES}-file subset that lessons 02 and 04 make in a class instead and the image \
+samples lesson 09 copies (their sizes measured by building them). Files and bytes are the \
+same on any machine.
 
 | | once for the class | one learner | {n} learners |
 | --- | ---: | ---: | ---: |
@@ -78,14 +79,18 @@ by building one). Files and bytes are the same on any machine.
 class shares) | | {load.kept_files:,} files, {_gb(load.kept_bytes)} | \
 {n * load.kept_files:,} files, {_gb(n * load.kept_bytes)} |
 | a workspace at its largest, during one lesson (lessons 02 and 04 each make a private \
-{CLASS_SUBSET_FILES}-file subset of the dataset for their cold-cache tests; removed when the \
-lesson ends) | | {load.class_files_each:,} files, \
-{_gb(load.class_bytes_each)} | {load.class_files_all:,} files, {_gb(load.class_bytes_all)} |
+{CLASS_SUBSET_FILES}-file subset of the dataset for their cold-cache tests, lesson 09 a copy \
+of {CLASS_SWEEP_SAMPLES} image samples; removed when the lesson ends) | | \
+{load.class_files_each:,} files, {_gb(load.class_bytes_each)} | \
+{load.class_files_all:,} files, {_gb(load.class_bytes_all)} |
 | /dev/shm (memory) at its fullest: lesson 02's subset, removed after | | \
 {load.shm_files:,} files, {_gb(load.shm_bytes)} | {n * load.shm_files:,} files, \
 {_gb(n * load.shm_bytes)} |
-| benchmark processes busy at once, at most (the lab's login-node limit; a learner's \
-notebook kernel and shell come on top) | | {load.processes} | {load.processes_all:,} |
+| processes (threads) one learner's lab holds at once, at most: measured in a rehearsal of \
+{load.rehearsed_learners} learners running lessons {load.rehearsed_lessons} \
+({load.rehearsed_on}, on {load.rehearsal_machine}); their login shell comes on top | | \
+{load.processes_each} ({load.threads_each}) | {n * load.processes_each:,} \
+({n * load.threads_each:,}) |
 | files created, statted and removed on scratch by the metadata-storm job ({JOB_NODES} \
 nodes x {STORM_TASKS_PER_NODE} tasks x {STORM_FILES_PER_TASK:,} files, all at once) | | \
 {load.storm_files_each:,} | {load.storm_files_all:,} |

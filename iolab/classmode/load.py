@@ -1,4 +1,4 @@
-"""What a class of N learners asks of a cluster: files, bytes and processes, from two
+"""What a class of N learners asks of a cluster: files, bytes and processes, from three
 recordings, each named in the letter with its date and machine.
 
 - Each learner alone (their own checkout, environment and datasets): one recorded `make lab`
@@ -13,6 +13,9 @@ recordings, each named in the letter with its date and machine.
   copy, and /dev/shm holds lesson 02's subset, not a whole dataset: the copies' sizes are
   constants here that a test measures by building them. These are upper bounds: the kept
   results include the image dataset, which a class shares too.
+
+- Processes and threads per learner: the most one simulated learner's lab held at once in
+  the largest recorded class rehearsal (workshop/class-rehearsal-recorded.json).
 
 A learner's own run on the cluster differs in time, not in files and bytes (the dataset and
 the environment are the same everywhere, give or take the file system's block size).
@@ -53,6 +56,9 @@ IMAGE_COPY_FILES = 138
 IMAGE_COPY_BYTES = 67_352_191
 #: The recorded class setup and load test, whose install size class mode quotes.
 RECORDED_SETUP = Path("workshop") / "class-bench-recorded.json"
+#: The recorded rehearsals (`iolab class rehearse`), whose largest gives the processes and
+#: threads one learner's lab held at once.
+RECORDED_REHEARSAL = Path("workshop") / "class-rehearsal-recorded.json"
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ class Load:
     workspace_peak_files: int  # the dataset, results and scratch at their largest
     workspace_peak_bytes: int
     dataset_files: int  # the workspace once the dataset is made (what is written at once)
-    processes: int  # the login-node budget per learner (iolab.core.budget)
+    processes: int  # the login-node budget of one benchmark step (iolab.core.budget)
     recorded_on: str
     machine: str
     shared_files: int = 0  # class mode: the class's install, once (class setup, recorded)
@@ -80,6 +86,14 @@ class Load:
     lesson_bytes: int = 0
     shm_files: int = 0  # class mode, per learner: /dev/shm at its fullest (lesson 02's subset)
     shm_bytes: int = 0
+    # class mode, per learner: the most processes and threads one learner's lab held at
+    # once in the largest recorded rehearsal, which ran `rehearsed_lessons`
+    processes_each: int = 0
+    threads_each: int = 0
+    rehearsed_learners: int = 0
+    rehearsed_lessons: str = ""
+    rehearsed_on: str = ""
+    rehearsal_machine: str = ""
 
     @property
     def class_files_each(self) -> int:
@@ -128,15 +142,23 @@ class Load:
         return self.learners * self.storm_files_each
 
 
-def class_load(learners: int, budget: dict | None = None, setup: dict | None = None) -> Load:
+def class_load(
+    learners: int,
+    budget: dict | None = None,
+    setup: dict | None = None,
+    rehearsals: dict | None = None,
+) -> Load:
     """The load of `learners` learners, alone and in class mode (one sentence if the number
-    is not a class size); `budget` and `setup` default to the two recordings."""
+    is not a class size); `budget`, `setup` and `rehearsals` default to the recordings."""
     if not 1 <= learners <= MAX_LEARNERS:
         raise LabError(f"--learners {learners} is not a class size: give 1 to {MAX_LEARNERS}")
     if budget is None:
         budget = json.loads((repo_root() / RECORDED).read_text())
     if setup is None:
         setup = json.loads((repo_root() / RECORDED_SETUP).read_text())
+    if rehearsals is None:
+        rehearsals = json.loads((repo_root() / RECORDED_REHEARSAL).read_text())
+    rehearsed = max(rehearsals["runs"], key=lambda run: run["learners"])
     phases = {phase["name"]: phase for phase in budget["phases"]}
     peak = {
         key: max(phase["peak"]["workspace"][key] for phase in budget["phases"])
@@ -179,4 +201,10 @@ def class_load(learners: int, budget: dict | None = None, setup: dict | None = N
         lesson_bytes=lesson["bytes"],
         shm_files=SUBSET_FILES,
         shm_bytes=SUBSET_SHM_BYTES,
+        processes_each=max(each["processes_peak"] for each in rehearsed["per_learner"]),
+        threads_each=max(each["threads_peak"] for each in rehearsed["per_learner"]),
+        rehearsed_learners=rehearsed["learners"],
+        rehearsed_lessons=rehearsed["lessons"],
+        rehearsed_on=rehearsed["date"],
+        rehearsal_machine=rehearsed["machine"],
     )

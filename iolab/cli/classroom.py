@@ -1,7 +1,8 @@
 """`python -m iolab class ACTION`: a workshop on one cluster (iolab.classmode).
 
 preflight (a week before: a letter for the centre's admins and a site profile), setup DIR
-(the day before: one shared, read-only install), clean DIR (after: remove it), wall (during:
+(the day before: one shared, read-only install), rehearse DIR (then: K simulated learners take
+the documented path, without root), clean DIR (after: remove it), wall (during:
 the class's results on one page), joined (what the class's `activate` prints: where a
 learner's things are), and load-test (maintainers, as root in a VM of their own: N real
 users join one class at once).
@@ -226,6 +227,39 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     load_test.set_defaults(func=main)
 
+    rehearse = actions.add_parser(
+        "rehearse",
+        help="before the class, without root: K simulated learners take the documented path",
+        description="K processes of yours, each with a private workspace, join the class in "
+        "DIR at once and run `python -m iolab lab --lessons ...` as learners will; prints each "
+        "one's time to a first result and to the end, the queue's waits, and the most "
+        "processes, threads, files and bytes they held. They share your user id, so the queue "
+        "gives them one place: their heavy steps take turns one at a time (an upper bound). "
+        "It runs K labs at once on this node: rehearse when the node is quiet.",
+    )
+    rehearse.add_argument(
+        "directory", type=path_option("DIR"), metavar="DIR", help="the class folder"
+    )
+    rehearse.add_argument(
+        "--learners",
+        type=int_option("--learners", LEARNERS),
+        default=3,
+        help="how many simulated learners start at once (default: 3)",
+    )
+    rehearse.add_argument(
+        "--lessons",
+        default="01,02",
+        metavar="NN,NN",
+        help="the lessons they run, as the morning's `iolab lab --lessons` (default: 01,02)",
+    )
+    rehearse.add_argument(
+        "--out",
+        type=path_option("--out"),
+        default=None,
+        help="the JSON to write (default: <workspace>/lab/class-rehearsal.json)",
+    )
+    rehearse.set_defaults(func=main)
+
     joined = actions.add_parser(
         "joined",
         help="learners: the class you joined, your workspace, the queue",
@@ -251,6 +285,7 @@ def main(args: argparse.Namespace) -> int:
         "reset": reset_main,
         "wall": wall_main,
         "load-test": load_test_main,
+        "rehearse": rehearse_main,
         "joined": joined_main,
     }[args.action](args)
 
@@ -271,6 +306,38 @@ def load_test_main(args: argparse.Namespace) -> int:
         print(f"{key:<{width}}  {value}")
     print(f"\nsaved: {out}")
     return 0
+
+
+def rehearse_main(args: argparse.Namespace) -> int:
+    """Run the rehearsal, print each learner's row and the class's figures, save them all."""
+    from iolab.classmode.rehearsal import rehearsal_frame, rehearse
+    from iolab.cli.lab import lessons_option  # pandas and the pages: not at start-up
+    from iolab.core.atomic import atomic_output
+    from iolab.core.lab_dirs import results_dir
+    from iolab.core.tables import to_markdown
+
+    lessons = ",".join(sorted(lessons_option(args.lessons)))  # before anyone starts
+    figures = rehearse(args.directory, args.learners, lessons)
+    out = args.out or results_dir() / "class-rehearsal.json"
+    with atomic_output(out) as partial:
+        partial.write_text(json.dumps(figures, indent=1) + "\n")
+    print()
+    print(to_markdown(rehearsal_frame(figures)))
+    print(
+        f"\n{figures['learners']} learners, lessons {figures['lessons']}, on "
+        f"{figures['machine']}: first result after {figures['first_result_median_s']} s "
+        f"(median; the last after {figures['first_result_max_s']} s), all done after "
+        f"{figures['done_max_s']} s; at most {figures['processes_peak_all']} processes and "
+        f"{figures['threads_peak_all']} threads at once. Their CPU time, {figures['cpu_s']} s, "
+        f"spread over {figures['cores']} cores, is a floor of {figures['cpu_floor_s']} s for "
+        "the last learner to finish, however they are scheduled."
+    )
+    for each in figures["per_learner"]:
+        if each["exit"]:
+            print(f"\n{each['learner']} ended with exit status {each['exit']}; its last lines:")
+            print("\n".join(f"  | {line}" for line in each["last_lines"]))
+    print(f"saved: {out}")
+    return 0 if figures["all_finished"] else 1
 
 
 def wall_main(args: argparse.Namespace) -> int:

@@ -30,6 +30,10 @@ CLASS_SCHEMA = 1
 #: the shared one: evicting that would make it cold for the whole class, and a whole copy per
 #: learner in /dev/shm would fill the node's memory (iolab.storage.compare).
 CLASS_SUBSET_FILES = 730
+#: In a class, lesson 09's cold accelerator runs read a private copy of this many image
+#: samples (its runs read 16 batches of 8) instead of the class's shared images, which a
+#: learner may not evict (iolab.ml.accelerator.sweep_images).
+CLASS_SWEEP_SAMPLES = 128
 
 
 @dataclass(frozen=True)

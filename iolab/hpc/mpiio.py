@@ -45,6 +45,7 @@ from iolab.core.capacity import check_capacity
 from iolab.core.errors import Interrupted, LabError, sigterm_as_interrupt
 from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
 from iolab.core.workspace import repo_root
+from iolab.measure.process_tree import children_of, descendants, parent_of
 from iolab.measure.strace_parse import READS, TRACE_OPTIONS, WRITES, TraceReader, unescape_strace
 from iolab.measure.syscalls import strace_status
 
@@ -387,13 +388,13 @@ def _stop_traced_command(tracer: subprocess.Popen) -> bool:
     False at once where nothing could be signalled (no child left, or a kernel before 5.3
     without pidfd_open): the caller then stops the whole group."""
     signalled = False
-    for pid in _children(tracer.pid):
+    for pid in children_of(tracer.pid):
         try:
             handle = os.pidfd_open(pid)
         except OSError:  # gone already, or no pidfd_open here
             continue
         try:
-            if _parent(pid) == tracer.pid:  # still the tracer's child: ours to stop
+            if parent_of(pid) == tracer.pid:  # still the tracer's child: ours to stop
                 signal.pidfd_send_signal(handle, signal.SIGTERM)
                 signalled = True
         except OSError:
@@ -417,7 +418,7 @@ def shared_segments(root: int) -> set[tuple[str, int]]:
     Descendants, not a group or session: Hydra starts every rank in a session of its own."""
     found: set[tuple[str, int]] = set()
     prefix = os.path.join(SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX)
-    for pid in _descendants(root):
+    for pid in descendants(root):
         found |= _mapped_segments(pid, prefix) | _open_segments(pid, prefix)
     return found
 
@@ -453,41 +454,6 @@ def _open_segments(pid: int, prefix: str) -> set[tuple[str, int]]:
                 found.add((os.path.basename(target), os.stat(link).st_ino))
         except OSError:  # closed meanwhile
             continue
-    return found
-
-
-def _parent(pid: int) -> int | None:
-    """The parent of process `pid`, from /proc/PID/stat; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat_file:
-            return int(stat_file.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _children_by_parent() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            parent = _parent(int(entry.name))
-            if parent is not None:
-                children.setdefault(parent, []).append(int(entry.name))
-    return children
-
-
-def _children(pid: int) -> list[int]:
-    return _children_by_parent().get(pid, [])
-
-
-def _descendants(root: int) -> set[int]:
-    """`root` and every process below it, from each process's parent in /proc/PID/stat."""
-    children = _children_by_parent()
-    found, pending = set(), [root]
-    while pending:
-        pid = pending.pop()
-        if pid not in found:
-            found.add(pid)
-            pending.extend(children.get(pid, ()))
     return found
 
 

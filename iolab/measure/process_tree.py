@@ -38,33 +38,63 @@ def _parent_and_threads(stat_text: str) -> tuple[int, int]:
     return int(fields[1]), int(fields[17])
 
 
-def tree_tasks(root_pid: int, proc: Path = PROC) -> Tasks:
-    """The processes and threads of `root_pid` and all its descendants now; empty where there
-    is no /proc or the process is gone. Processes that end while it looks are left out."""
-    parents: dict[int, int] = {}
-    threads: dict[int, int] = {}
+def _read_stat(pid: int | str, proc: Path) -> tuple[int, int] | None:
+    """(parent pid, threads) of one process; None once it is gone."""
     try:
-        entries = list(os.scandir(proc))
+        return _parent_and_threads((proc / str(pid) / "stat").read_text())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _all_processes(proc: Path) -> dict[int, tuple[int, int]]:
+    """(parent pid, threads) of every process now; those that end while it looks are left
+    out, and so is everything where there is no /proc."""
+    try:
+        entries = [entry.name for entry in os.scandir(proc) if entry.name.isdigit()]
     except OSError:
-        return Tasks()
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (proc / entry.name / "stat").read_text()
-            parent, count = _parent_and_threads(text)
-        except (OSError, ValueError, IndexError):
-            continue
-        pid = int(entry.name)
-        parents[pid], threads[pid] = parent, count
-    if root_pid not in parents:
-        return Tasks()
+        return {}
+    found = {}
+    for name in entries:
+        stat = _read_stat(name, proc)
+        if stat is not None:
+            found[int(name)] = stat
+    return found
+
+
+def parent_of(pid: int, proc: Path = PROC) -> int | None:
+    """The parent of process `pid`; None once it is gone."""
+    stat = _read_stat(pid, proc)
+    return None if stat is None else stat[0]
+
+
+def children_of(pid: int, proc: Path = PROC) -> list[int]:
+    """The processes whose parent is `pid` now."""
+    return [child for child, (parent, _) in _all_processes(proc).items() if parent == pid]
+
+
+def _tree(root_pid: int, processes: dict[int, tuple[int, int]]) -> set[int]:
     children: dict[int, list[int]] = {}
-    for pid, parent in parents.items():
+    for pid, (parent, _) in processes.items():
         children.setdefault(parent, []).append(pid)
-    tree, pending = [], [root_pid]
+    tree: set[int] = set()
+    pending = [root_pid] if root_pid in processes else []
     while pending:
         pid = pending.pop()
-        tree.append(pid)
-        pending.extend(children.get(pid, ()))
-    return Tasks(len(tree), sum(threads[pid] for pid in tree))
+        if pid not in tree:
+            tree.add(pid)
+            pending.extend(children.get(pid, ()))
+    return tree
+
+
+def descendants(root_pid: int, proc: Path = PROC) -> set[int]:
+    """`root_pid` and every process below it now; empty once it is gone. Not a group or a
+    session: a launcher such as Hydra starts each rank in a session of its own."""
+    return _tree(root_pid, _all_processes(proc))
+
+
+def tree_tasks(root_pid: int, proc: Path = PROC) -> Tasks:
+    """The processes and threads of `root_pid` and all its descendants now; empty where there
+    is no /proc or the process is gone."""
+    processes = _all_processes(proc)
+    tree = _tree(root_pid, processes)
+    return Tasks(len(tree), sum(processes[pid][1] for pid in tree))

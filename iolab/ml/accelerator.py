@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from iolab.core.class_folder import CLASS_SWEEP_SAMPLES
 from iolab.core.errors import LabError
 from iolab.core.samples import SHARDS_DIR, Dataset
 from iolab.core.workspace import WorkspaceEntry, public_text
@@ -43,9 +44,6 @@ SKIP_FIRST = 1
 MB = 1e6
 WARM_READ_BYTES = 8 * 1024**2
 CACHE_STATES = ("cold", "warm")
-#: In a class, a cold sweep reads a private copy of this many image samples (the lesson's runs
-#: read 16 batches of 8) instead of the class's shared images, which it may not evict.
-CLASS_SWEEP_SAMPLES = 128
 SWEEP_COLUMNS = [
     "source",
     "location",
