@@ -1,8 +1,10 @@
 """What MPICH left of this user's runs in /tmp and /dev/shm: the check every test ends with.
 
-A run stopped the wrong way leaves Hydra's topology file (/tmp/hydra_hwloc_xmlfile_*) and
-its ranks' shared memory (/dev/shm/mpich_shm_*, 2 MiB each) on a login node shared by
-everybody; CI once found one after a passing run, with no test to blame. conftest.py lists
+A run stopped the wrong way leaves Hydra's topology file (/tmp/hydra_hwloc_xmlfile_*), its
+ranks' shared memory (/dev/shm/mpich_shm_*, 2 MiB each) and UCX's (/dev/shm/ucx_shm_posix_*
+and System V segments, 4 MiB) on a login node shared by everybody; CI found such files after
+passing runs, with no test to blame. A System V segment is left when nobody has it attached,
+it is not marked for removal and its creator is gone. conftest.py lists
 these files before and after each test and at the ends of the session, and fails the test
 (or the run) that left one. Files of other users, and files present before, are not counted;
 while an MPI process of this user is still alive (another test's run, beside this one under
@@ -13,19 +15,30 @@ from __future__ import annotations
 
 import os
 
-from iolab.hpc.mpiio import MPICH_FILES
+from iolab.hpc.mpi_leftovers import MPICH_FILES, sysv_segments
 
 #: Programs whose files may still be in use: a leftover is only one once none of them runs.
 MPI_PROGRAMS = (b"mpiexec", b"hydra_pmi_proxy", b"mpiio_demo.py")
 #: In the names of the stand-ins tests make for MPICH's files (and remove): not MPICH's, and
 #: made beside the other test worker's checks.
 STAND_IN = "iolabtest"
+#: The size of the System V segments tests make as stand-ins: not one UCX or MPICH asks for.
+STAND_IN_SYSV_BYTES = 4099
 
 
 def mpich_files(stand_ins: bool = False) -> set[tuple[str, int]]:
-    """(path, inode) of each MPICH file of this user in /tmp and /dev/shm; the tests' own
-    stand-ins only if asked for."""
-    found = set()
+    """(path, inode) of each MPICH file of this user in /tmp and /dev/shm, and (a name,
+    creator pid) of each System V segment of this user left; the tests' own stand-ins only if
+    asked for."""
+    found = {
+        (f"System V shared memory {segment.shmid}", segment.creator_pid)
+        for segment in sysv_segments()
+        if segment.uid == os.getuid()
+        and (segment.size_bytes != STAND_IN_SYSV_BYTES or stand_ins)
+        and segment.attached == 0
+        and not segment.marked_for_removal
+        and not os.path.exists(f"/proc/{segment.creator_pid}")
+    }
     for prefix in MPICH_FILES:
         folder, start = os.path.split(prefix)
         try:

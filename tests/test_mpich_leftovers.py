@@ -12,7 +12,7 @@ from pathlib import Path
 import mpich_leftovers
 import pytest
 
-from iolab.hpc.mpiio import MPICH_FILES
+from iolab.hpc.mpi_leftovers import MPICH_FILES
 
 
 @pytest.fixture

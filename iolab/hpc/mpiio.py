@@ -30,7 +30,6 @@ import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 from collections import Counter
@@ -45,6 +44,13 @@ from iolab.core.capacity import check_capacity
 from iolab.core.errors import Interrupted, LabError, sigterm_as_interrupt
 from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
 from iolab.core.workspace import repo_root
+from iolab.hpc.mpi_leftovers import (
+    made_by_run,
+    remove_made,
+    remove_segments,
+    remove_sysv_segments,
+    shared_segments,
+)
 from iolab.measure.process_tree import children_of, descendants, parent_of
 from iolab.measure.strace_parse import READS, TRACE_OPTIONS, WRITES, TraceReader, unescape_strace
 from iolab.measure.syscalls import strace_status
@@ -71,8 +77,6 @@ RUN_TIMEOUT_S = 600
 #: How long the ranks get to exit after SIGTERM before they are killed: killed, Hydra leaves
 #: its topology file in /tmp, and a busy login node can take 10 s to let it clean up.
 STOP_TIMEOUT_S = 30
-#: Where MPICH's shared-memory segments live: ranks stopped before MPI_Finalize leave theirs.
-SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX = "/dev/shm", "mpich_shm_"
 
 MISSING_MPIEXEC = (
     "mpiexec was not found next to {python} nor on PATH; install MPICH and mpi4py without root "
@@ -357,20 +361,22 @@ def _start(
 
 def _stop_group(proc: subprocess.Popen, traced: bool = False) -> None:
     """Stop every process of the run's group, then remove the shared-memory segments its
-    ranks had mapped: stopped before MPI_Finalize, MPICH leaves them in /dev/shm, a few MiB
-    each, on a login node shared by everybody.
+    ranks held and the System V segments they left (iolab.hpc.mpi_leftovers): stopped before
+    MPI_Finalize, MPICH leaves them, a few MiB each, on a login node shared by everybody.
 
     Under strace, mpiexec is stopped first and alone: Hydra, asked by SIGTERM, stops its
     ranks and removes its topology file (/tmp/hydra_hwloc_xmlfile_*), after which strace ends
     by itself. Stopped together with strace instead, Hydra left that file behind.
     """
     segments = shared_segments(proc.pid)
+    pids = descendants(proc.pid)
     try:
         if traced and _stop_traced_command(proc):
             return
         for sig in (signal.SIGTERM, signal.SIGKILL):
             # again before each signal: a rank that was still in MPI_Init has made its own
             segments |= shared_segments(proc.pid)
+            pids |= descendants(proc.pid)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
             try:
@@ -380,6 +386,7 @@ def _stop_group(proc: subprocess.Popen, traced: bool = False) -> None:
                 continue
     finally:
         remove_segments(segments)
+        remove_sysv_segments(pids)
 
 
 def _stop_traced_command(tracer: subprocess.Popen) -> bool:
@@ -408,123 +415,6 @@ def _stop_traced_command(tracer: subprocess.Popen) -> bool:
     except subprocess.TimeoutExpired:
         return False
     return True
-
-
-def shared_segments(root: int) -> set[tuple[str, int]]:
-    """(name, inode) of each MPICH segment in /dev/shm that process `root` or one of its
-    descendants has mapped or holds open, read from /proc/PID/maps and /proc/PID/fd: proof
-    that the segment is this run's, not another job's. Open counts too: a rank stopped during
-    MPI_Init has created its segment (open, sized) but may not have mapped it yet.
-    Descendants, not a group or session: Hydra starts every rank in a session of its own."""
-    found: set[tuple[str, int]] = set()
-    prefix = os.path.join(SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX)
-    for pid in descendants(root):
-        found |= _mapped_segments(pid, prefix) | _open_segments(pid, prefix)
-    return found
-
-
-def _mapped_segments(pid: int, prefix: str) -> set[tuple[str, int]]:
-    found = set()
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                fields = line.rstrip("\n").split(None, 5)
-                if (
-                    len(fields) == 6
-                    and fields[5].startswith(prefix)
-                    and not fields[5].endswith(" (deleted)")
-                ):
-                    found.add((os.path.basename(fields[5]), int(fields[4])))
-    except (OSError, ValueError):  # gone meanwhile
-        return set()
-    return found
-
-
-def _open_segments(pid: int, prefix: str) -> set[tuple[str, int]]:
-    found = set()
-    try:
-        descriptors = os.listdir(f"/proc/{pid}/fd")
-    except OSError:  # gone meanwhile
-        return set()
-    for fd in descriptors:
-        link = f"/proc/{pid}/fd/{fd}"
-        try:
-            target = os.readlink(link)
-            if target.startswith(prefix) and not target.endswith(" (deleted)"):
-                found.add((os.path.basename(target), os.stat(link).st_ino))
-        except OSError:  # closed meanwhile
-            continue
-    return found
-
-
-#: Files MPICH makes outside the run's folder and removes as it ends: Hydra's topology for its
-#: proxies, and the ranks' shared memory. A run stopped under strace can leave both.
-MPICH_FILES = (os.path.join(SHARED_SEGMENT_DIR, SHARED_SEGMENT_PREFIX), "/tmp/hydra_hwloc_xmlfile_")
-
-
-def created_by_run(trace_file: Path) -> set[str]:
-    """The MPICH_FILES the traced run created itself (open with O_CREAT|O_EXCL succeeded, as
-    its trace shows): the proof that a leftover of that name is the run's, not another job's."""
-    created = set()
-    with (
-        contextlib.suppress(OSError),
-        open(trace_file, encoding="utf-8", errors="surrogateescape") as lines,
-    ):
-        for call in TraceReader().calls(lines):
-            path = call.ret_annotation
-            if (
-                call.syscall in {"open", "openat"}
-                and call.succeeded
-                and path is not None
-                and path.startswith(MPICH_FILES)
-                and any("O_CREAT" in arg and "O_EXCL" in arg for arg in call.args)
-            ):
-                created.add(unescape_strace(path))
-    return created
-
-
-def remove_mpich_files(paths: set[str]) -> None:
-    """Unlink each path that is still a regular file of this user. /tmp and /dev/shm are
-    sticky, so nobody else can rename or replace a file of ours there; a name now owned by
-    another user is theirs and stays."""
-    for path in paths:
-        folder, name = os.path.split(path)
-        try:
-            handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            continue
-        try:
-            found = os.stat(name, dir_fd=handle, follow_symlinks=False)
-            if found.st_uid == os.getuid() and stat.S_ISREG(found.st_mode):
-                os.unlink(name, dir_fd=handle)
-        except FileNotFoundError:  # MPICH removed it itself
-            pass
-        finally:
-            os.close(handle)
-
-
-def remove_segments(segments: set[tuple[str, int]]) -> None:
-    """Unlink each segment still under its name with the inode the ranks had mapped, owned by
-    this user. /dev/shm is sticky, so nobody else can rename or replace a file of ours there;
-    a name now holding another inode is someone else's segment and stays."""
-    if not segments:
-        return
-    try:
-        folder = os.open(SHARED_SEGMENT_DIR, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        for name, inode in segments:
-            try:
-                found = os.stat(name, dir_fd=folder, follow_symlinks=False)
-                if (found.st_ino, found.st_uid) == (inode, os.getuid()) and stat.S_ISREG(
-                    found.st_mode
-                ):
-                    os.unlink(name, dir_fd=folder)
-            except FileNotFoundError:  # MPICH removed it itself
-                continue
-    finally:
-        os.close(folder)
 
 
 def _result(stdout: str, stderr: str, code: int, cmd: list[str]) -> dict:
@@ -557,7 +447,7 @@ def _traced(cmd: list[str], env: dict[str, str], directory: Path):
                 [status.path, *TRACE_OPTIONS, "-o", str(trace_file), "--", *cmd], env, traced=True
             )
         except BaseException:
-            remove_mpich_files(created_by_run(trace_file))
+            remove_made(made_by_run(trace_file))
             raise
         with open(trace_file, encoding="utf-8", errors="surrogateescape") as lines:
             for call in TraceReader().calls(lines):
