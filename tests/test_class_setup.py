@@ -323,6 +323,30 @@ def test_in_a_class_the_cold_sweeps_read_a_private_copy_of_the_images(
     assert len(list((shared / "files").iterdir())) == 512
 
 
+def test_the_private_copy_is_made_the_way_the_class_made_its_images(
+    class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An instructor may build the class's images with other options: the copy then follows
+    the class's manifest (sample size, seed, shards), not make_images.py's defaults, and asks
+    for no more samples than the class has."""
+    from iolab.core.builder import run_generator
+    from iolab.core.samples import load_images_manifest
+    from iolab.ml import accelerator
+
+    monkeypatch.setenv(CLASS_ENV, str(class_dir))
+    monkeypatch.delenv("IOLAB_WORKDIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    shared = tmp_path / "their-images"
+    options = ["--count", "6", "--sample-kb", "100", "--seed", "7", "--shard-mb", "0.25"]
+    run_generator("make_images.py", shared, *options)
+    theirs = load_images_manifest(shared)
+    with accelerator.sweep_images(shared, samples=100) as copy:
+        mine = load_images_manifest(copy)
+        assert mine["samples"] == theirs["samples"]  # all 6, the same bytes
+        assert (mine["sample_bytes"], mine["shard_count"]) == (102_400, theirs["shard_count"])
+    assert not copy.exists()
+
+
 def test_in_a_class_make_labs_readers_are_timed_warm_only(
     class_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
 ) -> None:

@@ -313,19 +313,35 @@ def _require_evictable(data: Path | str | Sequence[Path | str]) -> None:
 @contextlib.contextmanager
 def sweep_images(images: Path, samples: int = CLASS_SWEEP_SAMPLES) -> Iterator[Path]:
     """The image dataset a cold sweep may evict: `images` itself when working alone; in a
-    class, a private copy of its first `samples` samples (byte-identical, each sample
-    depends only on the seed and its index), removed afterwards."""
+    class, a private copy of its first `samples` samples, made with the options its manifest
+    records (byte-identical: each sample depends only on the seed, its size and its index;
+    shards up to the same size),
+    removed afterwards."""
     from iolab.core.builder import run_generator
     from iolab.core.class_folder import active_class
     from iolab.core.lab_dirs import remove_tree, scratch_dir
+    from iolab.core.samples import load_images_manifest
 
     if active_class() is None:
         yield Path(images)
         return
+    shared = load_images_manifest(Path(images))
+    samples = min(samples, shared["count"])
+    options = {
+        "--sample-kb": shared["sample_kb"],
+        "--seed": shared["seed"],
+        "--shard-mb": shared["shard_mb"],
+    }
     folder = scratch_dir("class-images")
     try:
         copy = folder / WorkspaceEntry.IMAGES.dirname
-        run_generator("make_images.py", copy, "--count", str(samples))
+        run_generator(
+            "make_images.py",
+            copy,
+            "--count",
+            str(samples),
+            *(str(word) for option in options.items() for word in option),
+        )
         print(
             f"in a class: the cold and warm runs read your own copy of {samples} "
             "samples, not the shared images (a cold run would evict them for everybody)",
