@@ -54,6 +54,11 @@ def test_footprint_counts_as_du_and_find_do(tmp_path: Path) -> None:
     assert (skipped.bytes, skipped.files) == (1000 + link_bytes, 2)
     assert footprint(tmp_path / "missing") == Footprint()
     assert footprint([root / "sub", root / "a.bin"]).files == 2  # a file is not a folder
+    # a folder given by a link (a class workspace's `dataset`, to the class's shared copy)
+    # is the link alone: the shared files are not the learner's
+    (tmp_path / "dataset").symlink_to(root)
+    linked = footprint(tmp_path / "dataset")
+    assert (linked.bytes, linked.files) == (len(str(root)), 1)
 
 
 def test_a_peak_inside_a_phase_is_caught_and_the_end_measured(tmp_path: Path) -> None:

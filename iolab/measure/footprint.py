@@ -54,7 +54,19 @@ def footprint(paths: Path | str | Iterable[Path], skip: Iterable[Path] = ()) -> 
     are not counted."""
     skipped = {str(Path(p)) for p in skip}
     size = allocated = count = 0
-    pending = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+    roots = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+    pending = []
+    for root in roots:
+        try:
+            info = os.lstat(root)
+        except OSError:  # missing: empty
+            continue
+        if stat.S_ISLNK(info.st_mode):  # a link given as a folder (a class workspace's
+            count += 1  # `dataset`, to the class's copy) is one entry, as below
+            size += info.st_size
+            allocated += info.st_blocks * 512
+        else:
+            pending.append(root)
     while pending:
         try:
             entries = list(os.scandir(pending.pop()))
