@@ -249,6 +249,25 @@ def test_the_benchmark_refuses_an_ordinary_user_in_one_sentence() -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "creates real users, which needs root" in done.stderr
+    with_lessons = subprocess.run(
+        [sys.executable, "-m", "iolab", "class", "load-test", "--learners", "2", "--lessons", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert with_lessons.returncode == 2 and with_lessons.stderr == done.stderr
+
+
+def test_the_accounts_rehearsal_checks_its_lessons_before_anything_is_made() -> None:
+    """Before root is even asked for: a lesson list that names no lesson is one sentence."""
+    done = subprocess.run(
+        [sys.executable, "-m", "iolab", "class", "load-test", "--lessons", "99"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--lessons '99' names no lesson with a notebook" in done.stderr
 
 
 def test_a_checkout_git_will_not_list_is_copied_by_walking_it(tmp_path: Path) -> None:
@@ -442,6 +461,7 @@ def test_a_rehearsal_reports_each_learner_and_leaves_the_class_as_it_was(
     assert sorted(row["queue_waits"] for row in rows) == [0, 1]  # one user id: one place
     assert all(list(row["steps_s"]) == ["lessons 01,02"] for row in rows)
     assert all(row["processes_peak"] >= 1 and row["threads_peak"] >= 1 for row in rows)
+    assert all(row["steps_processes"] == {"lessons 01,02": row["processes_peak"]} for row in rows)
     assert figures["processes_peak_all"] >= 3  # the rehearsal and both learners at least
     assert figures["cpu_s"] > 0 and figures["cpu_floor_s"] == round(
         figures["cpu_s"] / figures["cores"], 1

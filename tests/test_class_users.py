@@ -136,6 +136,64 @@ for what, attempt in tries.items():
     assert (root / "wall" / first).read_text() == "{}"
 
 
+#: A stand-in for `iolab lab` in a rehearsal with accounts: a first result, its budget in the
+#: learner's own workspace, and a heavy step held long enough that the others queue for it.
+STAND_IN_LAB = """
+import sys, time
+from iolab.core.class_folder import active_class, heavy_turn
+from iolab.core.lab_dirs import results_dir
+from iolab.measure.lab_budget import LabBudget
+with LabBudget(results_dir() / "lab-budget.json") as budget:
+    budget.begin("lessons " + sys.argv[1])
+    print("  read_files: median 0.100 s warm", flush=True)
+    with heavy_turn("stand-in"):
+        time.sleep(8)
+"""
+
+
+def test_a_rehearsal_with_accounts_follows_each_learner_as_themselves(
+    stage: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`class load-test --lessons`: each account joins with `. DIR/activate` and runs the
+    path as itself, so each gets a place of its own in the queue (one slot: the second and
+    third wait once each, where simulated learners of one user id queue behind themselves),
+    and its figures are read from its own workspace."""
+    from iolab.classmode import rehearsal
+
+    monkeypatch.setattr(rehearsal, "LEARNER_ARGV", ("-c", STAND_IN_LAB))
+    said: list[str] = []
+    figures = rehearsal.follow_accounts(
+        stage["root"], list(LEARNERS), stage["top"], "01", say=said.append
+    )
+    rows = figures["per_learner"]
+    assert figures["accounts"] and figures["all_finished"], [r["last_lines"] for r in rows]
+    assert [row["learner"] for row in rows] == list(LEARNERS)
+    assert all(row["first_result_s"] is not None for row in rows)
+    assert sorted(row["queue_waits"] for row in rows) == [0, 1, 1]
+    assert all(list(row["steps_s"]) == ["lessons 01"] for row in rows)  # their own budgets
+    assert rehearsal.run_key(figures, ("01", "02")) == "a3_l01"
+    assert said[0].startswith("3 accounts run `. DIR/activate && python -m iolab lab")
+    assert not [p for p in (stage["root"] / "queue").iterdir() if not p.name.startswith(".")]
+
+
+def test_what_the_accounts_left_in_tmp_is_listed_and_removed(stage: dict, tmp_path: Path) -> None:
+    """Before a rehearsal deletes its accounts, their files at the top of /tmp and /dev/shm
+    go (a deleted user's file would stay on the machine, owned by a number); nobody else's."""
+    from iolab.classmode.rehearsal import remove_left_by
+
+    theirs = f"/tmp/iolab-left-{os.getpid()}"
+    finished(
+        as_learner(
+            stage, LEARNERS[0], f"import os; os.mkdir({theirs!r}); open({theirs!r} + '/f', 'w')"
+        )
+    )
+    mine = tmp_path / "mine"
+    mine.write_text("root's")
+    left = remove_left_by([LEARNERS[0]], ("/tmp", str(tmp_path)))
+    assert theirs in left and str(mine) not in left
+    assert not os.path.exists(theirs) and mine.exists()
+
+
 def test_teardown_leaves_nothing(stage: dict) -> None:
     root, files_made = stage["root"], stage["report"].files
     for name in LEARNERS:

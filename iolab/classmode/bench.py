@@ -88,7 +88,7 @@ for what, attempt in tries.items():
 """
 
 
-def _require_root() -> None:
+def require_root() -> None:
     missing = [
         tool for tool in ("useradd", "userdel", "groupadd", "runuser") if shutil.which(tool) is None
     ]
@@ -133,15 +133,19 @@ def remove_learners(made: list[str]) -> None:
             subprocess.run(["userdel", name], capture_output=True)
 
 
-def as_learner(name: str, stage: Path, root: Path, *argv: str) -> subprocess.Popen:
+def as_learner(
+    name: str, stage: Path, root: Path, *argv: str, followed: bool = False
+) -> subprocess.Popen:
     """Start `argv` as learner `name` in a clean environment, joined to the class in `root`
-    as `source root/activate` joins, in their home."""
+    as `source root/activate` joins, in their home. `followed`: its output as one unbuffered
+    stream to read line by line, in a session of its own so that it can be stopped whole."""
     env = {
         "HOME": str(stage / name),
         "USER": name,
         "LOGNAME": name,
         "PATH": f"{root}/env/bin:/usr/bin:/bin",
         CLASS_ENV: str(root),
+        **({"PYTHONUNBUFFERED": "1"} if followed else {}),
     }
     return subprocess.Popen(
         [
@@ -155,9 +159,11 @@ def as_learner(name: str, stage: Path, root: Path, *argv: str) -> subprocess.Pop
             *argv,
         ],
         cwd=stage / name,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT if followed else subprocess.PIPE,
         text=True,
+        start_new_session=followed,
     )
 
 
@@ -218,7 +224,7 @@ def _shared(root: Path) -> tuple[int, int]:
 
 def run_class_bench(learners: int) -> dict:
     """The benchmark; see the module docstring. Everything it made is gone afterwards."""
-    _require_root()
+    require_root()
     stage = Path(tempfile.mkdtemp(prefix="iolab-class-bench-", dir="/tmp"))
     stage.chmod(0o755)
     made: list[str] = []

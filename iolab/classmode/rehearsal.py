@@ -11,30 +11,39 @@ the floor the machine's cores set.
 
 What it cannot show: simulated learners share the instructor's user id, and the class's queue
 gives each user one place (iolab.core.class_queue), so their heavy steps take turns one at a
-time whatever the class's slots: the waits are an upper bound. Real accounts need root
-(`class load-test`). The rehearsal leaves the class as it found it: the learners' workspaces go,
-and so do the instructor's wall and queue entries if there were none before.
+time whatever the class's slots: the waits are an upper bound. The rehearsal leaves the class
+as it found it: the learners' workspaces go, and so do the instructor's wall and queue entries
+if there were none before.
+
+Real accounts need root: `class load-test --learners N --lessons NN` (rehearse_with_accounts)
+creates N users and a class of their own, and each joins with `. DIR/activate` and runs the
+same path as themselves, with a place each in the queue; the figures are the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pwd
 import re
 import resource
+import shlex
+import shutil
 import signal
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iolab.classmode.teardown import reset_learner
 from iolab.classmode.wall import learner_name
-from iolab.core.class_folder import CLASS_ENV, read_class
+from iolab.core.class_folder import CLASS_ENV, ClassFolder, read_class
 from iolab.core.errors import LabError
 from iolab.core.lab_dirs import remove_tree, scratch_dir
 from iolab.core.workspace import lab_entries
@@ -100,6 +109,11 @@ class Learner:
             "worst_place": max(places, default=None),
             "steps_s": {phase["name"]: _rounded(phase["seconds"]) for phase in phases},
             "processes_peak": max((t["processes"] for t in tasks), default=None),
+            "steps_processes": {
+                phase["name"]: phase["tasks_peak"]["processes"]
+                for phase in phases
+                if "tasks_peak" in phase
+            },
             "threads_peak": max((t["threads"] for t in tasks), default=None),
             "workspace_peak_files": max(
                 (p["peak"]["workspace"]["files"] for p in phases), default=None
@@ -165,7 +179,7 @@ def _stop(learners: list[Learner]) -> None:
 
 
 def rehearse(root: Path, learners: int, lessons: str, say: Callable[[str], None] = print) -> dict:
-    """Run the rehearsal and return its figures (see the module)."""
+    """Run the rehearsal with simulated learners and return its figures (see the module)."""
     joined = read_class(root.expanduser().resolve())
     root = joined.root
     if root.stat().st_uid != os.getuid():
@@ -176,35 +190,136 @@ def rehearse(root: Path, learners: int, lessons: str, say: Callable[[str], None]
     python = root / "env" / "bin" / "python"
     had_entries = _own_entries(root)
     stage = scratch_dir("class-rehearsal")
+
+    def start(index: int) -> Learner:
+        name = f"learner-{index:02d}"
+        workspace = stage / name
+        proc = subprocess.Popen(
+            [str(python), *LEARNER_ARGV, lessons],
+            cwd=stage,
+            env=learner_environment(root, workspace),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # its own group: the rehearsal can stop it all
+        )
+        return Learner(name, workspace, proc, time.monotonic())
+
+    try:
+        say(
+            f"{learners} simulated learners run `python -m iolab lab --lessons {lessons}` "
+            f"at once, in {stage}"
+        )
+        return {**_follow(joined, learners, lessons, start, stage, say), "accounts": False}
+    finally:
+        remove_tree(stage)
+        if not had_entries:
+            reset_learner(root, learner_name(os.getuid()))
+
+
+def rehearse_with_accounts(learners: int, lessons: str, say: Callable[[str], None] = print) -> dict:
+    """The rehearsal with K real accounts (root, in a VM of one's own, as `class load-test`):
+    K accounts in a group, a class of their own (Debian's python3, readable by the group),
+    each learner following the documented path as themselves. The accounts, their homes and
+    the class are gone afterwards."""
+    from iolab.classmode.bench import (
+        GROUP,
+        PREFIX,
+        PYTHON,
+        SLOTS,
+        make_learners,
+        remove_learners,
+        require_root,
+    )
+    from iolab.classmode.setup import setup_class
+
+    require_root()
+    stage = Path(tempfile.mkdtemp(prefix="iolab-class-rehearsal-", dir="/tmp"))
+    stage.chmod(0o755)
+    homes = stage / "homes"
+    homes.mkdir()
+    homes.chmod(0o755)  # the accounts go through it to their homes, whatever the umask
+    made: list[str] = []
+    try:
+        names = [f"{PREFIX}{number:02d}" for number in range(1, learners + 1)]
+        made = make_learners(names, GROUP, homes)
+        root = stage / "class"
+        say(f"setting up a class for {learners} accounts in {root} (a few minutes)")
+        setup_class(root, learners, slots=SLOTS, group=GROUP, python=PYTHON, say=lambda _: None)
+        figures = follow_accounts(root, names, homes, lessons, say)
+        return {**figures, "left_outside_homes": remove_left_by(names, ("/tmp", "/dev/shm"))}
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        remove_learners(made)
+
+
+def remove_left_by(names: list[str], places: tuple[str, ...]) -> list[str]:
+    """What the accounts `names`, made for this run, left at the top of `places` (a file,
+    link or folder of theirs): listed, then removed before the accounts go, so that no file
+    of a deleted user stays on the machine."""
+    uids = {pwd.getpwnam(name).pw_uid for name in names}
+    left = []
+    for place in places:
+        with contextlib.suppress(OSError), os.scandir(place) as listing:
+            for entry in listing:
+                if entry.stat(follow_symlinks=False).st_uid in uids:
+                    left.append(entry.path)
+    for path in left:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return left
+
+
+def follow_accounts(
+    root: Path, names: list[str], homes: Path, lessons: str, say: Callable[[str], None] = print
+) -> dict:
+    """Accounts `names` (each with a home in `homes`, in the class's group) join the class in
+    `root` with `. DIR/activate`, as the pages tell them, and run the documented path at once;
+    the rehearsal's figures."""
+    from iolab.classmode.bench import as_learner
+
+    joined = read_class(root)
+    documented = f". {shlex.quote(str(root / 'activate'))} && exec python " + shlex.join(
+        [*LEARNER_ARGV, lessons]
+    )
+
+    def start(index: int) -> Learner:
+        name = names[index - 1]
+        proc = as_learner(name, homes, root, "sh", "-c", documented, followed=True)
+        return Learner(name, homes / name / f"iolab-{joined.name}-{name}", proc, time.monotonic())
+
+    say(f"{len(names)} accounts run `. DIR/activate && python -m iolab lab --lessons {lessons}`")
+    return {**_follow(joined, len(names), lessons, start, homes, say), "accounts": True}
+
+
+def _follow(
+    joined: ClassFolder,
+    learners: int,
+    lessons: str,
+    start: Callable[[int], Learner],
+    workspaces: Path,
+    say: Callable[[str], None],
+) -> dict:
+    """Start the learners at once, follow them to their end with a line every PROGRESS_S,
+    and return the figures; `workspaces` holds their workspaces (its peak is theirs)."""
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     running: list[Learner] = []
     readers: list[threading.Thread] = []
     started = time.monotonic()
     try:
         with PhaseSampler(
-            {"learners": stage, "shm": lambda: lab_entries(SHM)}, tasks_of=os.getpid()
+            {"learners": workspaces, "shm": lambda: lab_entries(SHM)}, tasks_of=os.getpid()
         ) as sampler:
             sampler.begin("rehearsal")
             for index in range(1, learners + 1):
-                workspace = stage / f"learner-{index:02d}"
-                proc = subprocess.Popen(
-                    [str(python), *LEARNER_ARGV, lessons],
-                    cwd=stage,
-                    env=learner_environment(root, workspace),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    start_new_session=True,  # its own group: the rehearsal can stop it all
-                )
-                learner = Learner(f"learner-{index:02d}", workspace, proc, time.monotonic())
+                learner = start(index)
                 readers.append(threading.Thread(target=learner.follow, daemon=True))
                 readers[-1].start()
                 running.append(learner)
-            say(
-                f"{learners} simulated learners run `python -m iolab lab --lessons {lessons}` "
-                f"at once, in {stage}"
-            )
             next_line = started + PROGRESS_S
             while any(each.proc.poll() is None for each in running):
                 time.sleep(0.5)
@@ -218,9 +333,6 @@ def rehearse(root: Path, learners: int, lessons: str, say: Callable[[str], None]
         per_learner = [each.summary() for each in running]
     finally:
         _stop(running)
-        remove_tree(stage)
-        if not had_entries:
-            reset_learner(root, learner_name(os.getuid()))
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = round(
         (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime), 1
@@ -232,11 +344,11 @@ def rehearse(root: Path, learners: int, lessons: str, say: Callable[[str], None]
     return {
         "machine": machine_label(machine_context(tools=())),
         "date": time.strftime("%Y-%m-%d"),
-        "class": root.name,
+        "class": joined.root.name,
         "learners": learners,
         "lessons": lessons,
         "slots": joined.slots,
-        "workspaces_fs": mount_for(stage.parent).fs_type,
+        "workspaces_fs": mount_for(workspaces).fs_type,
         "class_workspaces_fs": mount_for(joined.workspace_base()).fs_type,
         "all_finished": all(each["exit"] == 0 for each in per_learner),
         "first_result_median_s": _rounded(statistics.median(firsts)) if firsts else None,
@@ -271,8 +383,17 @@ def _progress(running: list[Learner], elapsed: float) -> str:
     )
 
 
+def run_key(run: dict, every_lesson: Collection[str]) -> str:
+    """A recorded run's name in the pages' glue keys: `k` for simulated learners, `a` for
+    accounts, the number of learners, and its lessons (`all` when they are `every_lesson`),
+    e.g. k6_l0102, a30_l01, k1_all."""
+    numbers = sorted(run["lessons"].split(","))
+    lessons = "all" if numbers == sorted(every_lesson) else "l" + "".join(numbers)
+    return f"{'a' if run.get('accounts') else 'k'}{run['learners']}_{lessons}"
+
+
 def rehearsal_frame(figures: dict) -> pd.DataFrame:
-    """One row per simulated learner, units in the column names."""
+    """One row per learner, units in the column names."""
     import pandas as pd
 
     return pd.DataFrame(

@@ -30,7 +30,7 @@ from iolab.core.options import Bounds, float_option, int_option, path_option
 SLOTS = Bounds(1, MAX_SLOTS, "heavy steps at a time", "the budget of one run is shared by them")
 LEARNERS = Bounds(1, MAX_LEARNERS, "learners", "a workshop's size, not a campus's")
 #: The benchmark's users are real accounts on this machine: a class, kept small.
-BENCH_LEARNERS = Bounds(2, 60, "learners", "each is a real user account made for the run")
+BENCH_LEARNERS = Bounds(1, 60, "learners", "each is a real user account made for the run")
 #: How many entries `class clean` names of what it could not remove.
 SHOWN_LEFT = 5
 #: The heavy-step queue's bounds an instructor may set (iolab.core.class_queue).
@@ -220,6 +220,14 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         help="how many learners join at once (default: 30)",
     )
     load_test.add_argument(
+        "--lessons",
+        default=None,
+        metavar="NN,NN",
+        help="instead of the benchmark's single reader and heavy step, each learner joins "
+        "with `. DIR/activate` and runs `python -m iolab lab --lessons NN,NN`: the documented "
+        "path, measured as `class rehearse` measures it, with real accounts",
+    )
+    load_test.add_argument(
         "--out",
         type=path_option("--out"),
         default=None,
@@ -291,13 +299,26 @@ def main(args: argparse.Namespace) -> int:
 
 
 def load_test_main(args: argparse.Namespace) -> int:
-    """Run the class benchmark (N real users at once) and save its figures."""
+    """Run the class benchmark (N real users at once) and save its figures; with --lessons,
+    the rehearsal of the documented path with N real accounts."""
     from iolab.classmode.bench import run_class_bench
     from iolab.core.atomic import atomic_output
+    from iolab.core.errors import LabError
     from iolab.core.lab_dirs import results_dir
 
-    figures = run_class_bench(args.learners)
     out = args.out or results_dir() / "class-load-test.json"
+    if args.lessons is not None:
+        from iolab.classmode.rehearsal import rehearse_with_accounts
+        from iolab.cli.lab import lessons_option  # pandas and the pages: not at start-up
+
+        lessons = ",".join(sorted(lessons_option(args.lessons)))  # before anything is made
+        return _rehearsed(rehearse_with_accounts(args.learners, lessons), out)
+    if args.learners < 2:
+        raise LabError(
+            "--learners 1 leaves the benchmark nobody to compare the lone learner with: give "
+            "2 or more, or add --lessons NN to follow one account through the lessons"
+        )
+    figures = run_class_bench(args.learners)
     with atomic_output(out) as partial:
         partial.write_text(json.dumps(figures, indent=1) + "\n")
     shown = {key: value for key, value in figures.items() if key != "wall"}
@@ -310,15 +331,22 @@ def load_test_main(args: argparse.Namespace) -> int:
 
 def rehearse_main(args: argparse.Namespace) -> int:
     """Run the rehearsal, print each learner's row and the class's figures, save them all."""
-    from iolab.classmode.rehearsal import rehearsal_frame, rehearse
+    from iolab.classmode.rehearsal import rehearse
     from iolab.cli.lab import lessons_option  # pandas and the pages: not at start-up
-    from iolab.core.atomic import atomic_output
     from iolab.core.lab_dirs import results_dir
-    from iolab.core.tables import to_markdown
 
     lessons = ",".join(sorted(lessons_option(args.lessons)))  # before anyone starts
     figures = rehearse(args.directory, args.learners, lessons)
-    out = args.out or results_dir() / "class-rehearsal.json"
+    return _rehearsed(figures, args.out or results_dir() / "class-rehearsal.json")
+
+
+def _rehearsed(figures: dict, out: Path) -> int:
+    """Save a rehearsal's figures to `out`, print each learner's row, the class's figures and
+    the last lines of each failed run; 0 if every learner finished."""
+    from iolab.classmode.rehearsal import rehearsal_frame
+    from iolab.core.atomic import atomic_output
+    from iolab.core.tables import to_markdown
+
     with atomic_output(out) as partial:
         partial.write_text(json.dumps(figures, indent=1) + "\n")
     print()
