@@ -14,8 +14,8 @@ recordings, each named in the letter with its date and machine.
   constants here that a test measures by building them. These are upper bounds: the kept
   results include the image dataset, which a class shares too.
 
-- Processes and threads per learner: the most one simulated learner's lab held at once in
-  the largest recorded class rehearsal (workshop/class-rehearsal-recorded.json).
+- Processes and threads per learner: the most one learner's lab held at once in any
+  recorded class rehearsal (workshop/class-rehearsal-recorded.json).
 
 A learner's own run on the cluster differs in time, not in files and bytes (the dataset and
 the environment are the same everywhere, give or take the file system's block size).
@@ -56,8 +56,8 @@ IMAGE_COPY_FILES = 138
 IMAGE_COPY_BYTES = 67_352_191
 #: The recorded class setup and load test, whose install size class mode quotes.
 RECORDED_SETUP = Path("workshop") / "class-bench-recorded.json"
-#: The recorded rehearsals (`iolab class rehearse`), whose largest gives the processes and
-#: threads one learner's lab held at once.
+#: The recorded rehearsals (`iolab class rehearse`, `class load-test --lessons`): the busiest
+#: learner in them gives the processes and threads one learner's lab holds at once.
 RECORDED_REHEARSAL = Path("workshop") / "class-rehearsal-recorded.json"
 
 
@@ -87,7 +87,7 @@ class Load:
     shm_files: int = 0  # class mode, per learner: /dev/shm at its fullest (lesson 02's subset)
     shm_bytes: int = 0
     # class mode, per learner: the most processes and threads one learner's lab held at
-    # once in the largest recorded rehearsal, which ran `rehearsed_lessons`
+    # once in any recorded rehearsal; that run had `rehearsed_learners` and `rehearsed_lessons`
     processes_each: int = 0
     threads_each: int = 0
     rehearsed_learners: int = 0
@@ -158,7 +158,12 @@ def class_load(
         setup = json.loads((repo_root() / RECORDED_SETUP).read_text())
     if rehearsals is None:
         rehearsals = json.loads((repo_root() / RECORDED_REHEARSAL).read_text())
-    rehearsed = max(rehearsals["runs"], key=lambda run: run["learners"])
+    # the run in which one learner's lab held the most processes (the lessons with MPI ranks
+    # and DataLoader workers, where a run covered them)
+    rehearsed = max(
+        rehearsals["runs"],
+        key=lambda run: max(each["processes_peak"] or 0 for each in run["per_learner"]),
+    )
     phases = {phase["name"]: phase for phase in budget["phases"]}
     peak = {
         key: max(phase["peak"]["workspace"][key] for phase in budget["phases"])
