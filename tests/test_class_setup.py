@@ -239,35 +239,39 @@ def test_the_benchmark_bounds_a_class_by_its_cpu_seconds() -> None:
     }
 
 
+def load_test(*options: str) -> subprocess.CompletedProcess:
+    """`python -m iolab class load-test OPTIONS` from the checkout, its output kept."""
+    return subprocess.run(
+        [sys.executable, "-m", "iolab", "class", "load-test", *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may create users: the refusal is for others")
 def test_the_benchmark_refuses_an_ordinary_user_in_one_sentence() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "iolab", "class", "load-test", "--learners", "2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    done = load_test("--learners", "2")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "creates real users, which needs root" in done.stderr
-    with_lessons = subprocess.run(
-        [sys.executable, "-m", "iolab", "class", "load-test", "--learners", "2", "--lessons", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    with_lessons = load_test("--learners", "2", "--lessons", "1")
     assert with_lessons.returncode == 2 and with_lessons.stderr == done.stderr
 
 
 def test_the_accounts_rehearsal_checks_its_lessons_before_anything_is_made() -> None:
     """Before root is even asked for: a lesson list that names no lesson is one sentence."""
-    done = subprocess.run(
-        [sys.executable, "-m", "iolab", "class", "load-test", "--lessons", "99"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    done = load_test("--lessons", "99")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--lessons '99' names no lesson with a notebook" in done.stderr
+
+
+def test_one_learner_is_only_for_the_documented_path() -> None:
+    """The benchmark compares a lone learner with the class: one learner alone gets one
+    sentence naming the fix, before root is asked for or anything is made."""
+    done = load_test("--learners", "1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--learners 1 leaves the benchmark nobody to compare" in done.stderr
+    assert "add --lessons NN" in done.stderr
 
 
 def test_a_checkout_git_will_not_list_is_copied_by_walking_it(tmp_path: Path) -> None:
