@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,29 +53,59 @@ def test_only_the_mpich_files_a_run_created_are_removed(tmp_path: Path) -> None:
                 os.unlink(path)
 
 
-def test_a_ucx_segment_a_rank_holds_is_found_and_removed(tmp_path: Path) -> None:
-    """UCX names its segment only between creating and unlinking it: a process of the run
-    that holds it open under its name then (stopped in between) proves it the run's."""
-    path = (
-        Path(mpi_leftovers.SEGMENT_DIR)
-        / f"{mpi_leftovers.UCX_SEGMENT_PREFIX}iolabtest{os.getpid()}"
+#: A stand-in rank: maps its first argument and closes it (as MPICH does with its segment),
+#: holds the second open, opens the third and unlinks it (as UCX does), then waits.
+MAPPER = (
+    "import mmap, os, sys, time\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR); kept = mmap.mmap(fd, 4096); os.close(fd)\n"
+    "held = open(sys.argv[2], 'rb'); gone = open(sys.argv[3], 'rb'); os.unlink(sys.argv[3])\n"
+    "print('ready', flush=True); time.sleep(30)\n"
+)
+
+
+def test_what_a_process_maps_or_holds_open_is_found_and_removed() -> None:
+    """Mapped (MPICH's segment), open (Hydra's topology file, UCX's segment between creating
+    and unlinking it): each proves the file the run's. One already unlinked is not listed."""
+    tag = f"iolabtest{os.getpid()}"
+    mapped = Path(mpi_leftovers.SEGMENT_DIR) / f"{mpi_leftovers.MPICH_SEGMENT_PREFIX}{tag}_0"
+    held = Path(f"/tmp/hydra_hwloc_xmlfile_{tag}")
+    unlinked = Path(mpi_leftovers.SEGMENT_DIR) / f"{mpi_leftovers.UCX_SEGMENT_PREFIX}{tag}"
+    for path in (mapped, held, unlinked):
+        path.write_bytes(b"\0" * 4096)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", MAPPER, str(mapped), str(held), str(unlinked)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    path.write_bytes(b"\0" * 4096)
-    holder = subprocess.Popen(["/bin/sh", "-c", f"exec 3<'{path}'; sleep 30"])
     try:
-        deadline = time.monotonic() + 10
-        while not mpi_leftovers.shared_segments(holder.pid):
-            assert time.monotonic() < deadline, "the holder never opened the segment"
-            time.sleep(0.01)
-        found = mpi_leftovers.shared_segments(holder.pid)
-        assert found == {(path.name, path.stat().st_ino)}
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        found = mpi_leftovers.held_files([holder.pid])
+        assert found == {(str(mapped), mapped.stat().st_ino), (str(held), held.stat().st_ino)}
         holder.kill()
         holder.wait()
-        mpi_leftovers.remove_segments(found)
-        assert not path.exists()
+        mpi_leftovers.remove_held(found)
+        assert not mapped.exists() and not held.exists()
     finally:
         holder.kill()
         holder.wait()
+        for path in (mapped, held, unlinked):
+            path.unlink(missing_ok=True)
+
+
+def test_a_name_that_now_holds_another_file_is_left() -> None:
+    """Removed and made again meanwhile (another job's segment under a reused name): the
+    inode differs, so it stays."""
+    path = Path(mpi_leftovers.SEGMENT_DIR) / f"{mpi_leftovers.MPICH_SEGMENT_PREFIX}iolabtest_x"
+    path.write_bytes(b"old")
+    inode = path.stat().st_ino
+    try:
+        replacement = path.with_name(path.name + ".new")
+        replacement.write_bytes(b"new")
+        replacement.replace(path)
+        assert path.stat().st_ino != inode
+        mpi_leftovers.remove_held({(str(path), inode)})
+        assert path.read_bytes() == b"new"
+    finally:
         path.unlink(missing_ok=True)
 
 

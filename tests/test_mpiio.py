@@ -11,6 +11,7 @@ they are not asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,7 +25,7 @@ import pytest
 from iolab.cli.mpiio import setup_parser
 from iolab.core.errors import LabError
 from iolab.hpc import mpi_leftovers, mpiio
-from iolab.measure.process_tree import children_of
+from iolab.measure.process_tree import descendants, process_state
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_mpi = pytest.mark.needs("mpi")
@@ -35,9 +36,8 @@ BLOCK = 4 * KIB
 
 
 #: The longest a stopped run may take by the lab's own bounds, plus a margin for a loaded
-#: machine: under strace, STOP_TIMEOUT_S for the tracer, then for SIGTERM, then for SIGKILL
-#: (mpiio._stop_group). The bound was 60 s, the first two only: a loaded CI run once passed
-#: it, within the 90 s the lab allows itself; whatever a late stop leaves is still checked.
+#: machine: STOP_TIMEOUT_S to freeze the run, then to let it end once killed, then for its
+#: output (mpiio._stop_run); whatever a late stop leaves is still checked.
 STOPPED_WITHIN_S = 3 * mpiio.STOP_TIMEOUT_S + 30
 
 
@@ -331,22 +331,19 @@ def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     while not list(workspace.glob("tmp/mpiio-*/shared.dat")) and proc.poll() is None:
         assert time.monotonic() < deadline, "the demo never started writing"
         time.sleep(0.05)
-    # The shared-memory segments the ranks have mapped, read as the lab reads them.
-    segments = mpi_leftovers.shared_segments(proc.pid)
-    assert segments, "MPICH's ranks on one node share memory: the test should see a segment"
+    # The files the run's processes hold, read as the lab reads them.
+    held = mpi_leftovers.held_files(descendants(proc.pid))
+    assert any(mpi_leftovers.MPICH_SEGMENT_PREFIX in path for path, _ in held), (
+        "MPICH's ranks on one node share memory: the test should see a segment"
+    )
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=STOPPED_WITHIN_S)
     assert proc.returncode == 130, err
     assert err.strip() == "interrupted: nothing half-written is kept."
     assert list(workspace.glob("tmp/mpiio-*")) == []
     assert _processes_mentioning(str(workspace)) == []
-    left = [
-        name
-        for name, inode in segments
-        if (Path(mpi_leftovers.SEGMENT_DIR) / name).exists()
-        and (Path(mpi_leftovers.SEGMENT_DIR) / name).stat().st_ino == inode
-    ]
-    assert left == [], f"the stopped run left MPICH's shared memory behind: {left}"
+    left = [path for path, inode in held if os.path.exists(path) and os.stat(path).st_ino == inode]
+    assert left == [], f"the stopped run left MPICH's files behind: {left}"
 
 
 @needs_mpi
@@ -450,58 +447,67 @@ def test_a_traced_run_stopped_leaves_nothing_of_mpich(moment: str, tmp_path: Pat
     assert list(workspace.glob("tmp/mpiio*")) == []
 
 
-def test_the_traced_command_is_stopped_alone_and_old_kernels_fall_back_at_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A stand-in for strace (a shell waiting for its child): the child gets SIGTERM through a
-    pidfd and the "tracer" ends by itself. Without pidfd_open (Linux before 5.3, as on older
-    cluster login nodes) nothing is signalled and the caller is told at once, not after
-    STOP_TIMEOUT_S, so an interrupted run still stops within seconds."""
+#: A stand-in for a launcher: a shell that ignores SIGTERM (as Hydra did, signalled while its
+#: ranks were in MPI_Init) with a child in a session of its own (as Hydra starts its ranks)
+#: that holds a file named like MPICH's shared memory open.
+HOLDING = "trap '' TERM; setsid sh -c 'exec 3<\"$0\"; sleep 60' \"$0\" & wait"
 
-    def stand_in() -> subprocess.Popen:
-        proc = subprocess.Popen(["/bin/sh", "-c", "sleep 30; exit 0"], start_new_session=True)
-        deadline = time.monotonic() + 10
-        while not children_of(proc.pid):
-            assert time.monotonic() < deadline, "the stand-in never started its child"
-            time.sleep(0.01)
-        return proc
 
-    tracer = stand_in()
-    started = time.monotonic()
-    assert mpiio._stop_traced_command(tracer) is True
-    assert tracer.returncode == 0 and time.monotonic() - started < mpiio.STOP_TIMEOUT_S
-
-    def no_pidfd(pid: int) -> int:
-        raise OSError(38, "Function not implemented")
-
-    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
-    tracer = stand_in()
+def test_a_stopped_run_removes_what_its_processes_held_and_nothing_else() -> None:
+    """_stop_run freezes the tree, reads what it holds, kills it all (even past a SIGTERM
+    trap, even in another session) and removes those files; a file of the same kind that no
+    process of the run held stays: it may be another job's."""
+    stem = f"{mpi_leftovers.SEGMENT_DIR}/{mpi_leftovers.MPICH_SEGMENT_PREFIX}iolabtest{os.getpid()}"
+    held, other = Path(f"{stem}_held"), Path(f"{stem}_other")
+    for path in (held, other):
+        path.write_bytes(b"\0" * 4096)
+    proc = subprocess.Popen(["/bin/sh", "-c", HOLDING, str(held)], start_new_session=True)
     try:
-        started = time.monotonic()
-        assert mpiio._stop_traced_command(tracer) is False
-        assert time.monotonic() - started < 1 and tracer.poll() is None
+        deadline = time.monotonic() + 20
+        while not mpi_leftovers.held_files(descendants(proc.pid)):
+            assert time.monotonic() < deadline, "the stand-in never opened its file"
+            time.sleep(0.01)
+        tree = descendants(proc.pid)
+        assert len(tree) == 3
+        mpiio._stop_run(proc)
+        assert proc.returncode == -signal.SIGKILL
+        assert not held.exists() and other.exists()
+        assert all(process_state(pid) in (None, "Z") for pid in tree)
     finally:
-        os.killpg(tracer.pid, signal.SIGKILL)
-        tracer.wait()
+        for pid in descendants(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+        for path in (held, other):
+            path.unlink(missing_ok=True)
 
 
-def test_segments_made_while_the_run_is_stopped_are_removed_too(
-    monkeypatch: pytest.MonkeyPatch,
+#: Moments to stop an untraced run at, by what its processes hold: a Hydra proxy its topology
+#: file (the ranks are starting), a rank its shared memory (MPI_Init under way).
+HELD_AT = {"topology": "/tmp/hydra_hwloc_xmlfile_", "shared memory": "/dev/shm/mpich_shm_"}
+
+
+@pytest.mark.slow
+@needs_mpi
+@pytest.mark.parametrize("moment", sorted(HELD_AT))
+def test_a_run_stopped_while_its_ranks_start_leaves_nothing_of_mpich(
+    moment: str, tmp_path: Path
 ) -> None:
-    """A rank still in MPI_Init when the stop began makes its segment afterwards: the
-    segments are read again before each signal, and every one seen is removed."""
-    seen = iter([{("mpich_shm_early_0", 1)}, {("mpich_shm_late_0", 2)}, set()])
-    removed: list[set[tuple[str, int]]] = []
-    creators: list[set[int]] = []
-    monkeypatch.setattr(mpiio, "shared_segments", lambda root: next(seen, set()))
-    monkeypatch.setattr(mpiio, "remove_segments", removed.append)
-    monkeypatch.setattr(mpiio, "remove_sysv_segments", creators.append)
-    monkeypatch.setattr(mpiio, "STOP_TIMEOUT_S", 0.5)
-    # a group that shrugs off SIGTERM, as ranks busy in MPI_Init may: it takes SIGKILL
-    proc = subprocess.Popen(["/bin/sh", "-c", "trap '' TERM; sleep 30"], start_new_session=True)
-    time.sleep(0.2)  # let the shell set its trap
-    mpiio._stop_group(proc)
-    assert proc.returncode == -signal.SIGKILL
-    assert removed == [{("mpich_shm_early_0", 1), ("mpich_shm_late_0", 2)}]
-    # the System V segments of every process seen in the run's tree, the shell included
-    assert len(creators) == 1 and proc.pid in creators[0]
+    """The moment CI caught (2026-11-30): Hydra, asked to stop while its ranks were in
+    MPI_Init, hung until it was killed and left its topology file and the ranks' shared
+    memory in /tmp and /dev/shm. The files checked are those this run's processes held, so
+    other MPI runs on the machine cannot confuse the test."""
+    workspace = tmp_path / "ws"
+    proc = start_demo(workspace, "4, 'independent', blocks_per_rank=64")
+    seen: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and not any(path.startswith(HELD_AT[moment]) for path, _ in seen):
+        assert time.monotonic() < deadline, f"the run never held its {moment} file"
+        seen |= mpi_leftovers.held_files(descendants(proc.pid))
+    assert proc.poll() is None, "the run ended before it could be stopped: nothing was tested"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=STOPPED_WITHIN_S)
+    assert proc.returncode == 130, err
+    left = [path for path, inode in seen if os.path.exists(path) and os.stat(path).st_ino == inode]
+    assert left == [], f"the stopped run left MPICH's files behind: {left}"
+    assert list(workspace.glob("tmp/mpiio*")) == []

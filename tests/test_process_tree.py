@@ -3,6 +3,8 @@ command names with spaces and parentheses, empty for a process that is gone."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from iolab.measure.footprint import PhaseSampler
-from iolab.measure.process_tree import Tasks, children_of, descendants, parent_of, tree_tasks
+from iolab.measure.process_tree import (
+    Tasks,
+    children_of,
+    descendants,
+    descendants_top_down,
+    parent_of,
+    process_state,
+    tree_tasks,
+)
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -81,3 +91,24 @@ def test_a_phase_keeps_the_most_processes_its_run_held() -> None:
         shell.wait(timeout=30)
     (phase,) = sampler.as_list()
     assert phase["tasks_peak"] == {"processes": 3, "threads": 3}
+
+
+def test_a_tree_is_listed_parents_first_with_each_state(tmp_path: Path) -> None:
+    """Top down, so a signaller can check each process is the child of one already seen; a
+    stopped process reads T, one gone None."""
+    shell = subprocess.Popen(["bash", "-c", "bash -c 'sleep 30 & wait' & wait"])
+    try:
+        assert _settled(shell.pid, 3).processes == 3
+        order = descendants_top_down(shell.pid)
+        assert order[0] == shell.pid and set(order) == descendants(shell.pid)
+        assert all(parent_of(pid) in order[:index] for index, pid in enumerate(order) if index)
+        os.kill(shell.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while process_state(shell.pid) != "T":
+            assert time.monotonic() < deadline, process_state(shell.pid)
+            time.sleep(0.01)
+    finally:
+        for pid in descendants(shell.pid):
+            os.kill(pid, signal.SIGKILL)
+        shell.wait()
+    assert process_state(shell.pid) is None and descendants_top_down(shell.pid) == []

@@ -736,8 +736,8 @@ def interrupted(argv: list[str], delay: float, env: dict | None = None) -> subpr
 
 
 #: Seconds a signalled command gets to end: an MPI-IO run stops in up to three stages of
-#: STOP_TIMEOUT_S (the tracer, SIGTERM to the launcher's group, SIGKILL), and several stopped
-#: at once on a busy 2-core machine have needed more than 60 s (CI, 2026-11-30).
+#: STOP_TIMEOUT_S (freezing its processes, their end once killed, its output), and several
+#: stopped at once on a busy 2-core machine have needed more than 60 s (CI, 2026-11-30).
 STOPPED_WITHIN_S = {"mpiio": 3 * STOP_TIMEOUT_S + 30}
 SIGNALLED_WITHIN_S = 60
 

@@ -10,9 +10,9 @@ a traced run stopped mid-way) leaves it on a login node shared by everybody:
   after making it (openucx/ucx pull request 871, 2016-07-05), so only a rank stopped in
   between leaves one; CI found a ucx_shm_posix_ file after traced runs were stopped under load.
 
-Only what is proven the run's is removed: a segment a process of the run holds (read from
-/proc while it runs), a file the run's strace trace shows it created (O_CREAT|O_EXCL), a
-System V segment whose creator was a process of the run.
+Only what is proven the run's is removed: a file a process of the run holds (read from /proc
+while the run is frozen, iolab.hpc.frozen_tree), a file the run's strace trace shows it
+created (O_CREAT|O_EXCL), a System V segment whose creator was a process of the run.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iolab.measure.process_tree import descendants
 from iolab.measure.strace_parse import TraceReader, unescape_strace
 
 #: Where MPICH's and UCX's shared-memory files live.
@@ -43,19 +42,19 @@ SYSV_TABLE = Path("/proc/sysvipc/shm")
 IPC_RMID, SHM_DEST = 0, 0o1000
 
 
-def shared_segments(root: int) -> set[tuple[str, int]]:
-    """(name, inode) of each segment in /dev/shm that process `root` or one of its descendants
-    has mapped or holds open, read from /proc/PID/maps and /proc/PID/fd: proof that it is
-    this run's, not another job's. Open counts too: a rank stopped during MPI_Init has
-    created its segment (open, sized) but may not have mapped it yet. Descendants, not a group
-    or session: Hydra starts every rank in a session of its own."""
+def held_files(pids: Iterable[int]) -> set[tuple[str, int]]:
+    """(path, inode) of each of MPICH_FILES that one of `pids` has mapped or holds open, read
+    from /proc/PID/maps and /proc/PID/fd: proof that it is this run's, not another job's.
+    Open counts too: Hydra's proxy keeps its topology file open for the whole run, and a rank
+    stopped during MPI_Init has created its segment (open, sized) but may not have mapped it
+    yet. Read while the run is frozen (iolab.hpc.frozen_tree), this is all it made and kept."""
     found: set[tuple[str, int]] = set()
-    for pid in descendants(root):
-        found |= _mapped_segments(pid, SEGMENT_PATHS) | _open_segments(pid, SEGMENT_PATHS)
+    for pid in pids:
+        found |= _mapped_files(pid, MPICH_FILES) | _open_files(pid, MPICH_FILES)
     return found
 
 
-def _mapped_segments(pid: int, prefixes: tuple[str, ...]) -> set[tuple[str, int]]:
+def _mapped_files(pid: int, prefixes: tuple[str, ...]) -> set[tuple[str, int]]:
     found = set()
     try:
         with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
@@ -66,13 +65,13 @@ def _mapped_segments(pid: int, prefixes: tuple[str, ...]) -> set[tuple[str, int]
                     and fields[5].startswith(prefixes)
                     and not fields[5].endswith(" (deleted)")
                 ):
-                    found.add((os.path.basename(fields[5]), int(fields[4])))
+                    found.add((fields[5], int(fields[4])))
     except (OSError, ValueError):  # gone meanwhile
         return set()
     return found
 
 
-def _open_segments(pid: int, prefixes: tuple[str, ...]) -> set[tuple[str, int]]:
+def _open_files(pid: int, prefixes: tuple[str, ...]) -> set[tuple[str, int]]:
     found = set()
     try:
         descriptors = os.listdir(f"/proc/{pid}/fd")
@@ -83,32 +82,37 @@ def _open_segments(pid: int, prefixes: tuple[str, ...]) -> set[tuple[str, int]]:
         try:
             target = os.readlink(link)
             if target.startswith(prefixes) and not target.endswith(" (deleted)"):
-                found.add((os.path.basename(target), os.stat(link).st_ino))
+                found.add((target, os.stat(link).st_ino))
         except OSError:  # closed meanwhile
             continue
     return found
 
 
-def remove_segments(segments: set[tuple[str, int]]) -> None:
-    """Unlink each segment still under its name with the inode the ranks had, owned by this
-    user. /dev/shm is sticky, so nobody else can rename or replace a file of ours there; a
-    name now holding another inode is someone else's segment and stays."""
-    if not segments:
-        return
+def remove_held(files: Iterable[tuple[str, int]]) -> None:
+    """Unlink each (path, inode) the run held that is still under its name with that inode."""
+    for path, inode in files:
+        _unlink_mine(path, inode)
+
+
+def _unlink_mine(path: str, inode: int | None) -> None:
+    """Unlink path if it is a regular file of this user (with this inode, if given). /tmp and
+    /dev/shm are sticky, so nobody else can rename or replace a file of ours there; a name
+    now owned by another user, or holding another inode, is someone else's and stays."""
+    folder_path, name = os.path.split(path)
     try:
-        folder = os.open(SEGMENT_DIR, os.O_RDONLY | os.O_DIRECTORY)
+        folder = os.open(folder_path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
     try:
-        for name, inode in segments:
-            try:
-                found = os.stat(name, dir_fd=folder, follow_symlinks=False)
-                if (found.st_ino, found.st_uid) == (inode, os.getuid()) and stat.S_ISREG(
-                    found.st_mode
-                ):
-                    os.unlink(name, dir_fd=folder)
-            except FileNotFoundError:  # MPICH removed it itself
-                continue
+        found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        if (
+            found.st_uid == os.getuid()
+            and stat.S_ISREG(found.st_mode)
+            and inode in (None, found.st_ino)
+        ):
+            os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:  # MPICH removed it itself
+        pass
     finally:
         os.close(folder)
 
@@ -153,23 +157,9 @@ def remove_made(made: MadeByRun) -> None:
 
 
 def remove_mpich_files(paths: Iterable[str]) -> None:
-    """Unlink each path that is still a regular file of this user. /tmp and /dev/shm are
-    sticky, so nobody else can rename or replace a file of ours there; a name now owned by
-    another user is theirs and stays."""
+    """Unlink each path that is still a regular file of this user."""
     for path in paths:
-        folder, name = os.path.split(path)
-        try:
-            handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            continue
-        try:
-            found = os.stat(name, dir_fd=handle, follow_symlinks=False)
-            if found.st_uid == os.getuid() and stat.S_ISREG(found.st_mode):
-                os.unlink(name, dir_fd=handle)
-        except FileNotFoundError:  # MPICH removed it itself
-            pass
-        finally:
-            os.close(handle)
+        _unlink_mine(path, None)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -41,17 +40,17 @@ import numpy as np
 import pandas as pd
 
 from iolab.core.capacity import check_capacity
-from iolab.core.errors import Interrupted, LabError, sigterm_as_interrupt
+from iolab.core.errors import Interrupted, LabError, interrupts_held, sigterm_as_interrupt
 from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
 from iolab.core.workspace import repo_root
+from iolab.hpc.frozen_tree import freeze, kill
 from iolab.hpc.mpi_leftovers import (
+    held_files,
     made_by_run,
+    remove_held,
     remove_made,
-    remove_segments,
     remove_sysv_segments,
-    shared_segments,
 )
-from iolab.measure.process_tree import children_of, descendants, parent_of
 from iolab.measure.strace_parse import READS, TRACE_OPTIONS, WRITES, TraceReader, unescape_strace
 from iolab.measure.syscalls import strace_status
 
@@ -74,8 +73,8 @@ LESSON_HINTS = (
 )
 #: A run may not take longer than this (a hung MPI job must not hang a notebook).
 RUN_TIMEOUT_S = 600
-#: How long the ranks get to exit after SIGTERM before they are killed: killed, Hydra leaves
-#: its topology file in /tmp, and a busy login node can take 10 s to let it clean up.
+#: How long a stopped run's processes get to freeze, and then to end once killed: seconds
+#: even on a busy login node, unless one is stuck in uninterruptible I/O.
 STOP_TIMEOUT_S = 30
 
 MISSING_MPIEXEC = (
@@ -326,95 +325,58 @@ def _untraced(cmd: list[str], env: dict[str, str]) -> tuple[str, str, int]:
     return proc.stdout, proc.stderr, proc.returncode
 
 
-def _start(
-    cmd: list[str], env: dict[str, str], traced: bool = False
-) -> subprocess.CompletedProcess:
-    """Run cmd in its own process group, so that a Ctrl-C, SIGTERM or timeout stops every rank.
+def _start(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run cmd (mpiexec, or strace running it) to its end; on Ctrl-C, SIGTERM or a timeout,
+    stop every process it started and remove what they held (_stop_run).
 
-    Killing only mpiexec would leave its ranks running and writing; the whole group is
-    asked to stop (SIGTERM), then killed, before the output directory is removed. `traced`:
-    cmd is strace running mpiexec (see _stop_group).
+    Started with interrupts held back, so that a Ctrl-C cannot land between the launcher's
+    start and the handle that stops it: it is raised once the handle is there.
     """
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
+    proc = None
     try:
+        with interrupts_held():
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        _stop_group(proc, traced)
+        assert proc is not None  # only communicate() times out
+        _stop_run(proc)
         raise LabError(
             f"the MPI run did not finish within {RUN_TIMEOUT_S} s; run the command by "
             f"hand to see where it hangs: {' '.join(cmd)}"
         ) from None
     except BaseException:
-        _stop_group(proc, traced)
+        if proc is not None:
+            _stop_run(proc)
         raise
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
-def _stop_group(proc: subprocess.Popen, traced: bool = False) -> None:
-    """Stop every process of the run's group, then remove the shared-memory segments its
-    ranks held and the System V segments they left (iolab.hpc.mpi_leftovers): stopped before
-    MPI_Finalize, MPICH leaves them, a few MiB each, on a login node shared by everybody.
+def _stop_run(proc: subprocess.Popen) -> None:
+    """Freeze the run's whole process tree, note the files of MPICH_FILES its processes hold,
+    kill them all, then remove those files and the System V segments they made.
 
-    Under strace, mpiexec is stopped first and alone: Hydra, asked by SIGTERM, stops its
-    ranks and removes its topology file (/tmp/hydra_hwloc_xmlfile_*), after which strace ends
-    by itself. Stopped together with strace instead, Hydra left that file behind.
+    Stopped politely instead (SIGTERM), Hydra removes its topology file and its ranks their
+    shared memory, but not when the signal comes while the ranks are in MPI_Init: Hydra then
+    hung until it was killed and left both (iolab.hpc.frozen_tree). A second Ctrl-C waits
+    until this is done.
     """
-    segments = shared_segments(proc.pid)
-    pids = descendants(proc.pid)
-    try:
-        if traced and _stop_traced_command(proc):
-            return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            # again before each signal: a rank that was still in MPI_Init has made its own
-            segments |= shared_segments(proc.pid)
-            pids |= descendants(proc.pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.communicate(timeout=STOP_TIMEOUT_S)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-    finally:
-        remove_segments(segments)
-        remove_sysv_segments(pids)
-
-
-def _stop_traced_command(tracer: subprocess.Popen) -> bool:
-    """SIGTERM to the command the tracer started, through a pidfd held from the moment its
-    parent was checked (a reused pid is never signalled); True once the tracer has ended.
-    False at once where nothing could be signalled (no child left, or a kernel before 5.3
-    without pidfd_open): the caller then stops the whole group."""
-    signalled = False
-    for pid in children_of(tracer.pid):
-        try:
-            handle = os.pidfd_open(pid)
-        except OSError:  # gone already, or no pidfd_open here
-            continue
-        try:
-            if parent_of(pid) == tracer.pid:  # still the tracer's child: ours to stop
-                signal.pidfd_send_signal(handle, signal.SIGTERM)
-                signalled = True
-        except OSError:
-            pass
-        finally:
-            os.close(handle)
-    if not signalled:
-        return False
-    try:
-        tracer.communicate(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return False
-    return True
+    with interrupts_held():
+        tree = freeze(proc.pid, STOP_TIMEOUT_S)
+        held = held_files(tree.pids)
+        kill(tree, STOP_TIMEOUT_S)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=STOP_TIMEOUT_S)
+        remove_held(held)
+        remove_sysv_segments(tree.pids)
 
 
 def _result(stdout: str, stderr: str, code: int, cmd: list[str]) -> dict:
@@ -443,9 +405,7 @@ def _traced(cmd: list[str], env: dict[str, str], directory: Path):
     other = 0
     with _trace_file() as trace_file:
         try:
-            proc = _start(
-                [status.path, *TRACE_OPTIONS, "-o", str(trace_file), "--", *cmd], env, traced=True
-            )
+            proc = _start([status.path, *TRACE_OPTIONS, "-o", str(trace_file), "--", *cmd], env)
         except BaseException:
             remove_made(made_by_run(trace_file))
             raise

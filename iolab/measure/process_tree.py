@@ -72,24 +72,41 @@ def children_of(pid: int, proc: Path = PROC) -> list[int]:
     return [child for child, (parent, _) in _all_processes(proc).items() if parent == pid]
 
 
-def _tree(root_pid: int, processes: dict[int, tuple[int, int]]) -> set[int]:
+def _tree(root_pid: int, processes: dict[int, tuple[int, int]]) -> list[int]:
+    """`root_pid` and the processes below it, each after its parent."""
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in processes.items():
         children.setdefault(parent, []).append(pid)
-    tree: set[int] = set()
+    tree: dict[int, None] = {}
     pending = [root_pid] if root_pid in processes else []
     while pending:
         pid = pending.pop()
         if pid not in tree:
-            tree.add(pid)
+            tree[pid] = None
             pending.extend(children.get(pid, ()))
-    return tree
+    return list(tree)
 
 
 def descendants(root_pid: int, proc: Path = PROC) -> set[int]:
     """`root_pid` and every process below it now; empty once it is gone. Not a group or a
     session: a launcher such as Hydra starts each rank in a session of its own."""
+    return set(_tree(root_pid, _all_processes(proc)))
+
+
+def descendants_top_down(root_pid: int, proc: Path = PROC) -> list[int]:
+    """descendants(), each process listed after its parent: the order to signal them in when
+    each must be checked to be a child of one already signalled."""
     return _tree(root_pid, _all_processes(proc))
+
+
+def process_state(pid: int, proc: Path = PROC) -> str | None:
+    """The state letter of proc(5) (R running, S sleeping, T stopped, t stopped by a tracer,
+    Z ended, ...); None once the process is gone."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+        return text[text.rindex(")") + 2]
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def tree_tasks(root_pid: int, proc: Path = PROC) -> Tasks:

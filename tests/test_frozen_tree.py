@@ -1,0 +1,115 @@
+"""Freezing a launcher's process tree whole (iolab.hpc.frozen_tree): every process below it,
+in any session, stopped before anything is read; strangers never signalled; then all killed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iolab.hpc import frozen_tree
+from iolab.measure.process_tree import descendants, process_state
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+
+#: A shell with a child in a session of its own (as Hydra starts its proxies and ranks),
+#: which has a child of its own, and a second child.
+ACROSS_SESSIONS = "setsid sh -c 'sleep 60 & wait' & sleep 60 & wait"
+#: A shell that starts a new process every 20 ms until it is stopped.
+FORKING = "while :; do sleep 60 & sleep 0.02; done"
+
+
+def _started(script: str, processes: int) -> subprocess.Popen:
+    proc = subprocess.Popen(["/bin/sh", "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 20
+    while len(descendants(proc.pid)) < processes:
+        assert time.monotonic() < deadline, f"{script!r} never started {processes} processes"
+        time.sleep(0.01)
+    return proc
+
+
+def _gone(pids: set[int]) -> bool:
+    """True once none of pids is alive (an orphan is reaped by init a moment after it ends)."""
+    deadline = time.monotonic() + 20
+    while any(process_state(pid) not in (None, "Z") for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen]]:
+    """The trees a test starts: killed and waited for however the test ends."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for proc in procs:
+        for pid in descendants(proc.pid):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+
+
+def test_a_tree_across_sessions_is_frozen_whole_then_killed(started) -> None:
+    proc = _started(ACROSS_SESSIONS, 4)
+    started.append(proc)
+    tree = frozen_tree.freeze(proc.pid, 10)
+    try:
+        assert tree.pids == descendants(proc.pid) and len(tree.pids) == 4
+        assert {process_state(pid) for pid in tree.pids} == {"T"}
+    finally:
+        frozen_tree.kill(tree, 10)
+    assert proc.wait(timeout=10) == -9
+    assert _gone(tree.pids)
+
+
+def test_a_tree_that_keeps_starting_processes_is_caught_whole(started) -> None:
+    proc = _started(FORKING, 6)
+    started.append(proc)
+    tree = frozen_tree.freeze(proc.pid, 10)
+    try:
+        time.sleep(0.2)  # ten more would have started by now, had one process escaped
+        assert descendants(proc.pid) == tree.pids
+        assert {process_state(pid) for pid in tree.pids} == {"T"}
+    finally:
+        frozen_tree.kill(tree, 10)
+    assert _gone(tree.pids)
+
+
+def test_a_process_not_below_the_root_is_never_signalled(started, monkeypatch) -> None:
+    """A pid listed as the tree's, but whose parent is not (ended, its pid reused by a
+    stranger): left alone."""
+    proc = _started("sleep 60", 1)
+    stranger = _started("sleep 60", 1)
+    started.extend([proc, stranger])
+    monkeypatch.setattr(frozen_tree, "descendants_top_down", lambda root: [proc.pid, stranger.pid])
+    tree = frozen_tree.freeze(proc.pid, 10)
+    frozen_tree.kill(tree, 10)
+    assert tree.pids == {proc.pid}
+    assert proc.wait(timeout=10) == -9
+    assert process_state(stranger.pid) not in ("T", "t") and stranger.poll() is None
+
+
+def test_without_pidfd_open_the_pids_are_signalled(started, monkeypatch) -> None:
+    """Linux before 5.3 (older cluster login nodes) has no pidfd_open: still frozen, killed."""
+
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    proc = _started(ACROSS_SESSIONS, 4)
+    started.append(proc)
+    tree = frozen_tree.freeze(proc.pid, 10)
+    try:
+        assert set(tree.handles.values()) == {None} and len(tree.pids) == 4
+        assert {process_state(pid) for pid in tree.pids} == {"T"}
+    finally:
+        frozen_tree.kill(tree, 10)
+    assert proc.wait(timeout=10) == -9
+    assert _gone(tree.pids)
