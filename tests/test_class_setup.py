@@ -8,6 +8,7 @@ datasets generated and verified, the permissions, class.json written last.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
@@ -507,3 +508,27 @@ def test_a_rehearsal_of_the_documented_path_sees_a_learner_through_to_the_site(
     assert row["first_result_s"] is not None and row["first_result_s"] <= row["done_s"]
     assert "01-file-access" in row["steps_s"] and "readers" not in row["steps_s"]
     assert row["processes_peak"] >= 2  # the lab and the notebook's kernel
+
+
+def test_the_accounts_rehearsal_saves_apart_from_the_benchmark(monkeypatch, capsys) -> None:
+    """The two hold different figures: --lessons must not overwrite the benchmark's JSON."""
+    from iolab.classmode import rehearsal
+    from iolab.cli import classroom
+    from iolab.core.lab_dirs import results_dir
+
+    recorded = json.loads((ROOT / "workshop" / "class-rehearsal-recorded.json").read_text())
+    figures = recorded["runs"][0]
+    monkeypatch.setattr(rehearsal, "rehearse_with_accounts", lambda learners, lessons: figures)
+    benchmark = results_dir() / "class-load-test.json"
+    benchmark.parent.mkdir(parents=True, exist_ok=True)
+    benchmark.write_text('{"learners": 30}\n')
+    try:
+        args = argparse.Namespace(lessons="1", learners=1, out=None)
+        assert classroom.load_test_main(args) == 0
+        saved = results_dir() / "class-load-test-lessons.json"
+        assert json.loads(saved.read_text()) == figures
+        assert benchmark.read_text() == '{"learners": 30}\n'
+        assert f"saved: {saved}" in capsys.readouterr().out
+    finally:
+        benchmark.unlink()
+        (results_dir() / "class-load-test-lessons.json").unlink(missing_ok=True)

@@ -231,7 +231,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         "--out",
         type=path_option("--out"),
         default=None,
-        help="the JSON to write (default: <workspace>/lab/class-load-test.json)",
+        help="the JSON to write (default: <workspace>/lab/class-load-test.json, or "
+        "class-load-test-lessons.json with --lessons: the two hold different figures)",
     )
     load_test.set_defaults(func=main)
 
@@ -306,13 +307,14 @@ def load_test_main(args: argparse.Namespace) -> int:
     from iolab.core.errors import LabError
     from iolab.core.lab_dirs import results_dir
 
-    out = args.out or results_dir() / "class-load-test.json"
     if args.lessons is not None:
         from iolab.classmode.rehearsal import rehearse_with_accounts
         from iolab.cli.lab import lessons_option  # pandas and the pages: not at start-up
 
         lessons = ",".join(sorted(lessons_option(args.lessons)))  # before anything is made
-        return _rehearsed(rehearse_with_accounts(args.learners, lessons), out)
+        figures = rehearse_with_accounts(args.learners, lessons)
+        return _rehearsed(figures, args.out or results_dir() / "class-load-test-lessons.json")
+    out = args.out or results_dir() / "class-load-test.json"
     if args.learners < 2:
         raise LabError(
             "--learners 1 leaves the benchmark nobody to compare the lone learner with: give "
