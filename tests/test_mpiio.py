@@ -320,6 +320,38 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+#: What a Slurm job's environment tells Hydra: it then starts its proxies through srun.
+IN_A_SLURM_JOB = {
+    "SLURM_JOB_ID": "7",
+    "SLURM_JOBID": "7",
+    "SLURM_JOB_NODELIST": "localhost",
+    "SLURM_NODELIST": "localhost",
+    "SLURM_TASKS_PER_NODE": "2",
+    "SLURM_JOB_NUM_NODES": "1",
+    "SLURM_NNODES": "1",
+}
+
+
+@needs_mpi
+def test_inside_a_slurm_job_the_ranks_still_start_below_the_lab(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a batch job Hydra would start its proxy through srun, under slurmstepd, where a
+    stop cannot reach it (tried here: Hydra then hung when srun failed). A stand-in srun that
+    fails and leaves a mark must never be called."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    called = tmp_path / "srun-called"
+    (bin_dir / "srun").write_text(f"#!/bin/sh\ntouch '{called}'\nexit 1\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    for name, value in IN_A_SLURM_JOB.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(mpiio, "RUN_TIMEOUT_S", 60)  # a hung Hydra fails the test in a minute
+    run = mpiio.run_demo(2, "independent", out_dir=tmp_path / "out", blocks_per_rank=4)
+    assert run.wrong_bytes == 0 and not called.exists()
+
+
 @pytest.mark.slow
 @needs_mpi
 def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):

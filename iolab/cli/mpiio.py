@@ -50,7 +50,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "blocks (file per process; one shared file written independently, with and "
             "without data sieving; collectively with 1 and 2 aggregators), verify every byte, "
             "and print the system calls on the data files (strace) and the untraced timings. "
-            "Files go to a workspace scratch directory that is removed afterwards."
+            "Files go to a workspace scratch directory that is removed afterwards. Every rank "
+            "runs on this node, also inside a Slurm job (for several nodes, see "
+            "demos/slurm/mpiio.sbatch)."
         ),
         epilog="Needs MPICH and mpi4py (`pip install mpich mpi4py`, no root). Counts are "
         "deterministic; MiB/s on a shared machine are not.",

@@ -310,9 +310,18 @@ def _demo_command(
     return cmd
 
 
+#: Hydra's launcher and resource manager for the demo: it runs on this node, its proxies
+#: forked by mpiexec. Inside a Slurm job Hydra would otherwise start them through srun, under
+#: slurmstepd, out of reach of _stop_run; and a killed srun can leave its ranks running
+#: (radical-cybertools/radical.pilot issue 3267, 2024-11-26). Other MPIs ignore these.
+LOCAL_LAUNCH = {"HYDRA_LAUNCHER": "fork", "HYDRA_RMK": "user"}
+
+
 def _demo_env(hints_file: str | os.PathLike | None, print_hints: bool) -> dict[str, str]:
-    """This environment without inherited ROMIO settings, plus the ones asked for."""
+    """This environment without inherited ROMIO settings, plus the ones asked for, launched
+    on this node (LOCAL_LAUNCH)."""
     env = {k: v for k, v in os.environ.items() if k not in ("ROMIO_HINTS", "ROMIO_PRINT_HINTS")}
+    env.update(LOCAL_LAUNCH)
     if hints_file is not None:
         env["ROMIO_HINTS"] = str(Path(hints_file).resolve())
     if print_hints:
