@@ -514,6 +514,24 @@ def test_a_stopped_run_removes_what_its_processes_held_and_nothing_else() -> Non
             path.unlink(missing_ok=True)
 
 
+def test_a_ctrl_c_as_the_launcher_starts_still_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C landing just after the launcher started, before its handle was kept: the run
+    used to be left running (and leaving files) with nothing to stop it. It is raised once
+    the handle is there, and the run is stopped."""
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def popen_then_ctrl_c(*args, **kwargs) -> subprocess.Popen:
+        started.append(real_popen(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGINT)
+        return started[-1]
+
+    monkeypatch.setattr(mpiio.subprocess, "Popen", popen_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        mpiio._start(["sleep", "30"], dict(os.environ))
+    assert len(started) == 1 and started[0].returncode == -signal.SIGKILL
+
+
 #: Moments to stop an untraced run at, by what its processes hold: a Hydra proxy its topology
 #: file (the ranks are starting), a rank its shared memory (MPI_Init under way).
 HELD_AT = {"topology": "/tmp/hydra_hwloc_xmlfile_", "shared memory": "/dev/shm/mpich_shm_"}
