@@ -554,6 +554,23 @@ def test_ctrl_c_stops_fio_and_removes_its_files(tmp_path: Path) -> None:
     assert _fio_processes(f"--directory={tmp_path}/fio-") == []
 
 
+def test_a_ctrl_c_as_fio_starts_still_stops_it(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C landing just after fio started, before its handle was kept: fio, in a session of
+    its own, went on writing into a folder the lab then removed. It is stopped now."""
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def popen_then_ctrl_c(*args, **kwargs) -> subprocess.Popen:
+        started.append(real_popen(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGINT)
+        return started[-1]
+
+    monkeypatch.setattr(fio.subprocess, "Popen", popen_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        fio._run_fio(["sleep", "30"], tmp_path)  # a stand-in: fio need not be installed
+    assert len(started) == 1 and started[0].returncode == -signal.SIGINT
+
+
 def test_dry_run_writes_nothing_and_needs_no_fio(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools-here"))
     proc = iolab("--dry-run", "--directory", str(tmp_path))

@@ -66,7 +66,7 @@ from iolab.core.atomic import atomic_output
 from iolab.core.budget import excess, lifted, refusal
 from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
-from iolab.core.errors import LabError, sigterm_as_interrupt
+from iolab.core.errors import LabError, interrupts_held, sigterm_as_interrupt
 from iolab.core.lab_dirs import ensure_writable_dir, fresh_run_dir
 from iolab.core.tables import to_markdown
 from iolab.core.user_paths import existing_dir
@@ -474,21 +474,23 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _run_fio(command: list[str], run_dir: Path) -> str:
     """Run fio in its own process group; its JSON output, or a LabError with its last words."""
+    proc = None
     with open(run_dir / STDERR_NAME, "w") as stderr:
         try:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                start_new_session=True,
-            )
+            with interrupts_held():  # a Ctrl-C is raised once the handle that stops fio exists
+                proc = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    start_new_session=True,
+                )
+            proc.wait()
         except FileNotFoundError:
             raise LabError(FIO_MISSING) from None
-        try:
-            proc.wait()
         except BaseException:
-            _stop(proc)
+            if proc is not None:
+                _stop(proc)
             raise
     if proc.returncode != 0:
         raise LabError(
