@@ -355,6 +355,29 @@ def test_a_clean_cut_short_leaves_a_class_nobody_can_join_and_the_next_finishes(
     assert clean_class(root).folder_removed and not root.exists()
 
 
+@pytest.mark.parametrize("mode", [0o777, 0o1777])
+def test_a_learner_does_not_trust_a_class_others_could_swap(
+    joined: Path, tmp_path: Path, mode: int
+) -> None:
+    """A folder above the class opened to others after the setup: a classmate could rename
+    the class away and put a class of their own (an `env` the learner then runs) in its
+    place. Every learner command asks for the class first, and refuses it in one sentence;
+    with the sticky bit, as /tmp has, nobody can rename another's folder and all is well."""
+    tmp_path.chmod(mode)
+    try:
+        if mode & stat.S_ISVTX:
+            assert workdir().parent == joined
+        else:
+            with pytest.raises(LabError) as refused:
+                workdir()
+            said = str(refused.value)
+            assert said.startswith(f"{CLASS_ENV}={tmp_path / 'day'} cannot be trusted: ")
+            assert f"{tmp_path} is writable by everyone without the sticky bit" in said
+            assert "\n" not in said and said.endswith(f"unset {CLASS_ENV} to work on your own")
+    finally:
+        tmp_path.chmod(0o700)
+
+
 # --------------------------------------------------------------------------- the workspace
 
 

@@ -46,13 +46,14 @@ from iolab.classmode.layout import (
     MAX_SLOTS,
 )
 from iolab.classmode.load import class_load
-from iolab.classmode.preflight import RENAME_FIX, check_places, rename_risk
+from iolab.classmode.preflight import check_places
 from iolab.classmode.teardown import held_size, marker_text, remove_made
 from iolab.core.class_folder import CLASS_ENV, CLASS_FILE, CLASS_SCHEMA
 from iolab.core.class_queue import BOUND_KEYS, SILENT_S, TURN_S
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.markers import MADE_MARKER, MADE_MARKER_TEXT
 from iolab.core.owned import fd_has_marker, open_dir, write_marker_at
+from iolab.core.rename_risk import RENAME_FIX, rename_risk
 from iolab.core.workspace import public_text, repo_root, user_name
 from iolab.storage.locations import discover_locations
 

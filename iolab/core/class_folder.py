@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iolab.core.errors import LabError
+from iolab.core.rename_risk import rename_risk
 from iolab.core.storage_areas import storage_area
 
 #: The variable a learner sets (the class's `activate` does) to join a class.
@@ -101,9 +102,22 @@ def read_class(root: Path) -> ClassFolder:
 
 
 def active_class() -> ClassFolder | None:
-    """The class named by IOLAB_CLASS, or None when the learner works alone."""
+    """The class named by IOLAB_CLASS, or None when the learner works alone; refused in one
+    sentence where a classmate could swap the class folder (a folder above it writable by
+    others without the sticky bit), since learners run its environment and read its data."""
     value = os.environ.get(CLASS_ENV)
-    return read_class(Path(value).expanduser().resolve()) if value else None
+    if not value:
+        return None
+    root = Path(value).expanduser().resolve()
+    joined = read_class(root)
+    risk = rename_risk(root)
+    if risk is not None:
+        raise LabError(
+            f"{CLASS_ENV}={root} cannot be trusted: {risk}; ask your instructor to move the "
+            f"class or have the sticky bit set there (`chmod +t`), or unset {CLASS_ENV} to "
+            "work on your own"
+        )
+    return joined
 
 
 def concurrent_runs() -> int:
