@@ -496,11 +496,10 @@ def test_a_stopped_run_removes_what_its_processes_held_and_nothing_else() -> Non
     proc = subprocess.Popen(["/bin/sh", "-c", HOLDING, str(held)], start_new_session=True)
     try:
         deadline = time.monotonic() + 20
-        while not mpi_leftovers.held_files(descendants(proc.pid)):
-            assert time.monotonic() < deadline, "the stand-in never opened its file"
+        # the shell, the one in a session of its own (holding the file) and its sleep
+        while len(tree := descendants(proc.pid)) < 3 or not mpi_leftovers.held_files(tree):
+            assert time.monotonic() < deadline, "the stand-in never started and opened its file"
             time.sleep(0.01)
-        tree = descendants(proc.pid)
-        assert len(tree) == 3
         mpiio._stop_run(proc)
         assert proc.returncode == -signal.SIGKILL
         assert not held.exists() and other.exists()
