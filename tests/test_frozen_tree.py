@@ -113,3 +113,18 @@ def test_without_pidfd_open_the_pids_are_signalled(started, monkeypatch) -> None
         frozen_tree.kill(tree, 10)
     assert proc.wait(timeout=10) == -9
     assert _gone(tree.pids)
+
+
+def test_a_freeze_that_fails_halfway_leaves_nothing_stopped(started, monkeypatch) -> None:
+    """Stopped for good, a process would hold its files and slots until someone noticed: what
+    was frozen before the failure is killed."""
+    proc = _started(ACROSS_SESSIONS, 4)
+    started.append(proc)
+
+    def failing_state(pid: int) -> str:
+        raise RuntimeError("reading /proc failed")
+
+    monkeypatch.setattr(frozen_tree, "process_state", failing_state)
+    with pytest.raises(RuntimeError):
+        frozen_tree.freeze(proc.pid, 10)
+    assert proc.wait(timeout=10) == -9

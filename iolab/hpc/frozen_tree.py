@@ -67,7 +67,7 @@ def freeze(root: int, timeout_s: float) -> FrozenTree:
             if not new or not _wait(tree, deadline, lambda pid: process_state(pid) in STILL):
                 return tree
     except BaseException:
-        tree.close()
+        kill(tree, timeout_s)  # never leave a process of the tree stopped for good
         raise
 
 
@@ -84,7 +84,7 @@ def _stop(tree: FrozenTree, pid: int) -> None:
         return
     try:
         _signal(pid, handle, signal.SIGSTOP)
-    except ProcessLookupError:
+    except OSError:  # ended meanwhile, or not this user's to signal
         _close(handle)
         return
     tree.handles[pid] = handle
@@ -96,7 +96,7 @@ def kill(tree: FrozenTree, timeout_s: float) -> None:
     memory."""
     try:
         for pid, handle in tree.handles.items():
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(OSError):
                 _signal(pid, handle, signal.SIGKILL)
         _wait(tree, time.monotonic() + timeout_s, lambda pid: _ended(pid, tree.handles[pid]))
     finally:

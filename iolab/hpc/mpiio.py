@@ -380,8 +380,10 @@ def _stop_run(proc: subprocess.Popen) -> None:
     """
     with interrupts_held():
         tree = freeze(proc.pid, STOP_TIMEOUT_S)
-        held = held_files(tree.pids)
-        kill(tree, STOP_TIMEOUT_S)
+        try:
+            held = held_files(tree.pids)
+        finally:
+            kill(tree, STOP_TIMEOUT_S)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=STOP_TIMEOUT_S)
         remove_held(held)
