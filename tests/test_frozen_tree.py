@@ -75,8 +75,10 @@ def test_a_tree_that_keeps_starting_processes_is_caught_whole(started) -> None:
     tree = frozen_tree.freeze(proc.pid, 10)
     try:
         time.sleep(0.2)  # ten more would have started by now, had one process escaped
-        assert descendants(proc.pid) == tree.pids
-        assert {process_state(pid) for pid in tree.pids} == {"T"}
+        now = descendants(proc.pid)
+        # tree.pids may also hold a sleep that ended as the shell stopped, reaped meanwhile
+        assert now <= tree.pids
+        assert {process_state(pid) for pid in now} <= {"T", "Z"}
     finally:
         frozen_tree.kill(tree, 10)
     assert _gone(tree.pids)
