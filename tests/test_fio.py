@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from ctrl_c_at_start import popen_then_ctrl_c
 
 from iolab.core.cluster import JOB_VARIABLES
 from iolab.core.errors import LabError
@@ -558,14 +559,7 @@ def test_a_ctrl_c_as_fio_starts_still_stops_it(tmp_path: Path, monkeypatch) -> N
     """Ctrl-C landing just after fio started, before its handle was kept: fio, in a session of
     its own, went on writing into a folder the lab then removed. It is stopped now."""
     started: list[subprocess.Popen] = []
-    real_popen = subprocess.Popen
-
-    def popen_then_ctrl_c(*args, **kwargs) -> subprocess.Popen:
-        started.append(real_popen(*args, **kwargs))
-        os.kill(os.getpid(), signal.SIGINT)
-        return started[-1]
-
-    monkeypatch.setattr(fio.subprocess, "Popen", popen_then_ctrl_c)
+    monkeypatch.setattr(fio.subprocess, "Popen", popen_then_ctrl_c(started))
     with pytest.raises(KeyboardInterrupt):
         fio._run_fio(["sleep", "30"], tmp_path)  # a stand-in: fio need not be installed
     assert len(started) == 1 and started[0].returncode == -signal.SIGINT

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ctrl_c_at_start import popen_then_ctrl_c
 
 from iolab.cli.mpiio import setup_parser
 from iolab.core.errors import LabError
@@ -518,14 +519,7 @@ def test_a_ctrl_c_as_the_launcher_starts_still_stops_it(monkeypatch: pytest.Monk
     used to be left running (and leaving files) with nothing to stop it. It is raised once
     the handle is there, and the run is stopped."""
     started: list[subprocess.Popen] = []
-    real_popen = subprocess.Popen
-
-    def popen_then_ctrl_c(*args, **kwargs) -> subprocess.Popen:
-        started.append(real_popen(*args, **kwargs))
-        os.kill(os.getpid(), signal.SIGINT)
-        return started[-1]
-
-    monkeypatch.setattr(mpiio.subprocess, "Popen", popen_then_ctrl_c)
+    monkeypatch.setattr(mpiio.subprocess, "Popen", popen_then_ctrl_c(started))
     with pytest.raises(KeyboardInterrupt):
         mpiio._start(["sleep", "30"], dict(os.environ))
     assert len(started) == 1 and started[0].returncode == -signal.SIGKILL
