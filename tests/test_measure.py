@@ -6,14 +6,18 @@ import argparse
 import json
 import math
 import os
+import signal
+import subprocess
 import sys
 
 import pandas as pd
 import pytest
+from ctrl_c_at_start import popen_then_ctrl_c
 
 from iolab.cli.time import setup_parser
 from iolab.core.errors import LabError
 from iolab.core.tables import to_markdown
+from iolab.measure import timing
 from iolab.measure.cache import Eviction, evict, residency
 from iolab.measure.context import MEMORY_FS, mount_for
 from iolab.measure.timing import SUMMARY_COLUMNS, Measurement, summarize, time_command
@@ -232,3 +236,14 @@ def test_cli_time_prints_markdown_tables(capsys):
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("| label") and "wall_median_s" in out and "| kernel" in out
+
+
+def test_a_ctrl_c_as_a_timed_command_starts_still_stops_it(monkeypatch) -> None:
+    """Ctrl-C landing just after the timed command started, before the lab waited for it:
+    the command used to run on, unwatched. It is raised once the handle is there, and the
+    command is stopped."""
+    started: list[subprocess.Popen] = []
+    monkeypatch.setattr(timing.subprocess, "Popen", popen_then_ctrl_c(started))
+    with pytest.raises(KeyboardInterrupt):
+        timing.run_once(["sleep", "30"])
+    assert len(started) == 1 and started[0].returncode == -signal.SIGKILL

@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from iolab.core.errors import LabError
+from iolab.core.errors import LabError, interrupts_held
 from iolab.core.workspace import public_text
 from iolab.measure.cache import Eviction
 from iolab.measure.context import machine_context
@@ -213,36 +213,43 @@ def run_once(
     """
     display = shlex.join(cmd)
     start = time.perf_counter()
+    proc = None
+    watchdog = (
+        threading.Timer(timeout, lambda: proc.kill() if proc is not None else None)
+        if timeout is not None
+        else None
+    )
     try:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-        )
+        # A Ctrl-C or SIGTERM is raised once the handle that stops the child exists.
+        with interrupts_held():
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+            )
+        assert proc.stdout is not None and proc.stderr is not None  # both piped
+        tails = (bytearray(), bytearray())
+        readers = [
+            threading.Thread(target=_drain, args=(stream, tail), daemon=True)
+            for stream, tail in zip((proc.stdout, proc.stderr), tails, strict=True)
+        ]
+        for reader in readers:
+            reader.start()
+        if watchdog is not None:
+            watchdog.start()
+        _, status, usage = os.wait4(proc.pid, 0)
     except FileNotFoundError:
         hint = install_hint(cmd[0]) or "check the spelling, or install it and put it on PATH"
         raise LabError(f"the command {cmd[0]} was not found; {hint}") from None
     except PermissionError:
         raise LabError(f"{cmd[0]} is not executable; check its path and permissions") from None
-    assert proc.stdout is not None and proc.stderr is not None  # both piped
-    tails = (bytearray(), bytearray())
-    readers = [
-        threading.Thread(target=_drain, args=(stream, tail), daemon=True)
-        for stream, tail in zip((proc.stdout, proc.stderr), tails, strict=True)
-    ]
-    for reader in readers:
-        reader.start()
-    watchdog = threading.Timer(timeout, proc.kill) if timeout is not None else None
-    if watchdog is not None:
-        watchdog.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
     except BaseException:  # Ctrl-C or a notebook interrupt: leave no orphan behind.
-        proc.kill()
-        proc.wait()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
         raise
     finally:
         if watchdog is not None:
