@@ -9,11 +9,13 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from iolab.core.errors import LabError
 from iolab.diagnosis import darshan
 from iolab.diagnosis.rules import diagnose
+from iolab.diagnosis.rules import ranks as ranks_rules
 
 needs_darshan = pytest.mark.needs("darshan")
 LOGS = Path(__file__).parent / "fixtures" / "darshan"
@@ -57,6 +59,29 @@ def test_bytes_per_ost_are_counted_once() -> None:
     on_lustre = files.loc[files.index.intersection(log.run().osts.path.unique())]
     assert osts.bytes.sum() == (on_lustre.bytes_read + on_lustre.bytes_written).sum()
     assert len(log.run().osts) == log.run().osts.path.nunique() == 13  # one stripe each
+
+
+@needs_darshan
+def test_the_ranks_that_moved_a_file_are_counted_from_the_log() -> None:
+    """On 3981085427 one rank of 496 moved 105,876,790,000 of its 105,877,820,080 POSIX bytes
+    (Darshan's variance of the ranks' bytes says about one mover); on 312046190 294 ranks
+    wrote and 201 only opened it, so its time spread is charged over those 294."""
+    log = darshan.read_log(IMBALANCED)
+    run = log.run()
+    big = run.records[
+        (run.records.layer == "POSIX") & run.records.path.str.endswith("/3981085427")
+    ].iloc[0]
+    movers = ranks_rules.active_ranks(
+        pd.Series([big.bytes_read + big.bytes_written]),
+        pd.Series([big.rank_bytes_variance]),
+        run.processes,
+    )
+    assert round(float(movers.iloc[0])) == 1
+    spread = next(f for f in diagnose(run) if f.rule == "rank-imbalance-time")
+    assert (
+        spread.files[0].endswith("/312046190") and spread.counters["ranks that moved bytes"] == 294
+    )
+    assert "over the 294 ranks that moved its bytes" in spread.evidence
 
 
 @needs_darshan

@@ -9,6 +9,7 @@ import pytest
 
 from iolab.diagnosis.facts import OST_COLUMNS, RECORD_COLUMNS, Run, complete
 from iolab.diagnosis.rules import Finding, busiest_rank_seconds, diagnose
+from iolab.diagnosis.rules import ranks as ranks_rules
 
 MiB = 1024**2
 TEXT = {"layer", "path", "origin"}
@@ -26,6 +27,7 @@ def record(
         "slowest_rank",
         "slowest_rank_s",
         "slowest_rank_bytes",
+        "rank_bytes_variance",
         "sync_time_s",
         "sync_opens",
         "direct_opens",
@@ -245,6 +247,65 @@ def test_equal_bytes_in_unequal_time_is_the_file_systems() -> None:
     found = diagnose(run_of(rows, processes=4, run_time_s=100.0))
     assert [f.rule for f in found] == ["rank-imbalance-time"] and found[0].ranks == [3]
     assert found[0].cost_s == pytest.approx(40 - 17.5)
+
+
+def test_equal_work_is_judged_against_the_ranks_that_did_it() -> None:
+    """Two of eight ranks write 64 KiB each in small writes, one in 10 s and one in 40 s
+    (stalled: no disk needs seconds for that); the six others only opened the file (ROMIO
+    opens it everywhere). The wait is the slow rank's beyond the other writer: 40 less their
+    mean of 25 s, not 40 less a mean pulled down by ranks that moved nothing."""
+    rows = [
+        record("/lus/out", rank, writes=64, seq_writes=64, bytes_written=64 * 1024, write_time_s=s)
+        for rank, s in ((0, 10.0), (1, 40.0))
+    ] + [record("/lus/out", rank, opens=1, meta_time_s=0.01) for rank in range(2, 8)]
+    found = diagnose(run_of(rows, processes=8, run_time_s=100.0))
+    spread = next(f for f in found if f.rule == "rank-imbalance-time")
+    assert spread.cost_s == pytest.approx(40 - 25) and spread.ranks == [1]
+    assert "against 25.0 s on average over the 2 ranks that moved its bytes" in spread.evidence
+    assert spread.counters["ranks that moved bytes"] == 2
+    assert "rank-imbalance-bytes" not in [f.rule for f in found]
+
+
+def test_how_many_ranks_moved_a_shared_files_bytes_comes_from_its_variance() -> None:
+    """Darshan's variance of the ranks' bytes is over all ranks: 56 of 2,048 ranks moving
+    1 GiB each, one rank moving everything, and all moving the same give 56, 1 and 2,048;
+    a variance the log lacks or that cannot be (negative) gives all ranks."""
+    ranks, gib = 2048, float(2**30)
+
+    def variance(movers: int, each: float) -> float:
+        mean = movers * each / ranks
+        return movers * each**2 / ranks - mean**2
+
+    totals = pd.Series([56 * gib, 5 * gib, 2048 * gib, 8 * gib, 8 * gib, 0.0])
+    variances = pd.Series([variance(56, gib), variance(1, 5 * gib), 0.0, float("nan"), -1.0, 0.0])
+    counted = ranks_rules.active_ranks(totals, variances, ranks)
+    assert counted.round(6).tolist() == [56.0, 1.0, 2048.0, 2048.0, 2048.0, 2048.0]
+
+
+def test_a_shared_files_wait_is_over_the_ranks_that_moved_it() -> None:
+    """A shared record of 64 ranks where 8 wrote 512 KiB each in small, stalled writes (the
+    slowest in 30 s) and the fastest rank moved nothing: the file's 120 s over its 8 writers
+    is 15 s each, so the wait is 15 s, not 30 less 120/64."""
+    each = 512 * 1024
+    row = record(
+        "/lus/shared.dat",
+        -1,
+        writes=800,
+        seq_writes=800,
+        bytes_written=8 * each,
+        write_time_s=120.0,
+        fastest_rank=9,
+        fastest_rank_bytes=0.0,
+        fastest_rank_s=0.001,
+        slowest_rank=3,
+        slowest_rank_bytes=each,
+        slowest_rank_s=30.0,
+        rank_bytes_variance=8 * each**2 / 64 - (8 * each / 64) ** 2,
+    )
+    found = diagnose(run_of([row], processes=64, run_time_s=100.0))
+    spread = next(f for f in found if f.rule == "rank-imbalance-time")
+    assert spread.cost_s == pytest.approx(30 - 15) and spread.ranks == [3]
+    assert "over the 8 ranks that moved its bytes" in spread.evidence
 
 
 def test_misalignment_uses_the_logs_own_unit() -> None:
@@ -654,9 +715,13 @@ def test_equal_work_in_unequal_mpiio_time_is_seen_at_the_mpiio_layer_when_indepe
     found = {f.rule: f for f in diagnose(run_of(rows, processes=4, run_time_s=14.0))}
     spread = found["rank-imbalance-time"]
     assert spread.cost_s == pytest.approx(4.5) and spread.ranks == [3]
-    assert "9.0 s in MPI-IO calls against 4.5 s on average" in spread.evidence
+    assert "9.0 s in MPI-IO calls against 4.5 s on average over the ranks" in spread.evidence
     assert spread.counters == pytest.approx(
-        {"MPIIO_F_SLOWEST_RANK_TIME": 9.0, "mean seconds per rank": 4.5}
+        {
+            "MPIIO_F_SLOWEST_RANK_TIME": 9.0,
+            "mean seconds per rank that moved bytes": 4.5,
+            "ranks that moved bytes": 4.0,
+        }
     )
     collective = [
         row

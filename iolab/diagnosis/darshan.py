@@ -646,6 +646,7 @@ class DarshanLog:
             records[f"{side}_rank"] = _or_nan(frame, f"{p}_{upper}_RANK").where(shared)
             records[f"{side}_rank_s"] = _or_nan(frame, f"{p}_F_{upper}_RANK_TIME").where(shared)
             records[f"{side}_rank_bytes"] = _or_nan(frame, f"{p}_{upper}_RANK_BYTES").where(shared)
+        records["rank_bytes_variance"] = _or_nan(frame, f"{p}_F_VARIANCE_RANK_BYTES").where(shared)
         return records
 
     def ost_layout(self) -> pd.DataFrame:

@@ -62,6 +62,8 @@ RECORD_COLUMNS = {
     "slowest_rank": "shared records: the rank with the most I/O time on the file",
     "slowest_rank_s": "its seconds on the file",
     "slowest_rank_bytes": "its bytes",
+    "rank_bytes_variance": "shared records: the variance of the ranks' bytes on the file, over "
+    "all the job's ranks, bytes squared (nan where unknown)",
 }
 
 #: Every column of Run.osts: one row per file and OST that holds a stripe of it.

@@ -20,19 +20,41 @@ TIME_IMBALANCE = 0.15
 IMBALANCE_MIN_BYTES = 1024**2
 #: The lab's own: a file's imbalance costing under this share of the minor line is noise.
 NOISE_SHARE = 0.1
-#: What an imbalance costs: the time the job waits for its slowest rank beyond the mean.
+#: What an imbalance of bytes costs: what an even split over the file's ranks would save.
 IMBALANCE_FORMULA = (
     "the slowest rank's seconds on the file less the mean over its ranks (a shared record: "
     "the file's seconds over all the job's ranks)"
 )
+#: What ranks slow on equal work cost: the wait beyond the ranks that did the same work. Ranks
+#: that only opened the file (ROMIO opens it on every rank) would pull the mean down.
+WAIT_FORMULA = (
+    "the slowest rank's seconds on the file less the mean over the ranks that moved its bytes "
+    "(a shared record: the file's seconds over (Σb)²/Σb² ranks, from Darshan's variance of the "
+    "ranks' bytes b: the number of ranks that moved it, where they moved equal shares)"
+)
+
+
+def active_ranks(total_bytes: pd.Series, variance: pd.Series, ranks: int) -> pd.Series:
+    """How many of a shared record's `ranks` moved its bytes, from Darshan's population
+    variance of the ranks' bytes: (Σb)²/Σb², with Σb² = ranks·(variance + mean²). It is exact
+    when the ranks that moved anything moved equal shares, and fewer otherwise (one rank with
+    everything counts 1). Where the variance is missing or impossible, or nothing was moved:
+    all `ranks`."""
+    total = total_bytes.astype("float64")
+    mean = total / max(ranks, 1)
+    squares = ranks * (variance.astype("float64") + mean**2)
+    usable = (total > 0) & (variance >= 0) & (squares > 0)
+    counted = (total**2 / squares.where(usable)).clip(lower=1, upper=max(ranks, 1))
+    return counted.fillna(float(max(ranks, 1)))
 
 
 def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
     """Per file of one layer: how many ranks, the most and least bytes a rank moved, the
-    slowest rank's seconds and the mean, and which ranks (per-rank records give every rank;
-    a shared record Darshan's fastest and slowest). At MPI-IO only files without a collective
-    call count: in a collective call the aggregators do the file system's work for the
-    others, so their longer time is their role, not a wait."""
+    slowest rank's seconds, the mean over all its ranks and over those that moved bytes, and
+    which ranks (per-rank records give every rank; a shared record Darshan's fastest and
+    slowest). At MPI-IO only files without a collective call count: in a collective call the
+    aggregators do the file system's work for the others, so their longer time is their
+    role, not a wait."""
     records = layer_records(run, layer)
     if layer == "MPI-IO":
         records = records[records.collective == 0]
@@ -41,13 +63,22 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
     moved = records.bytes_read + records.bytes_written
     seconds = records.read_time_s + records.write_time_s + records.meta_time_s
     # Files several ranks wrote with per-rank records: extremes by rank.
-    own = records[records["rank"] >= 0].assign(moved=moved, seconds=seconds)
+    own = records[records["rank"] >= 0].assign(
+        moved=moved, seconds=seconds, moving=(moved > 0).astype("int64")
+    )
     per_file = own.groupby("path").agg(
         ranks=("rank", "nunique"),
+        active_ranks=("moving", "sum"),
         most_bytes=("moved", "max"),
         least_bytes=("moved", "min"),
         slowest_s=("seconds", "max"),
         mean_s=("seconds", "mean"),
+    )
+    # The ranks that moved the file's bytes; a file nobody moved bytes of: all its ranks.
+    active_mean = own.seconds.where(own.moved > 0).groupby(own.path).mean()
+    per_file["active_mean_s"] = active_mean.reindex(per_file.index).fillna(per_file.mean_s)
+    per_file["active_ranks"] = per_file.active_ranks.where(
+        per_file.active_ranks > 0, per_file.ranks
     )
     by_path = own.groupby("path")
     per_file["heavy_rank"] = own.loc[by_path.moved.idxmax()].set_index("path")["rank"]
@@ -55,16 +86,20 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
     per_file["fast_bytes"] = own.loc[by_path.seconds.idxmin()].set_index("path")["moved"]
     per_file["slow_bytes"] = own.loc[by_path.seconds.idxmax()].set_index("path")["moved"]
     per_file = per_file[per_file.ranks > 1]
-    # Shared records: Darshan keeps the fastest and slowest rank, their bytes and seconds.
+    # Shared records: Darshan keeps the fastest and slowest rank, their bytes and seconds,
+    # and the variance of the ranks' bytes.
     shared = records[records["rank"] < 0]
     extremes = shared[["fastest_rank_bytes", "slowest_rank_bytes"]]
+    movers = active_ranks(moved[shared.index], shared.rank_bytes_variance, run.processes)
     shared_file = pd.DataFrame(
         {
             "ranks": run.processes,
+            "active_ranks": movers.round().to_numpy(),
             "most_bytes": extremes.max(axis=1).to_numpy(),
             "least_bytes": extremes.min(axis=1).to_numpy(),
             "slowest_s": shared.slowest_rank_s.to_numpy(),
             "mean_s": (seconds[shared.index] / max(run.processes, 1)).to_numpy(),
+            "active_mean_s": (seconds[shared.index] / movers).to_numpy(),
             "heavy_rank": np.where(
                 shared.slowest_rank_bytes >= shared.fastest_rank_bytes,
                 shared.slowest_rank,
@@ -81,6 +116,7 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
         return pd.DataFrame()
     files = pd.concat(files).dropna(subset=["most_bytes", "slowest_s"])
     files["cost_s"] = (files.slowest_s - files.mean_s).clip(lower=0)
+    files["wait_s"] = (files.slowest_s - files.active_mean_s).clip(lower=0)
     return files.assign(layer=layer)
 
 
@@ -111,24 +147,27 @@ def rank_imbalance(run: Run) -> list[Finding]:
         return []
     files = pd.concat(layers)
     # Below a tenth of the minor line a file's spread is noise, not even worth listing.
-    files = files[files.cost_s >= NOISE_SHARE * minor_line(run)]
-    posix = files[files.layer == "POSIX"]
+    noise = NOISE_SHARE * minor_line(run)
+    posix = files[(files.layer == "POSIX") & (files.cost_s >= noise)]
     byte_spread = (
         (posix.most_bytes - posix.least_bytes) / posix.most_bytes.where(posix.most_bytes > 0)
     ).fillna(0)
     by_bytes = posix[(byte_spread > BYTES_IMBALANCE) & (posix.most_bytes >= IMBALANCE_MIN_BYTES)]
+    # Equal work in unequal time: found against the mean over the file's ranks, charged
+    # against the mean over those that moved its bytes (what evening out would save).
+    timed = files[files.wait_s >= noise]
     time_spread = (
-        (files.slowest_s - files.mean_s) / files.slowest_s.where(files.slowest_s > 0)
+        (timed.slowest_s - timed.mean_s) / timed.slowest_s.where(timed.slowest_s > 0)
     ).fillna(0)
     # Equal work: the slowest and fastest ranks moved about the same, or so little that the
     # bytes cannot explain the seconds.
     equal = (
-        (files.slow_bytes - files.fast_bytes).abs()
-        <= BYTES_IMBALANCE * files[["slow_bytes", "fast_bytes"]].max(axis=1)
-    ) | (files.most_bytes < IMBALANCE_MIN_BYTES)
-    by_time = files[(time_spread > TIME_IMBALANCE) & equal & ~files.index.isin(by_bytes.index)]
+        (timed.slow_bytes - timed.fast_bytes).abs()
+        <= BYTES_IMBALANCE * timed[["slow_bytes", "fast_bytes"]].max(axis=1)
+    ) | (timed.most_bytes < IMBALANCE_MIN_BYTES)
+    by_time = timed[(time_spread > TIME_IMBALANCE) & equal & ~timed.index.isin(by_bytes.index)]
     # A file once, at the layer where its ranks' spread costs most.
-    by_time = by_time.sort_values("cost_s", ascending=False, kind="stable")
+    by_time = by_time.sort_values("wait_s", ascending=False, kind="stable")
     by_time = by_time[~by_time.index.duplicated()]
     found = []
     if len(by_bytes):
@@ -181,10 +220,15 @@ def rank_imbalance(run: Run) -> list[Finding]:
             Finding(
                 "rank-imbalance-time",
                 "ranks slow on equal work",
-                float(worst.cost_s),
+                float(worst.wait_s),
                 f"on {worst.name} ({int(worst.ranks):,} ranks) ranks moved about the same bytes "
                 f"but the slowest spent {worst.slowest_s:,.1f} s in {worst.layer} calls against "
-                f"{worst.mean_s:,.1f} s on average",
+                f"{worst.active_mean_s:,.1f} s on average over the "
+                + (
+                    f"{int(worst.active_ranks):,} ranks that moved its bytes"
+                    if worst.active_ranks < worst.ranks
+                    else "ranks"
+                ),
                 "equal work taking unequal time points at the file system: "
                 + storage.SLOW_SERVER_CHECK[storage.kind_of(run, str(worst.name))]
                 if at_posix
@@ -197,9 +241,10 @@ def rank_imbalance(run: Run) -> list[Finding]:
                     f"{'POSIX' if at_posix else 'MPIIO'}_F_SLOWEST_RANK_TIME": float(
                         worst.slowest_s
                     ),
-                    "mean seconds per rank": float(worst.mean_s),
+                    "mean seconds per rank that moved bytes": float(worst.active_mean_s),
+                    "ranks that moved bytes": float(worst.active_ranks),
                 },
-                cost_formula=IMBALANCE_FORMULA,
+                cost_formula=WAIT_FORMULA,
             )
         )
     return found
