@@ -66,3 +66,13 @@ def test_the_corpus_and_lesson_12_name_only_rules_that_exist() -> None:
     assert ground_truth_rules() - set(RULE_IDS) == set()
     assert lesson_table_rules() - set(RULE_IDS) == set()
     assert lesson_stable_ids() - set(RULE_IDS) == set()
+
+
+def test_every_rule_has_its_place_in_the_overlap_ledger() -> None:
+    """Who keeps seconds two findings both claim is decided by the rule's tier: a new rule
+    must be placed, once. ranks-wait-for-io charges MPI waiting, no file's calls."""
+    from iolab.diagnosis.rules.overlaps import CAUSE_ORDER
+
+    placed = [rule for tier in CAUSE_ORDER for rule in tier]
+    assert len(placed) == len(set(placed))
+    assert set(placed) == set(RULE_IDS) - {"ranks-wait-for-io"}

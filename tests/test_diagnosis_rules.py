@@ -714,7 +714,12 @@ def test_equal_work_in_unequal_mpiio_time_is_seen_at_the_mpiio_layer_when_indepe
     ]
     found = {f.rule: f for f in diagnose(run_of(rows, processes=4, run_time_s=14.0))}
     spread = found["rank-imbalance-time"]
-    assert spread.cost_s == pytest.approx(4.5) and spread.ranks == [3]
+    assert spread.ranks == [3]
+    # Rank 3's 9 s hold 8.97 s of waiting in the library (mpiio-write-waits, nearer the
+    # cause) and 4.5 s above the mean: only 9 - 8.97 s are left for the spread.
+    assert found["mpiio-write-waits"].cost_s == pytest.approx(8.97)
+    assert spread.cost_s == pytest.approx(0.03)
+    assert "4.47 s of this cost are counted under mpiio-write-waits instead" in spread.evidence
     assert "9.0 s in MPI-IO calls against 4.5 s on average over the ranks" in spread.evidence
     assert spread.counters == pytest.approx(
         {
@@ -1010,3 +1015,66 @@ def test_romios_read_backs_are_no_reread_of_the_program() -> None:
     assert "reread" not in rules(run_of(rows, processes=64))
     rows[0].update(reads=1.0, bytes_read=4096.0)  # the program reads it too: its own reads
     assert "reread" in rules(run_of(rows, processes=64))
+
+
+# ------------------------------------------------------------------ seconds charged once
+
+
+def test_two_findings_on_the_same_writes_share_their_seconds_once() -> None:
+    """Each aggregator wrote for 10 s: 7/8 of its writes were off the 4 KiB unit and all of
+    them went back to an earlier offset. misaligned claims 8.75 s of those writes and
+    random-writes all 10 s: together more than the 10 s there were, so random-writes keeps
+    the 1.25 s left. ROMIO's 40 s of reads are other calls: read-modify-write keeps them."""
+    found = {
+        f.rule: f for f in diagnose(run_of(_written_through_mpiio(collective=2000), processes=64))
+    }
+    assert found["read-modify-write"].cost_s == pytest.approx(40.0)
+    assert found["read-modify-write"].counted_elsewhere_s == 0.0
+    assert found["misaligned"].cost_s == pytest.approx(8.75)
+    random = found["random-writes"]
+    assert random.cost_s == pytest.approx(1.25) and random.counted_elsewhere_s == pytest.approx(
+        8.75
+    )
+    assert random.counted_under == ["misaligned"]
+    assert "8.75 s of this cost are counted under misaligned instead" in random.evidence
+    assert "spent 10.00 s in writes" in random.evidence
+
+
+def test_the_seconds_of_a_stall_are_the_stalls_not_the_imbalance_it_made() -> None:
+    """Rank 1's one 64-byte write stood 20 s; ranks 0, 2 and 3 wrote theirs in 0.1 s. The
+    same 20 s are a stall (nearer the cause) and a rank slower than the others on equal work:
+    the stall keeps them, and the imbalance gives up all it claimed."""
+    rows = [
+        record(
+            "/lus/log",
+            rank,
+            writes=1,
+            bytes_written=64,
+            write_time_s=seconds,
+            slowest_write_s=seconds,
+            slowest_write_bytes=64,
+        )
+        for rank, seconds in enumerate((0.1, 20.0, 0.1, 0.1))
+    ]
+    found = {f.rule: f for f in diagnose(run_of(rows, processes=4, run_time_s=100.0))}
+    assert found["stalled-writes"].cost_s == pytest.approx(20.0)
+    spread = found["rank-imbalance-time"]
+    # claimed: 20 s less the mean of 5.075 s; all of it lies in rank 1's stalled write
+    assert spread.counted_elsewhere_s == pytest.approx(20.0 - 20.3 / 4)
+    assert spread.cost_s == pytest.approx(0.0, abs=1e-9) and spread.minor
+    assert spread.counted_under == ["stalled-writes"] and "rank 1 spent 20.00 s" in spread.evidence
+
+
+def test_findings_on_different_calls_keep_their_seconds_whatever_they_add_up_to() -> None:
+    """Rank 0 read /in in 8 KiB pieces for 900 s while rank 1 wrote /out in 8 KiB pieces for
+    900 s, in a 1000 s run: 1800 s of findings, but no second of them is the other's."""
+    rows = [
+        record("/in", 0, reads=5000, small_reads=5000, read_time_s=900.0, seq_reads=5000),
+        record("/out", 1, writes=5000, small_writes=5000, write_time_s=900.0, seq_writes=5000),
+    ]
+    found = {f.rule: f for f in diagnose(run_of(rows, processes=2, run_time_s=1000.0))}
+    assert {rule: f.cost_s for rule, f in found.items()} == {
+        "small-reads": pytest.approx(900.0),
+        "small-writes": pytest.approx(900.0),
+    }
+    assert all(f.counted_elsewhere_s == 0.0 and f.counted_under == [] for f in found.values())

@@ -256,7 +256,8 @@ def check_types(report: dict, tables: set[str]) -> None:
     assert all(isinstance(v, (str, int, float)) for v in report["job"].values())
     for finding in report["findings"]:
         assert finding["rule"] in RULE_IDS and type(finding["minor"]) is bool
-        assert type(finding["cost_s"]) is float
+        assert type(finding["cost_s"]) is float and type(finding["counted_elsewhere_s"]) is float
+        assert all(rule in RULE_IDS for rule in finding["counted_under"])
         assert all(
             isinstance(finding[k], str) for k in ("title", "evidence", "advice", "cost_formula")
         )
@@ -309,7 +310,7 @@ def test_numpy_values_become_json_types() -> None:
 
 def test_the_lesson_documents_every_field_verdict_and_rule_id() -> None:
     from iolab.diagnosis.facts import Run, empty_records
-    from iolab.diagnosis.report import VERDICTS, report_dict
+    from iolab.diagnosis.report import REPORTED, VERDICTS, report_dict
     from iolab.diagnosis.rules import RULE_IDS
 
     schema = lesson_schema()
@@ -318,6 +319,9 @@ def test_the_lesson_documents_every_field_verdict_and_rule_id() -> None:
     fields.discard("field")
     report = report_dict(Run("strace", "true", 1, 0.1, empty_records()), [], {})
     assert fields == set(report), set(report) ^ fields
+    findings_row = next(line for line in schema.splitlines() if line.startswith("| `findings`"))
+    described = set(re.findall(r"`([\w_]+)`", findings_row.split("|")[3]))
+    assert set(REPORTED) <= described, set(REPORTED) - described
     ids = schema[schema.index("The rule ids are stable") :]
     assert re.findall(r"`([a-z-]+)`", ids) == list(RULE_IDS)
     verdicts = schema[schema.index("The verdict is") : schema.index("The rule ids")]

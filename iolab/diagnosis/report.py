@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import asdict
+from dataclasses import fields
 from typing import overload
 
 import numpy as np
@@ -21,6 +21,8 @@ from iolab.diagnosis.thresholds import changed as changed_thresholds
 #: The version of report_dict's layout (the JSON of `diagnose --json`, described in lesson 12):
 #: raised when a field changes meaning or type, not when one is added.
 SCHEMA_VERSION = 1
+#: A finding's fields in the JSON: all but its per-record claims.
+REPORTED = tuple(f.name for f in fields(Finding) if f.name != "claims")
 #: The verdict every report carries, one of these stable values (the JSON's "verdict").
 VERDICTS = {
     "io-costs-time": "at least one finding costs enough to be worth changing",
@@ -80,8 +82,18 @@ def json_ready(value: object) -> object:
 
 
 def findings_records(findings: list[Finding]) -> list[dict]:
-    """The findings as JSON-ready dicts, in their ranked order."""
-    return [json_ready({**asdict(f), "cost_s": round(f.cost_s, 6)}) for f in findings]
+    """The findings as JSON-ready dicts, in their ranked order (without the per-record
+    claims, which only the overlap ledger reads)."""
+    return [
+        json_ready(
+            {
+                **{k: getattr(f, k) for k in REPORTED},
+                "cost_s": round(f.cost_s, 6),
+                "counted_elsewhere_s": round(f.counted_elsewhere_s, 6),
+            }
+        )
+        for f in findings
+    ]
 
 
 def findings_frame(findings: list[Finding]) -> pd.DataFrame:

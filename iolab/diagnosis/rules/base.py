@@ -43,41 +43,90 @@ class Finding:
     minor: bool = False
     #: How cost_s was reckoned, in words and counters: what the fix would save at most.
     cost_formula: str = ""
+    #: Seconds of its own reckoning that other findings charge too, counted under them
+    #: (counted_under) and taken off cost_s: the rules.overlaps ledger.
+    counted_elsewhere_s: float = 0.0
+    counted_under: list[str] = field(default_factory=list)
+    #: Per record of Run.records (rows) and kind of call (SIDES, columns), the busiest rank's
+    #: seconds the finding holds (base.charged); None where its cost is not seconds in a
+    #: file's calls. Never in a report: the overlap ledger reads it.
+    claims: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+
+def busiest_parts(records: pd.DataFrame, seconds: pd.Series) -> pd.Series:
+    """Per record, the part of `seconds` (one value per record) that falls on its busiest
+    rank: all of a per-rank record's. A shared record (rank -1) sums its seconds over all
+    ranks; Darshan keeps the slowest rank's total on the file, so its part is `seconds`
+    scaled by slowest_rank_s over the record's own total (or, without it, an even share
+    over the ranks)."""
+    value = np.nan_to_num(seconds.reindex(records.index).to_numpy(dtype="float64"))
+    shared = records["rank"].to_numpy() < 0
+    if shared.any():
+        total = (
+            records.read_time_s.to_numpy()
+            + records.write_time_s.to_numpy()
+            + records.meta_time_s.to_numpy()
+        )[shared]
+        ranks = max(int(records.attrs.get("processes", 1)), 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.minimum(
+                records.slowest_rank_s.to_numpy(dtype="float64")[shared]
+                / np.where(total > 0, total, np.nan),
+                1.0,
+            )
+        value[shared] *= np.where(np.isnan(share), 1.0 / ranks, share)
+    return pd.Series(value, index=records.index)
+
+
+def rank_total(ranks: np.ndarray, parts: np.ndarray) -> float:
+    """The busiest rank's seconds from per-record parts: per-rank records summed by rank and
+    the largest sum taken, every shared record's part added to it."""
+    if len(ranks) == 0:
+        return 0.0
+    per_rank = ranks >= 0
+    own = 0.0
+    if per_rank.any():  # numpy, not groupby: this runs once per finding, on every log
+        _, which = np.unique(ranks[per_rank], return_inverse=True)
+        own = float(np.bincount(which, weights=parts[per_rank]).max())
+    return own + float(np.sum(parts[~per_rank]))
 
 
 def busiest_rank_seconds(records: pd.DataFrame, seconds: pd.Series) -> float:
-    """The seconds of the busiest rank in the calls concerned (`seconds`, one value per record).
-
-    Per-rank records are summed by rank and the largest sum taken. A shared record (rank -1)
-    sums its seconds over all ranks; Darshan keeps the slowest rank's total on the file, so
-    the record adds that rank's part: `seconds` scaled by slowest_rank_s over the record's
-    own total (or, without it, an even share over the ranks)."""
+    """The seconds of the busiest rank in the calls concerned (`seconds`, one value per
+    record), as busiest_parts and rank_total reckon them."""
     if records.empty:
         return 0.0
-    rank = records["rank"].to_numpy()
-    value = np.nan_to_num(seconds.reindex(records.index).to_numpy(dtype="float64"))
-    per_rank = rank >= 0
-    own = 0.0
-    if per_rank.any():  # numpy, not groupby: this runs once per finding, on every log
-        _, which = np.unique(rank[per_rank], return_inverse=True)
-        own = float(np.bincount(which, weights=value[per_rank]).max())
-    if per_rank.all():
-        return own
-    shared = ~per_rank
-    total = (
-        records.read_time_s.to_numpy()
-        + records.write_time_s.to_numpy()
-        + records.meta_time_s.to_numpy()
-    )[shared]
-    ranks = max(int(records.attrs.get("processes", 1)), 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.minimum(
-            records.slowest_rank_s.to_numpy(dtype="float64")[shared]
-            / np.where(total > 0, total, np.nan),
-            1.0,
-        )
-    share = np.where(np.isnan(share), 1.0 / ranks, share)
-    return own + float(np.sum(value[shared] * share))
+    return rank_total(records["rank"].to_numpy(), busiest_parts(records, seconds).to_numpy())
+
+
+#: The kinds of call a record times apart, as the overlap ledger keeps them: a finding about
+#: writes and one about reads never share a second.
+SIDES = ("read", "write", "meta", "sync")
+
+
+def charged(records: pd.DataFrame, **seconds: pd.Series) -> tuple[float, pd.DataFrame]:
+    """A finding's cost on the busiest rank, from its seconds by kind of call (read=, write=,
+    meta=, sync=; one value per record), and the per-record parts it draws from: its claims,
+    which the overlap ledger checks against other findings' on the same calls."""
+    if records.empty:
+        return 0.0, pd.DataFrame(columns=list(seconds), dtype="float64")
+    parts = pd.DataFrame({side: busiest_parts(records, part) for side, part in seconds.items()})
+    total = parts.sum(axis=1).to_numpy()
+    return rank_total(records["rank"].to_numpy(), total), parts
+
+
+def by_side(
+    records: pd.DataFrame, seconds: pd.Series, sides: tuple[str, ...] = ("read", "write", "meta")
+) -> dict[str, pd.Series]:
+    """`seconds` (one value per record) split over the record's calls of `sides` in
+    proportion to their times: for a cost reckoned on the record's time in all of them."""
+    times = pd.DataFrame({side: records[f"{side}_time_s"].fillna(0.0) for side in sides})
+    whole = times.sum(axis=1)
+    value = seconds.reindex(records.index).fillna(0.0)
+    return {
+        side: value * (times[side] / whole.where(whole > 0)).fillna(1.0 / len(sides))
+        for side in sides
+    }
 
 
 def minor_line(run: Run) -> float:

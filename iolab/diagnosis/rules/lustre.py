@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from iolab.diagnosis.facts import Run
-from iolab.diagnosis.rules.base import TOP_FILES, Finding, busiest_rank_seconds, layer_records
+from iolab.diagnosis.rules.base import TOP_FILES, Finding, by_side, charged, layer_records
 
 #: The lab's own (Drishti has no per-OST rule): an OST whose files ran at less than this share
 #: of the typical OST's median rate is a slow server, not a slow program.
@@ -58,11 +58,12 @@ def lustre(run: Run) -> list[Finding]:
             records = posix[posix.path.isin(on_it.path)]
             expected = (records.bytes_read + records.bytes_written) / typical
             record_lost = (records.read_time_s + records.write_time_s - expected).clip(lower=0)
+            cost, claims = charged(records, **by_side(records, record_lost, ("read", "write")))
             found.append(
                 Finding(
                     "slow-ost",
                     "a slow OST",
-                    busiest_rank_seconds(records, record_lost),
+                    cost,
                     f"the {len(on_it)} files on OST {slowest} moved data at a median "
                     f"{per_ost[slowest] / 1024**2:,.1f} MiB/s, against "
                     f"{typical / 1024**2:,.1f} MiB/s typical of the {len(per_ost)} OSTs; "
@@ -77,6 +78,7 @@ def lustre(run: Run) -> list[Finding]:
                     },
                     cost_formula="per rank, its seconds on the OST's files less what they would "
                     "take at the typical OST's rate, on the busiest rank",
+                    claims=claims,
                 )
             )
     width = placed.groupby("path").ost.size()
@@ -90,9 +92,10 @@ def lustre(run: Run) -> list[Finding]:
         )
         records.attrs["processes"] = run.processes
         layer_cost = {
-            layer: busiest_rank_seconds(part, part.read_time_s + part.write_time_s)
+            layer: charged(part, read=part.read_time_s, write=part.write_time_s)
             for layer, part in records.groupby("layer")
         }
+        cost, claims = max(layer_cost.values(), key=lambda pair: pair[0])
         path = narrow.moved.idxmax()
         ost = int(placed.loc[placed.path == path, "ost"].iloc[0])
         ranks = run.processes if narrow.loc[path, "shared"] else int(narrow.loc[path, "ranks"])
@@ -100,7 +103,7 @@ def lustre(run: Run) -> list[Finding]:
             Finding(
                 "few-stripes",
                 "a shared file on one OST",
-                max(layer_cost.values()),
+                cost,
                 f"{path} ({narrow.loc[path, 'moved'] / 1e9:,.1f} GB, shared by {ranks:,} ranks) "
                 f"lies on OST {ost} alone: every request queues on one server, and collective "
                 "MPI-IO uses one aggregator per stripe"
@@ -115,6 +118,7 @@ def lustre(run: Run) -> list[Finding]:
                 },
                 cost_formula="the busiest rank's read and write seconds on the one-stripe files, "
                 "at POSIX or MPI-IO, whichever is more",
+                claims=claims,
             )
         )
     return found

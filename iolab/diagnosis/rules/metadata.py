@@ -11,7 +11,7 @@ from iolab.diagnosis.rules.base import (
     MIN_COUNT,
     MINOR_S,
     Finding,
-    busiest_rank_seconds,
+    charged,
     proof_names,
     share_of,
     top_paths,
@@ -29,7 +29,7 @@ def metadata(run: Run) -> list[Finding]:
     calls = frame.opens + frame.stats
     moved_mib = float((frame.bytes_read + frame.bytes_written).sum()) / 1024**2
     per_mib = calls.sum() / moved_mib if moved_mib else float(calls.sum())
-    cost = busiest_rank_seconds(frame, frame.meta_time_s)
+    cost, claims = charged(frame, meta=frame.meta_time_s)
     heavy_share = share_of(cost, run.run_time_s) > 0.10
     if not ((calls.sum() >= MIN_COUNT and per_mib > LOOKUPS_PER_MIB) or heavy_share):
         return []
@@ -85,6 +85,7 @@ def metadata(run: Run) -> list[Finding]:
             },
             cost_formula="the busiest rank's seconds in opens, lookups, seeks and closes of "
             "the application's files",
+            claims=claims,
         )
     ]
 
@@ -101,11 +102,12 @@ def environment(run: Run) -> list[Finding]:
     if calls.sum() < ENVIRONMENT_MIN_CALLS:
         return []
     seconds = frame.meta_time_s + frame.read_time_s
+    cost, claims = charged(frame, meta=frame.meta_time_s, read=frame.read_time_s)
     return [
         Finding(
             "environment",
             "your environment's import cost",
-            busiest_rank_seconds(frame, seconds),
+            cost,
             f"{calls.sum():,.0f} opens and lookups on {frame.path.nunique():,} files of the "
             f"software environment (interpreter, libraries, site-packages), "
             f"{seconds.sum():,.2f} s over all ranks",
@@ -115,5 +117,6 @@ def environment(run: Run) -> list[Finding]:
             counters={"opens": float(frame.opens.sum()), "lookups": float(frame.stats.sum())},
             cost_formula="the busiest rank's seconds in opens, lookups and reads of the "
             "environment's files",
+            claims=claims,
         )
     ]

@@ -16,6 +16,8 @@ from iolab.diagnosis.rules.base import (
     TOP_FILES,
     Finding,
     busiest_rank_seconds,
+    by_side,
+    charged,
     layer_records,
     library_read_backs,
     proof_names,
@@ -97,10 +99,9 @@ def independent_mpiio(run: Run) -> list[Finding]:
     indep = requests - mpiio.collective
     if indep.sum() < MIN_COUNT or share_of(indep.sum(), requests.sum()) <= INDEPENDENT_SHARE:
         return []
-    part = (mpiio.read_time_s + mpiio.write_time_s) * (indep / requests.where(requests > 0)).fillna(
-        0
-    )
+    alone = (indep / requests.where(requests > 0)).fillna(0)
     files = top_paths(mpiio, indep)
+    cost, claims = charged(mpiio, read=mpiio.read_time_s * alone, write=mpiio.write_time_s * alone)
     library = storage.library_of(run, files)
     fix, note, proof = _library_proof(run, library, float(indep.sum()))
     through = f", through {library}" if library != "MPI-IO" else ""
@@ -108,7 +109,7 @@ def independent_mpiio(run: Run) -> list[Finding]:
         Finding(
             "no-collective-mpiio",
             f"independent MPI-IO{through}",
-            busiest_rank_seconds(mpiio, part),
+            cost,
             f"{indep.sum():,.0f} of {requests.sum():,.0f} MPI-IO operations "
             f"({share_of(indep.sum(), requests.sum()):.0%}) are independent{through}{note}",
             fix,
@@ -120,6 +121,7 @@ def independent_mpiio(run: Run) -> list[Finding]:
             },
             cost_formula="the busiest rank's MPI-IO read and write seconds times the share of "
             "its operations that are independent",
+            claims=claims,
         )
     ]
 
@@ -255,11 +257,12 @@ def mpiio_waits(run: Run) -> list[Finding]:
                     }
                 )
         kind = storage.kind_of(run, worst_path)
+        cost, claims = charged(pairs, **{side: wait})
         found.append(
             Finding(
                 f"mpiio-{side}-waits",
                 f"MPI-IO {side}s waiting above the file system",
-                busiest_rank_seconds(pairs, wait),
+                cost,
                 evidence + (f" (file system: {storage.KIND_NAMES[kind]})" if kind else ""),
                 storage.MPIIO_WAITS.get(kind, storage.MPIIO_WAITS[""]),
                 files=top_paths(pairs, wait),
@@ -274,6 +277,7 @@ def mpiio_waits(run: Run) -> list[Finding]:
                 counters=counters,
                 cost_formula=f"the busiest rank's MPI-IO {side} seconds less its POSIX {side} "
                 "seconds on the same file, on files without a collective call",
+                claims=claims,
             )
         )
     return found
@@ -311,7 +315,7 @@ def read_modify_write(run: Run) -> list[Finding]:
     reads, read_bytes = float(rows.reads.sum()), float(rows.bytes_read.sum())
     collective = above.collective.sum() > above.writes.sum() / 2
     top = top_paths(rows, rows.read_time_s)
-    cost = busiest_rank_seconds(rows, rows.read_time_s)
+    cost, claims = charged(rows, read=rows.read_time_s)
     returned = (
         "all of them past the end of the file, returning 0 bytes"
         if read_bytes == 0
@@ -341,6 +345,7 @@ def read_modify_write(run: Run) -> list[Finding]:
             },
             cost_formula="the busiest rank's POSIX read seconds on files only written through "
             "MPI-IO",
+            claims=claims,
         )
     ]
 
@@ -361,18 +366,23 @@ COLLECTIVE_TIME_FIX = (
 )
 
 
-def _slowest_rank_seconds(records: pd.DataFrame) -> tuple[float, float]:
-    """A file's slowest and fastest rank's seconds in all its calls: a shared record's
-    extremes, or per-rank records' sums."""
+def _slowest_rank_seconds(records: pd.DataFrame) -> tuple[float, float, pd.Index]:
+    """A file's slowest and fastest rank's seconds in all its calls, and the records of the
+    slowest: a shared record's extremes, or per-rank records' sums."""
     shared = records[records["rank"] < 0]
     if len(shared):
-        return float(shared.slowest_rank_s.max()), float(shared.fastest_rank_s.min())
+        return (
+            float(shared.slowest_rank_s.max()),
+            float(shared.fastest_rank_s.min()),
+            shared.index[shared.slowest_rank_s.fillna(-1.0).to_numpy().argmax() :][:1],
+        )
     seconds = (
         (records.read_time_s + records.write_time_s + records.meta_time_s)
         .groupby(records["rank"])
         .sum()
     )
-    return float(seconds.max()), float(seconds.min())
+    slowest = records.index[records["rank"] == seconds.idxmax()]
+    return float(seconds.max()), float(seconds.min()), slowest
 
 
 def collective_time(run: Run) -> list[Finding]:
@@ -394,11 +404,15 @@ def collective_time(run: Run) -> list[Finding]:
         moved = float((below.bytes_read + below.bytes_written).sum())
         if below.empty or moved < COVERED_SHARE * given:
             continue
-        slowest, fastest = _slowest_rank_seconds(above)
+        slowest, fastest, where = _slowest_rank_seconds(above)
         beneath = busiest_rank_seconds(
             below, below.read_time_s + below.write_time_s + below.meta_time_s
         )
-        rows.append((str(path), slowest, fastest, beneath, slowest - beneath))
+        # The slowest rank's records carry the cost, in proportion to their seconds.
+        held = above.loc[where, ["read_time_s", "write_time_s", "meta_time_s"]].sum(axis=1)
+        share = held / held.sum() if held.sum() > 0 else held
+        claims = pd.DataFrame(by_side(above.loc[where], (slowest - beneath) * share))
+        rows.append((str(path), slowest, fastest, beneath, slowest - beneath, claims))
     big = [
         row
         for row in rows
@@ -406,7 +420,7 @@ def collective_time(run: Run) -> list[Finding]:
     ]
     if not big:
         return []
-    path, slowest, fastest, beneath, above_s = max(big, key=lambda row: row[4])
+    path, slowest, fastest, beneath, above_s, claims = max(big, key=lambda row: row[4])
     kind = storage.kind_of(run, path)
     return [
         Finding(
@@ -430,5 +444,6 @@ def collective_time(run: Run) -> list[Finding]:
             },
             cost_formula="the file's slowest rank's MPI-IO seconds less the slowest POSIX "
             "rank's seconds on it",
+            claims=claims,
         )
     ]

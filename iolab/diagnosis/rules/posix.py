@@ -12,7 +12,7 @@ from iolab.diagnosis.rules.base import (
     MIN_COUNT,
     TOP_FILES,
     Finding,
-    busiest_rank_seconds,
+    charged,
     layer_records,
     library_read_backs,
     proof_names,
@@ -50,6 +50,7 @@ def direction_rules(run: Run) -> list[Finding]:
         small = posix[f"small_{op}s"].fillna(0)
         if small.sum() >= MIN_COUNT and share_of(small.sum(), total) > SMALL_SHARE:
             part = posix[time] * (small / requests.where(requests > 0)).fillna(0)
+            cost, claims = charged(posix, **{op: part})
             files = top_paths(
                 posix, small.where(_own_share(posix, small, requests) > SMALL_SHARE, 0)
             )
@@ -64,7 +65,7 @@ def direction_rules(run: Run) -> list[Finding]:
                 Finding(
                     f"small-{op}s",
                     f"small {op}s",
-                    busiest_rank_seconds(posix, part),
+                    cost,
                     f"{small.sum():,.0f} of {total:,.0f} {op}s "
                     f"({share_of(small.sum(), total):.0%}) move less than 1 MiB",
                     f"{op} in larger blocks: {storage.gather_advice(run, files, op)}",
@@ -72,6 +73,7 @@ def direction_rules(run: Run) -> list[Finding]:
                     counters={names["small"]: float(small.sum()), names["all"]: total},
                     cost_formula=f"the busiest rank's {op} seconds times the share of its {op}s "
                     "under 1 MiB",
+                    claims=claims,
                 )
             )
         known = posix[posix[f"seq_{op}s"].notna()]
@@ -79,6 +81,7 @@ def direction_rules(run: Run) -> list[Finding]:
         judged = float(known[f"{op}s"].sum())
         if backwards.sum() >= MIN_COUNT and share_of(backwards.sum(), judged) > RANDOM_SHARE:
             part = known[time] * (backwards / known[f"{op}s"].where(known[f"{op}s"] > 0)).fillna(0)
+            cost, claims = charged(known, **{op: part})
             names = proof_names(
                 run,
                 {
@@ -90,7 +93,7 @@ def direction_rules(run: Run) -> list[Finding]:
                 Finding(
                     f"random-{op}s",
                     f"random {op}s",
-                    busiest_rank_seconds(known, part),
+                    cost,
                     f"{backwards.sum():,.0f} of {judged:,.0f} {op}s "
                     f"({share_of(backwards.sum(), judged):.0%}) go back to an earlier offset",
                     f"{op} in file order where the algorithm allows, or gather the pieces into "
@@ -99,6 +102,7 @@ def direction_rules(run: Run) -> list[Finding]:
                     counters={names["all"]: judged, names["seq"]: float(known[f"seq_{op}s"].sum())},
                     cost_formula=f"the busiest rank's {op} seconds times the share of its {op}s "
                     "that go back to an earlier offset",
+                    claims=claims,
                 )
             )
     return found
@@ -139,8 +143,9 @@ def misaligned(run: Run) -> list[Finding]:
     unit = int(known.alignment.mode().iloc[0]) if known.alignment.notna().any() else 4096
     # ROMIO's reads before writing are charged by read-modify-write, not twice.
     own_reads = known.read_time_s.where(~known.path.isin(library_read_backs(run)), 0.0)
-    part = (own_reads + known.write_time_s) * (bad / requests.where(requests > 0)).fillna(0)
+    off = (bad / requests.where(requests > 0)).fillna(0)
     files = top_paths(known, bad)
+    cost, claims = charged(known, read=own_reads * off, write=known.write_time_s * off)
     names = proof_names(
         run,
         {
@@ -152,7 +157,7 @@ def misaligned(run: Run) -> list[Finding]:
         Finding(
             "misaligned",
             "misaligned requests",
-            busiest_rank_seconds(known, part),
+            cost,
             f"{bad.sum():,.0f} of {requests.sum():,.0f} requests "
             f"({share_of(bad.sum(), requests.sum()):.0%}) "
             f"start off a {_size(unit)} boundary, the file system's alignment unit in this "
@@ -163,6 +168,7 @@ def misaligned(run: Run) -> list[Finding]:
             cost_formula="the busiest rank's read and write seconds times the share of its "
             "requests off the unit (ROMIO's reads before writing left out: read-modify-write "
             "counts them)",
+            claims=claims,
         )
     ]
 
@@ -197,11 +203,12 @@ def stdio(run: Run) -> list[Finding]:
     records = frame[frame.path.isin(tiny.index)]
     tiny["seconds"] = (records.read_time_s + records.write_time_s).groupby(records.path).sum()
     top = tiny.seconds.idxmax()
+    cost, claims = charged(records, read=records.read_time_s, write=records.write_time_s)
     return [
         Finding(
             "stdio",
             "tiny requests through stdio",
-            busiest_rank_seconds(records, records.read_time_s + records.write_time_s),
+            cost,
             f"{tiny.requests.sum():,.0f} stdio reads and writes of "
             f"{tiny.moved.sum() / tiny.requests.sum():,.0f} "
             f"bytes on average on {len(tiny)} file(s); {top}: {tiny.loc[top, 'requests']:,.0f} "
@@ -215,6 +222,7 @@ def stdio(run: Run) -> list[Finding]:
             },
             cost_formula="the busiest rank's stdio read and write seconds on the files of tiny "
             "requests",
+            claims=claims,
         )
     ]
 
@@ -244,7 +252,7 @@ def rereads(run: Run) -> list[Finding]:
         return []
     records = posix[posix.path.isin(again.index)]
     spare = (1 - again.used / again.bytes_read).reindex(records.path).to_numpy()
-    cost = busiest_rank_seconds(records, records.read_time_s * spare)
+    cost, claims = charged(records, read=records.read_time_s * spare)
     top = again.bytes_read.idxmax()
     return [
         Finding(
@@ -263,6 +271,7 @@ def rereads(run: Run) -> list[Finding]:
             },
             cost_formula="the busiest rank's read seconds on those files times the share of "
             "their bytes read beyond the used range",
+            claims=claims,
         )
     ]
 
@@ -280,12 +289,15 @@ def syncs(run: Run) -> list[Finding]:
     count, writes = posix.syncs.sum(), posix.writes.sum()
     if count < MIN_SYNCS or writes > WRITES_PER_SYNC * count:
         return []
-    seconds = posix.sync_time_s.fillna(0) if posix.sync_time_s.notna().any() else posix.write_time_s
+    # A trace times syncs apart; a Darshan log counts them in its write seconds.
+    timed_apart = bool(posix.sync_time_s.notna().any())
+    seconds = posix.sync_time_s.fillna(0) if timed_apart else posix.write_time_s
+    cost, claims = charged(posix, **{"sync" if timed_apart else "write": seconds})
     return [
         Finding(
             "syncs",
             "a sync every few writes",
-            busiest_rank_seconds(posix, seconds),
+            cost,
             f"{count:,.0f} fsync/fdatasync calls for {writes:,.0f} writes "
             f"(one per {share_of(writes, count):,.1f} writes)",
             "sync once per batch, not per record: one transaction around many inserts "
@@ -305,6 +317,7 @@ def syncs(run: Run) -> list[Finding]:
             },
             cost_formula="the busiest rank's sync seconds (a Darshan log counts syncs in the "
             "write seconds, so there its write seconds: an upper bound)",
+            claims=claims,
         )
     ]
 
@@ -349,6 +362,12 @@ def stalled_requests(run: Run) -> list[Finding]:
         own = per_rank[f"slowest_{side}_s"].groupby(per_rank["rank"]).sum()
         shared = stalled.loc[stalled["rank"] < 0, f"slowest_{side}_s"]
         cost = max(own.max() if len(own) else 0.0, shared.max() if len(shared) else 0.0)
+        # The stalls the finding holds: every rank's (the cost is the busiest one's), or, where
+        # one shared record's stall is larger, that one alone.
+        if len(own) and own.max() >= cost:
+            held = per_rank[f"slowest_{side}_s"]
+        else:
+            held = shared[[shared.idxmax()]]
         where = f"rank {int(worst['rank'])}" if worst["rank"] >= 0 else "one rank"
         files = top_paths(stalled, stalled[f"slowest_{side}_s"])
         proof = proof_names(
@@ -379,6 +398,7 @@ def stalled_requests(run: Run) -> list[Finding]:
                 },
                 cost_formula=f"per rank, the seconds of its stalled {side}s (one per record), "
                 "the largest: a lower bound",
+                claims=held.astype("float64").to_frame(side),
             )
         )
     return found

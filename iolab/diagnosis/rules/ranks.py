@@ -9,7 +9,14 @@ import pandas as pd
 
 from iolab.diagnosis.facts import Run
 from iolab.diagnosis.rules import storage
-from iolab.diagnosis.rules.base import TOP_FILES, Finding, layer_records, minor_line, top_paths
+from iolab.diagnosis.rules.base import (
+    TOP_FILES,
+    Finding,
+    by_side,
+    layer_records,
+    minor_line,
+    top_paths,
+)
 
 #: Ranks differing by more than this share of the larger (Drishti: imbalance_size 30 %,
 #: imbalance_stragglers 15 %); the lab asks both of a file's bytes and of its time.
@@ -85,6 +92,7 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
     per_file["slow_rank"] = own.loc[by_path.seconds.idxmax()].set_index("path")["rank"]
     per_file["fast_bytes"] = own.loc[by_path.seconds.idxmin()].set_index("path")["moved"]
     per_file["slow_bytes"] = own.loc[by_path.seconds.idxmax()].set_index("path")["moved"]
+    per_file["record"] = by_path.seconds.idxmax()
     per_file = per_file[per_file.ranks > 1]
     # Shared records: Darshan keeps the fastest and slowest rank, their bytes and seconds,
     # and the variance of the ranks' bytes.
@@ -108,6 +116,7 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
             "slow_rank": shared.slowest_rank.to_numpy(),
             "fast_bytes": shared.fastest_rank_bytes.to_numpy(),
             "slow_bytes": shared.slowest_rank_bytes.to_numpy(),
+            "record": shared.index.to_numpy(),
         },
         index=shared.path.to_numpy(),
     )
@@ -134,6 +143,13 @@ def _mpiio_shares(run: Run, path: str) -> tuple[float, float] | None:
     if len(moved) < max(run.processes, 2):
         return None
     return float(moved.min()), float(moved.max())
+
+
+def _slowest_record(run: Run, file: pd.Series, cost: str) -> pd.DataFrame:
+    """The cost of one file's spread, claimed on its slowest rank's record (a shared
+    record: the file's one record), over its kinds of call as their times go."""
+    record = run.records.loc[[int(file["record"])]]
+    return pd.DataFrame(by_side(record, pd.Series(float(file[cost]), index=record.index)))
 
 
 def rank_imbalance(run: Run) -> list[Finding]:
@@ -211,6 +227,7 @@ def rank_imbalance(run: Run) -> list[Finding]:
                     "seconds of the slowest rank": float(worst.slowest_s),
                 },
                 cost_formula=IMBALANCE_FORMULA,
+                claims=_slowest_record(run, worst, "cost_s"),
             )
         )
     if len(by_time):
@@ -245,6 +262,7 @@ def rank_imbalance(run: Run) -> list[Finding]:
                     "ranks that moved bytes": float(worst.active_ranks),
                 },
                 cost_formula=WAIT_FORMULA,
+                claims=_slowest_record(run, worst, "wait_s"),
             )
         )
     return found
