@@ -216,3 +216,19 @@ def test_imbalanced_io_counts_the_one_aggregators_seconds_once(diagnosed) -> Non
     assert by_rule["misaligned"].counted_under == ["small-reads", "stalled-writes"]
     assert by_rule["stalled-writes"].cost_s == pytest.approx(21.65, abs=0.01)
     assert sum(f.cost_s for f in found) < log.run().run_time_s
+
+
+@needs_darshan
+def test_a_counter_darshan_did_not_keep_is_unknown_never_negative(diagnosed) -> None:
+    """Darshan writes -1 for a counter its module did not keep: e3sm_io's PNETCDF_FILE
+    records (Darshan 3.3.1) hold 512 opens each and -1 for their creates, bytes and times.
+    The layer table says n/a there, and no layer of any log shows a negative figure."""
+    import pandas as pd
+
+    for name, (log, _) in diagnosed.items():
+        numbers = log.modules_frame().drop(columns="module")
+        assert not (numbers.fillna(0) < 0).to_numpy().any(), name
+    log, _ = diagnosed["e3sm_io_heatmaps_and_dxt/e3sm_io_heatmap_only.darshan"]
+    row = log.modules_frame().set_index("module").loc["PNETCDF_FILE"]
+    assert (row.records, row.opens) == (3, 3 * 512)
+    assert all(pd.isna(row[c]) for c in ("bytes_read", "bytes_written", "meta_time_s"))

@@ -23,7 +23,7 @@ def _format_number(value: float, floatfmt: str | None) -> str:
 
 def _cell(value: object, floatfmt: str | None) -> str:
     """The text of one table cell: missing values as 'n/a', pipes escaped."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if isinstance(value, float):
         return _format_number(value, floatfmt)

@@ -406,9 +406,16 @@ def _stop(pid: int) -> None:
 
 
 def _sum(frame: pd.DataFrame, *names: str) -> pd.Series:
-    """The sum of those columns the frame has (Darshan versions differ); 0 if none."""
+    """The sum of those columns the frame has (Darshan versions differ); 0 if none. Darshan
+    writes -1 for a counter its module did not keep (PnetCDF's bytes and times in 3.3):
+    that is no number, and a record whose every such column says so gets NaN, never a sum
+    of -1s (a layer table of -3 bytes and -6 s)."""
     present = [frame[name].to_numpy(dtype="float64") for name in names if name in frame]
-    total = np.nansum(present, axis=0) if present else np.zeros(len(frame))
+    if not present:
+        return pd.Series(np.zeros(len(frame)), index=frame.index)
+    kept = np.where(np.asarray(present) < 0, np.nan, present)
+    known = ~np.isnan(kept).all(axis=0)
+    total = np.where(known, np.nansum(kept, axis=0), np.nan)
     return pd.Series(total, index=frame.index)  # column by column: no frame built per sum
 
 
@@ -689,19 +696,22 @@ class DarshanLog:
         in its reads, writes and metadata calls summed over ranks: a layer's seconds include
         the layers below it (an MPI-IO write's time holds its POSIX writes)."""
         records = self.run().records
-        frame = records.groupby("layer", sort=False).agg(
-            records=("path", "size"),
-            opens=("opens", "sum"),
-            reads=("reads", "sum"),
-            writes=("writes", "sum"),
-            bytes_read=("bytes_read", "sum"),
-            bytes_written=("bytes_written", "sum"),
-            read_time_s=("read_time_s", "sum"),
-            write_time_s=("write_time_s", "sum"),
-            meta_time_s=("meta_time_s", "sum"),
-        )
+        columns = [
+            "opens",
+            "reads",
+            "writes",
+            "bytes_read",
+            "bytes_written",
+            "read_time_s",
+            "write_time_s",
+            "meta_time_s",
+        ]
+        by_layer = records.groupby("layer", sort=False)
+        # a figure the layer's module never kept (Darshan's -1) stays unknown: n/a, not 0
+        frame = by_layer[columns].sum(min_count=1)
+        frame.insert(0, "records", by_layer.size())
         counts = [c for c in frame if not c.endswith("_s")]
-        frame = frame.astype(dict.fromkeys(counts, "int64"))
+        frame = frame.astype(dict.fromkeys(counts, "Int64"))
         return frame.rename_axis("module").reset_index()
 
     def files_frame(self) -> pd.DataFrame:
