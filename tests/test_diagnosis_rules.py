@@ -1078,3 +1078,63 @@ def test_findings_on_different_calls_keep_their_seconds_whatever_they_add_up_to(
         "small-writes": pytest.approx(900.0),
     }
     assert all(f.counted_elsewhere_s == 0.0 and f.counted_under == [] for f in found.values())
+
+
+# ------------------------------------------------------------------ HDF5 and PnetCDF time
+
+
+def _library_file(library: str, spent: tuple[float, float], beneath: tuple[float, float]) -> list:
+    """Two ranks' records of /lus/out: the library's (the file's and one part's, each rank
+    `spent` seconds over both) and MPI-IO's beneath (`beneath` seconds per rank)."""
+    whole, part = {"HDF5": ("H5F", "H5D"), "PnetCDF": ("PNETCDF_FILE", "PNETCDF_VAR")}[library]
+    name = "/lus/out:/grid" if library == "HDF5" else "/lus/out:grid"
+    rows = []
+    for rank, (lib_s, mpi_s) in enumerate(zip(spent, beneath, strict=True)):
+        rows += [
+            record("/lus/out", rank, layer=whole, opens=1, meta_time_s=0.1 * lib_s),
+            record(
+                name,
+                rank,
+                layer=part,
+                writes=100,
+                bytes_written=100 * MiB,
+                write_time_s=0.9 * lib_s,
+            ),
+            record(
+                "/lus/out",
+                rank,
+                layer="MPI-IO",
+                writes=100,
+                collective=100,
+                bytes_written=100 * MiB,
+                write_time_s=mpi_s,
+            ),
+        ]
+    return rows
+
+
+@pytest.mark.parametrize("library", ["HDF5", "PnetCDF"])
+def test_a_library_that_spends_the_run_above_mpiio_is_named_with_its_cost(library: str) -> None:
+    """The slowest rank spent 40 s in the library's calls on /lus/out and 10 s in MPI-IO
+    calls beneath: 30 s of a 100 s run went to the library itself."""
+    run = run_of(_library_file(library, (40.0, 25.0), (10.0, 9.0)), processes=2)
+    found = {f.rule: f for f in diagnose(run)}
+    spent = found["library-time"]
+    assert spent.cost_s == pytest.approx(30.0) and not spent.minor
+    assert spent.files == ["/lus/out"] and spent.title.startswith(library)
+    assert "took 40.0 s on its slowest rank (40% of the run)" in spent.evidence
+    assert ("H5Pset_chunk_cache" if library == "HDF5" else "ncmpi_wait_all") in spent.advice
+
+
+@pytest.mark.parametrize(
+    ("spent", "beneath", "why"),
+    [
+        ((9.0, 5.0), (1.0, 1.0), "under a tenth of the run"),
+        ((40.0, 25.0), (21.0, 20.0), "most of it is MPI-IO's"),
+    ],
+)
+def test_a_library_whose_time_is_small_or_mostly_beneath_is_not_a_finding(
+    spent: tuple[float, float], beneath: tuple[float, float], why: str
+) -> None:
+    run = run_of(_library_file("HDF5", spent, beneath), processes=2)
+    assert "library-time" not in rules(run), why

@@ -32,9 +32,9 @@ _lab_values: dict[str, float] = {}
 def rule_modules() -> list[ModuleType]:
     """The rules package and every module of it, where a threshold may be bound."""
     from iolab.diagnosis import rules
-    from iolab.diagnosis.rules import base, lustre, metadata, mpiio, posix, ranks
+    from iolab.diagnosis.rules import base, libraries, lustre, metadata, mpiio, posix, ranks
 
-    return [rules, base, lustre, metadata, mpiio, posix, ranks]
+    return [rules, base, libraries, lustre, metadata, mpiio, posix, ranks]
 
 
 def defaults() -> dict[str, float]:

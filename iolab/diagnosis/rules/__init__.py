@@ -5,7 +5,8 @@ Findings (base: the Finding, its cost on the busiest rank, the minor line). The 
 family, each beside its thresholds and advice: posix (the program's requests: size, order,
 alignment, buffering, re-reads, syncs, stalls), metadata (opens and lookups, of the data and
 of the software environment), mpiio (independent MPI-IO, waits inside the library, ROMIO's
-reads before writing, collective calls costing most above POSIX), ranks
+reads before writing, collective calls costing most above POSIX), libraries (HDF5 and
+PnetCDF calls costing most above the layer beneath), ranks
 (imbalance, ranks waiting for the I/O ranks) and lustre (a slow OST, a shared file on one).
 Advice is worded for the file system, library and direction of the files concerned
 (storage: Lustre, GPFS, CephFS, NFS, DAOS or local; HDF5, PnetCDF, MPI-IO or POSIX).
@@ -22,7 +23,7 @@ apart (a write-heavy checkpoint must not hide random reads).
 from __future__ import annotations
 
 from iolab.diagnosis.facts import Run
-from iolab.diagnosis.rules import lustre, metadata, mpiio, overlaps, posix, ranks
+from iolab.diagnosis.rules import libraries, lustre, metadata, mpiio, overlaps, posix, ranks
 from iolab.diagnosis.rules.base import (
     MAJOR_SHARE,
     MINOR_S,
@@ -53,6 +54,7 @@ RULES = (
     mpiio.mpiio_waits,
     mpiio.read_modify_write,
     mpiio.collective_time,
+    libraries.library_time,
     ranks.rank_imbalance,
     lustre.lustre,
     posix.stdio,
@@ -77,6 +79,7 @@ RULE_IDS = (
     "mpiio-write-waits",
     "read-modify-write",
     "collective-mpiio-time",
+    "library-time",
     "rank-imbalance-bytes",
     "rank-imbalance-time",
     "slow-ost",

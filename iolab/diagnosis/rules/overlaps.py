@@ -8,7 +8,7 @@ on each rank's calls on each file the busiest rank spent at most so many seconds
 the layer (POSIX and STDIO side by side add up; MPI-IO, HDF5 and PnetCDF contain the calls
 beneath them). Findings whose claims there add up to more cannot all be saved: the seconds
 go first to the finding nearest the cause (CAUSE_ORDER: the requests themselves, where the
-file lies, the MPI-IO library, how the time spread over the ranks), the smaller claim first
+file lies, the I/O libraries, how the time spread over the ranks), the smaller claim first
 within a tier, and a later claim gives up what is left over. A 32-byte write that stood
 21.6 s is the stall's, not the imbalance it made; one stripe is the cause of one aggregator
 doing a file's POSIX work. A shared record (rank -1) stands for the file's slowest rank.
@@ -31,8 +31,8 @@ WAITED = "MPI_BARRIER_TOTAL_TIME + MPI_WAIT*_TOTAL_TIME, median of the other ran
 #: Every other layer (MPI-IO, HDF5, PnetCDF, DFS) contains the calls it makes beneath it.
 SIDE_BY_SIDE = ("POSIX", "STDIO")
 #: Who keeps seconds two findings claim: the requests' own shape and stalls first, then
-#: where the file lies, then the MPI-IO library's own time, then how the time spread over the
-#: ranks (a symptom of all the others). Rules not named come last.
+#: where the file lies, then the I/O libraries' own time (MPI-IO, HDF5, PnetCDF), then how
+#: the time spread over the ranks (a symptom of all the others). Rules not named come last.
 CAUSE_ORDER = (
     (
         "stalled-reads",
@@ -50,7 +50,13 @@ CAUSE_ORDER = (
         "read-modify-write",
     ),
     ("slow-ost", "few-stripes"),
-    ("no-collective-mpiio", "mpiio-read-waits", "mpiio-write-waits", "collective-mpiio-time"),
+    (
+        "no-collective-mpiio",
+        "mpiio-read-waits",
+        "mpiio-write-waits",
+        "collective-mpiio-time",
+        "library-time",
+    ),
     ("rank-imbalance-bytes", "rank-imbalance-time"),
 )
 #: The calls of each side, as the evidence names them.
