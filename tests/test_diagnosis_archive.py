@@ -83,6 +83,12 @@ def test_the_command_prints_the_ranking_saves_every_finding_and_speaks_json(
     with saved.open() as rows:
         written = list(csv.DictReader(rows))
     assert {row["log"] for row in written} <= set(CHOSEN) and written[0]["rule"]
+    # what a finding gave up to the findings nearer the cause, as `diagnose LOG --json` says
+    imbalance = next(
+        row for row in written if row["log"] == CHOSEN[0] and row["rule"] == "rank-imbalance-bytes"
+    )
+    assert float(imbalance["counted_elsewhere_s"]) == pytest.approx(581.82, abs=0.01)
+    assert imbalance["counted_under"] == "few-stripes; misaligned; small-reads"
     as_json = json.loads(iolab("diagnose", str(archive), "--json").stdout)
     assert [row["log"] for row in as_json][-2:] == ["cut.darshan", "notes.darshan"]
     assert as_json[-1]["processes"] is None and as_json[0]["processes"] > 0

@@ -35,7 +35,19 @@ ROW_COLUMNS = [
     "problem",
 ]
 #: The columns of the findings CSV, one row per finding of every log.
-FINDING_COLUMNS = ["log", "rule", "title", "cost_s", "minor", "files", "ranks", "osts", "evidence"]
+FINDING_COLUMNS = [
+    "log",
+    "rule",
+    "title",
+    "cost_s",
+    "counted_elsewhere_s",
+    "counted_under",
+    "minor",
+    "files",
+    "ranks",
+    "osts",
+    "evidence",
+]
 #: A log whose data cannot be read gets this verdict (and no other column but its problem).
 UNREADABLE = "unreadable"
 
@@ -87,6 +99,10 @@ def diagnose_one(log: str, changed: dict[str, float]) -> tuple[dict, list[dict]]
             "rule": finding.rule,
             "title": finding.title,
             "cost_s": round(finding.cost_s, 6),
+            # seconds this finding also reckoned that others charge (rules.overlaps): a sum
+            # of cost_s counts them once
+            "counted_elsewhere_s": round(finding.counted_elsewhere_s, 6),
+            "counted_under": "; ".join(finding.counted_under),
             "minor": finding.minor,
             "files": "; ".join(finding.files),
             "ranks": " ".join(map(str, finding.ranks)),
