@@ -152,12 +152,12 @@ def seconds_available(run: Run, keys: CallKeys) -> np.ndarray:
 def claimed_calls(run: Run, keys: CallKeys, claims: pd.DataFrame) -> pd.DataFrame:
     """A finding's claims one row per record and side it holds seconds of (record, side,
     seconds, key)."""
-    stacked = claims.fillna(0.0).stack()
-    long = pd.DataFrame(
+    values = claims.fillna(0.0).to_numpy(dtype="float64")
+    long = pd.DataFrame(  # row by row, each record's sides in the columns' order
         {
-            "record": stacked.index.get_level_values(0),
-            "side": stacked.index.get_level_values(1),
-            "seconds": stacked.to_numpy(),
+            "record": np.repeat(claims.index.to_numpy(), values.shape[1]),
+            "side": np.tile(claims.columns.to_numpy(dtype=object), values.shape[0]),
+            "seconds": values.ravel(),
         }
     )
     long = long[long.seconds > 0]
