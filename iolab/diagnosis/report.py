@@ -81,6 +81,16 @@ def json_ready(value: object) -> object:
     return None if value is pd.NA or value is pd.NaT else str(value)
 
 
+def _unknown_as_na(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its nullable-integer columns' missing counts written "n/a": to_html's
+    na_rep reaches floats' NaN but not pandas' NA (a counter Darshan did not keep)."""
+    shown = frame.copy()
+    for column in shown:
+        if isinstance(shown[column].dtype, pd.Int64Dtype):
+            shown[column] = shown[column].astype(object).where(shown[column].notna(), "n/a")
+    return shown
+
+
 def findings_records(findings: list[Finding]) -> list[dict]:
     """The findings as JSON-ready dicts, in their ranked order (without the per-record
     claims, which only the overlap ledger reads)."""
@@ -304,7 +314,7 @@ def html_report(
         for title, chart in figures.items()
     )
     frames = "".join(
-        f"<h2>{esc(title)}</h2>{frame.to_html(index=False, border=0)}"
+        f"<h2>{esc(title)}</h2>{_unknown_as_na(frame).to_html(index=False, border=0, na_rep='n/a')}"
         for title, frame in tables.items()
         if len(frame)
     )
