@@ -11,9 +11,12 @@
 #   make html       the site from the committed notebooks, into _build/html
 #   make bench      this machine's timings: generation, each reader, and the raw-read floor;
 #                   CLASSIC=DIR also runs the classic demo's readers (a checkout of its repository)
-#   make bench-diagnosis  the lab's diagnosis against Drishti on 24 real Darshan logs
+#   make bench-diagnosis  the lab's diagnosis against Drishti on 24 real Darshan logs, and
+#                   a centre's archive of their copies (seconds per log, memory per worker)
 #   make torch      optional: PyTorch for the DataLoader and checkpoint lessons
 #   make darshan    optional: PyDarshan, to read Darshan logs in lesson 12
+#   make dask       optional: Dask on Slurm, for `iolab diagnose DIR --slurm-jobs N` (an archive
+#                   of logs diagnosed in Slurm jobs)
 #   make lock       maintainers: re-resolve requirements-lock.txt against the public index
 #   make record     maintainers: re-execute the notebooks in place, recording their results
 #   make check-sources  maintainers, with the network: which quoted outside sources changed since
@@ -48,7 +51,7 @@ LOCK_DATE := 2026-11-25
 CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
   sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-.PHONY: lab test test-fast lint jupyter html bench bench-diagnosis torch darshan lock record record-slurm record-pfs check-sources clean distclean
+.PHONY: lab test test-fast lint jupyter html bench bench-diagnosis torch darshan dask lock record record-slurm record-pfs check-sources clean distclean
 
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -139,6 +142,10 @@ torch: $(STAMP)
 
 darshan: $(STAMP)
 	$(PY) -m pip install --quiet -c $(LOCK) -r requirements-darshan.txt
+
+# dask-jobqueue and its Dask, pinned in requirements-dask.txt (the lock's shared ones too).
+dask: $(STAMP)
+	$(PY) -m pip install --quiet -c $(LOCK) -r requirements-dask.txt
 
 # Needs the network. uv resolves for every supported interpreter at once (environment
 # markers), against the public index only (--no-config ignores local mirrors and settings).

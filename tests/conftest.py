@@ -94,6 +94,12 @@ def _darshan_problem() -> str | None:
     return darshan_problem()
 
 
+def _dask_problem() -> str | None:
+    if importlib.util.find_spec("dask_jobqueue") is None:
+        return "dask-jobqueue is not installed (optional)"
+    return None
+
+
 def _torch_problem() -> str | None:
     return None if importlib.util.find_spec("torch") else "PyTorch is not installed (optional)"
 
@@ -213,6 +219,12 @@ AREAS = {
         "none (PyPI: darshan)",
         "make darshan (CPython 3.7 to 3.12)",
         _darshan_problem,
+    ),
+    "dask": Area(
+        "a centre's archive of logs diagnosed in Slurm jobs through Dask",
+        "none (PyPI: dask-jobqueue, distributed, cryptography)",
+        "make dask",
+        _dask_problem,
     ),
     "cephfs": Area(
         "a private CephFS started and mounted by the lab (tests/test_cephfs.py)",

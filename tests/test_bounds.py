@@ -129,6 +129,7 @@ BAD: list[Case] = [
     *refused((*IOLAB, "diagnose", f"{PLACE}/x.darshan"), "--html", ("",)),
     # an empty folder: without the bound, "no *.darshan file below it", another sentence
     *refused((*IOLAB, "diagnose", PLACE), "--workers", ("0", "257")),
+    *refused((*IOLAB, "diagnose", PLACE), "--slurm-jobs", ("0", "257")),
     *refused((*IOLAB, "diagnose", PLACE), "--config", ("",)),
     *refused((*IOLAB, "diagnose"), "--untraced-runs", ("-1", "11"), ("--", "true")),
     *refused((*IOLAB, "diagnose"), "--traced-runs", ("0", "11"), ("--", "true")),

@@ -98,7 +98,14 @@ def test_the_command_prints_the_ranking_saves_every_finding_and_speaks_json(
     "argv, says",
     [
         (["{archive}", "--html", "{tmp}/page.html"], "--html is for one log"),
-        (["{log}", "--csv", "{tmp}/f.csv"], "--csv and --workers go with a folder of logs"),
+        (["{log}", "--csv", "{tmp}/f.csv"], "--csv, --workers and --slurm-jobs go with a folder"),
+        (["{log}", "--slurm-jobs", "2"], "--csv, --workers and --slurm-jobs go with a folder"),
+        (
+            ["{archive}", "--workers", "1", "--slurm-jobs", "1"],
+            "--slurm-jobs Slurm's jobs: give one",
+        ),
+        (["{archive}", "--slurm-jobs", "0"], "--slurm-jobs"),
+        (["{archive}", "--slurm-jobs", "2", "--slurm-walltime", "1h"], "is not a Slurm time limit"),
         (["{empty}"], "is a folder with no *.darshan file below it"),
         (["{archive}", "--workers", "9"], "reading 6 logs in 9 processes"),
     ],
@@ -132,3 +139,25 @@ def iolab(*argv: str) -> subprocess.CompletedProcess:
         env={**os.environ, "SLURM_JOB_ID": ""},
         timeout=300,
     )
+
+
+def test_the_archive_benchmark_counts_its_copies_and_measures_each_run(tmp_path: Path) -> None:
+    """`make bench-diagnosis`'s archive part (benchmark.archive_rates): copies of every log
+    below the folder, ranked by `iolab diagnose DIR`; the rates follow from the counts."""
+    from iolab.diagnosis.benchmark import archive_rates
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for rel in CHOSEN[2:]:
+        shutil.copy(LOGS / rel, folder / Path(rel).name)
+    (folder / "elsewhere.darshan").symlink_to(LOGS / CHOSEN[0])  # not a log of the folder
+    said: list[str] = []
+    rows = archive_rates(folder, copies=3, workers=(1, 2), repeats=1, progress=said.append)
+    assert [(row["logs"], row["workers"]) for row in rows] == [(6, 1), (6, 2)]
+    assert said == [f"archive of 6 logs, --workers {n}, run 1 of 1" for n in (1, 2)]
+    for row in rows:
+        assert row["wall_s"] > 0 and row["peak_MiB"] > 0
+        assert row["logs_per_s"] == pytest.approx(6 / row["wall_s"], rel=0.02)
+        assert row["worker_s_per_log"] == pytest.approx(
+            row["wall_s"] * row["workers"] / 6, rel=0.02
+        )

@@ -1,8 +1,9 @@
 """`python -m iolab bench-diagnosis [--drishti PATH]` (`make bench-diagnosis`): the lab's
 diagnosis and Drishti's on the 24 real logs of tests/fixtures/darshan, against the ground
 truth written from their counters: hits, misses, false alarms, seconds and peak memory of
-each tool per log; and the lab's HTML page against its text report, per log
-(iolab.diagnosis.benchmark)."""
+each tool per log; the lab's HTML page against its text report, per log; and a centre's
+archive, `iolab diagnose DIR` on copies of the logs: seconds per log and the memory a worker
+needs (iolab.diagnosis.benchmark)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
             "tests/fixtures/darshan, each in a fresh process, and score both against the "
             "logs' ground truth: findings, misses, false alarms, median wall seconds of "
             "5 runs (the tools taking turns), largest peak memory; and the lab's text "
-            "report against its HTML page (figures drawn), each timed alone. "
+            "report against its HTML page (figures drawn), each timed alone; the rules on "
+            "synthetic jobs of growing size; and `iolab diagnose DIR` on an archive of "
+            "copies of the logs, in 1 and 2 processes (seconds per log, peak memory). "
             f"Saves workspace/lab/{RESULT}. `make bench-diagnosis` builds Drishti's own "
             "environment (.venv-drishti) first."
         ),
@@ -103,6 +106,13 @@ def main(args: argparse.Namespace) -> int:
     grows = scaling()
     print("\nThe rules alone on synthetic jobs (median of 3):")
     print(to_markdown(pd.DataFrame(grows)))
+    from iolab.diagnosis.benchmark import archive_rates
+
+    archive = archive_rates(
+        args.logs, progress=lambda line: print(line, file=sys.stderr, flush=True)
+    )
+    print("\nA centre's archive: `iolab diagnose DIR` on copies of every log (median of 3):")
+    print(to_markdown(pd.DataFrame(archive)))
     target = results_dir() / RESULT
     with atomic_output(target) as partial:
         partial.write_text(
@@ -114,6 +124,7 @@ def main(args: argparse.Namespace) -> int:
                     "drishti": str(args.drishti or ""),
                     "rows": rows,
                     "scaling": grows,
+                    "archive": archive,
                 },
                 indent=1,
                 default=str,

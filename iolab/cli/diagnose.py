@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +34,16 @@ UNTRACED_RUNS = Bounds(
     "each run repeats the whole command; the median of a few is enough to see the "
     "tracer's slowdown",
 )
+#: Slurm jobs of one Dask worker each, for a folder of logs (iolab.diagnosis.archive_slurm).
+SLURM_JOBS = Bounds(
+    1,
+    256,
+    "jobs",
+    "each job is one core diagnosing one log at a time; a few dozen read thousands of logs "
+    "in minutes",
+)
+#: A Slurm time limit as sbatch takes it: [days-]hours:minutes:seconds.
+WALLTIME = re.compile(r"(\d+-)?\d{1,2}:\d{2}:\d{2}")
 #: Traced runs of a command: each repeats its work, under the tracer's slowdown.
 TRACED_RUNS = Bounds(
     1,
@@ -96,6 +108,21 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         f"{LIMITS['processes'].most} unless {FLAG})",
     )
     parser.add_argument(
+        "--slurm-jobs",
+        type=int_option("--slurm-jobs", SLURM_JOBS),
+        metavar="N",
+        help="with a folder: diagnose the logs in N Slurm jobs of one core each, through Dask "
+        "(`make dask`), when this machine is too small; SBATCH_ACCOUNT and SBATCH_PARTITION "
+        "choose where they run",
+    )
+    parser.add_argument(
+        "--slurm-walltime",
+        type=walltime_option,
+        default="00:30:00",
+        metavar="HH:MM:SS",
+        help="with --slurm-jobs: each job's time limit (default 00:30:00)",
+    )
+    parser.add_argument(
         "--untraced-runs",
         type=int_option("--untraced-runs", UNTRACED_RUNS),
         default=0,
@@ -121,6 +148,15 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
 
 
+def walltime_option(text: str) -> str:
+    """An argparse type: a Slurm time limit, HH:MM:SS or D-HH:MM:SS."""
+    if not WALLTIME.fullmatch(text):
+        raise LabError(
+            f"--slurm-walltime {text!r} is not a Slurm time limit; give HH:MM:SS, e.g. 01:00:00"
+        )
+    return text
+
+
 def main(args: argparse.Namespace) -> int:
     from iolab.diagnosis import inputs
 
@@ -139,8 +175,10 @@ def main(args: argparse.Namespace) -> int:
         raise LabError(
             "--untraced-runs and --traced-runs go with a command: `diagnose --traced-runs 3 -- CMD`"
         )
-    if args.csv or args.workers:
-        raise LabError("--csv and --workers go with a folder of logs: `diagnose DIR --csv FILE`")
+    if args.csv or args.workers or args.slurm_jobs:
+        raise LabError(
+            "--csv, --workers and --slurm-jobs go with a folder of logs: `diagnose DIR --csv FILE`"
+        )
     check_page(args.html)
     figures = args.html is not None
     if args.command:
@@ -167,23 +205,20 @@ def archive_main(args: argparse.Namespace) -> int:
         UNREADABLE,
         archive_logs,
         default_workers,
-        rank_archive,
+        local_results,
+        ranked,
         ranking_records,
     )
 
     if args.html:
         raise LabError("--html is for one log; for a folder, --csv FILE saves every finding")
+    if args.workers and args.slurm_jobs:
+        raise LabError(
+            "--workers counts this machine's processes and --slurm-jobs Slurm's jobs: give one"
+        )
     if args.csv:
         output_file(args.csv, "--csv")
     logs = archive_logs(args.input)
-    workers = args.workers or default_workers(len(logs), LIMITS["processes"].most)
-    check(
-        f"reading {len(logs)} logs in {workers} processes",
-        fix="give fewer --workers",
-        compute_node=args.compute_node,
-        processes=workers,
-    )
-
     on_terminal = sys.stderr.isatty() and not args.json
 
     def say(done: int, total: int) -> None:
@@ -192,9 +227,29 @@ def archive_main(args: argparse.Namespace) -> int:
 
     from iolab.diagnosis.thresholds import changed
 
-    ranking, findings = rank_archive(logs, workers, say, changed())
+    hosts: Counter[str] = Counter()
+    if args.slurm_jobs:
+        from iolab.diagnosis.archive_slurm import slurm_results
+
+        def tell(line: str) -> None:
+            print(line, file=sys.stderr, flush=True)
+
+        results = slurm_results(logs, args.slurm_jobs, args.slurm_walltime, changed(), tell, hosts)
+    else:
+        workers = args.workers or default_workers(len(logs), LIMITS["processes"].most)
+        check(
+            f"reading {len(logs)} logs in {workers} processes",
+            fix="give fewer --workers",
+            compute_node=args.compute_node,
+            processes=workers,
+        )
+        results = local_results(logs, workers, changed())
+    ranking, findings = ranked(results, len(logs), say)
     if on_terminal:
         print(file=sys.stderr)
+    if hosts:
+        shares = ", ".join(f"{host} {count}" for host, count in sorted(hosts.items()))
+        print(f"logs read per Slurm node: {shares}", file=sys.stderr)
     ranking["log"] = [str(Path(log).relative_to(args.input)) for log in ranking["log"]]
     findings["log"] = [str(Path(log).relative_to(args.input)) for log in findings["log"]]
     if args.csv:

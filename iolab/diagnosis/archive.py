@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -48,6 +48,8 @@ FINDING_COLUMNS = [
     "osts",
     "evidence",
 ]
+#: One log's row of the ranking and the rows of its findings.
+Result = tuple[dict, list[dict]]
 #: A log whose data cannot be read gets this verdict (and no other column but its problem).
 UNREADABLE = "unreadable"
 
@@ -68,7 +70,7 @@ def archive_logs(folder: Path) -> list[Path]:
     return logs
 
 
-def diagnose_one(log: str, changed: dict[str, float]) -> tuple[dict, list[dict]]:
+def diagnose_one(log: str, changed: dict[str, float]) -> Result:
     """The ranking's row of one log and the rows of its findings (in a worker process, with
     the thresholds `changed` as the parent's --config set them)."""
     from iolab.diagnosis import thresholds
@@ -114,30 +116,31 @@ def diagnose_one(log: str, changed: dict[str, float]) -> tuple[dict, list[dict]]
     return row, found
 
 
-def rank_archive(
-    logs: list[Path],
-    workers: int,
-    progress: Callable[[int, int], None] | None = None,
-    changed: dict[str, float] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Diagnose `logs` in `workers` processes, with the thresholds `changed` (--config); the
-    ranking (the costliest top finding first, unreadable logs last) and every finding.
-    `progress(done, total)` after each log."""
-    rows: list[dict] = []
-    found: list[dict] = []
+def local_results(logs: list[Path], workers: int, changed: dict[str, float]) -> Iterator[Result]:
+    """Each log's rows as a pool of `workers` processes on this machine finishes them."""
     context = multiprocessing.get_context("spawn")  # no copy of this process's threads
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
         try:
-            pending = [pool.submit(diagnose_one, str(log), changed or {}) for log in logs]
-            for done, future in enumerate(concurrent.futures.as_completed(pending), 1):
-                row, findings = future.result()
-                rows.append(row)
-                found += findings
-                if progress is not None:
-                    progress(done, len(logs))
+            pending = [pool.submit(diagnose_one, str(log), changed) for log in logs]
+            for future in concurrent.futures.as_completed(pending):
+                yield future.result()
         except BaseException:  # Ctrl-C, SIGTERM, a worker that died: no log is started after
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+
+
+def ranked(
+    results: Iterable[Result], total: int, progress: Callable[[int, int], None] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ranking (the costliest top finding first, unreadable logs last) and every finding,
+    from each log's rows wherever they were made; `progress(done, total)` after each log."""
+    rows: list[dict] = []
+    found: list[dict] = []
+    for done, (row, findings) in enumerate(results, 1):
+        rows.append(row)
+        found += findings
+        if progress is not None:
+            progress(done, total)
     ranking = pd.DataFrame(rows, columns=ROW_COLUMNS).astype(
         {"processes": "Int64", "findings": "Int64"}  # whole numbers, empty for an unreadable log
     )
@@ -146,6 +149,17 @@ def rank_archive(
         ["unreadable", "top_cost_s", "log"], ascending=[True, False, True], kind="stable"
     ).drop(columns="unreadable")
     return ranking.reset_index(drop=True), pd.DataFrame(found, columns=FINDING_COLUMNS)
+
+
+def rank_archive(
+    logs: list[Path],
+    workers: int,
+    progress: Callable[[int, int], None] | None = None,
+    changed: dict[str, float] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Diagnose `logs` in `workers` processes on this machine, with the thresholds `changed`
+    (--config): the ranking and every finding (ranked)."""
+    return ranked(local_results(logs, workers, changed or {}), len(logs), progress)
 
 
 def ranking_records(ranking: pd.DataFrame) -> list[dict]:

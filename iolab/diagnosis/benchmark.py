@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from iolab.core.errors import LabError
 from iolab.diagnosis.judge import judge
 from iolab.diagnosis.rules import Finding
 
@@ -33,6 +35,8 @@ from iolab.diagnosis.rules import Finding
 #: take about half a second, nearly all of it starting Python and importing pandas, so one
 #: run cannot tell them apart).
 REPEATS = 5
+#: Copies of each corpus log in the archive benchmark (archive_rates): a few hundred logs.
+ARCHIVE_COPIES = 10
 #: Drishti's insight codes (drishti/includes/config.py) that name a problem, as lab rules.
 CODES = {
     "S01": "stdio",
@@ -254,4 +258,53 @@ def scaling(sizes: tuple[int, ...] = (1_000, 10_000, 100_000), repeats: int = 3)
                 "us_per_record": round(1e6 * median / records, 2),
             }
         )
+    return rows
+
+
+def archive_rates(
+    logs_dir: Path,
+    copies: int = ARCHIVE_COPIES,
+    workers: tuple[int, ...] = (1, 2),
+    repeats: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """`iolab diagnose DIR` on `copies` of every log below `logs_dir` (hard links), with 1
+    and 2 worker processes: median wall seconds, seconds per log, and the largest process's
+    peak memory, which bounds a worker (it holds one log at a time)."""
+    originals = sorted(
+        path for path in logs_dir.rglob("*.darshan") if path.is_file() and not path.is_symlink()
+    )
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="iolab-archive-bench-") as folder:
+        for copy in range(copies):
+            for index, log in enumerate(originals):
+                target = Path(folder) / f"{copy:03d}-{index:02d}-{log.name}"
+                try:
+                    os.link(log, target)
+                except OSError:  # another file system, or links not allowed there
+                    shutil.copyfile(log, target)
+        total = copies * len(originals)
+        for count in workers:
+            command = [sys.executable, "-m", "iolab", "diagnose", folder, "--json"]
+            runs = []
+            for repeat in range(repeats):
+                if progress:
+                    progress(
+                        f"archive of {total} logs, --workers {count}, run {repeat + 1} of {repeats}"
+                    )
+                _, seconds, peak, code = run_measured([*command, "--workers", str(count)])
+                if code:
+                    raise LabError(f"`iolab diagnose DIR` on the archive's copies ended {code}")
+                runs.append((seconds, peak))
+            wall = float(np.median([seconds for seconds, _ in runs]))
+            rows.append(
+                {
+                    "logs": total,
+                    "workers": count,
+                    "wall_s": round(wall, 2),
+                    "logs_per_s": round(total / wall, 2),
+                    "worker_s_per_log": round(wall * count / total, 4),
+                    "peak_MiB": round(max(peak for _, peak in runs), 1),
+                }
+            )
     return rows

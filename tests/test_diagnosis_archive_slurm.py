@@ -1,0 +1,165 @@
+"""`iolab diagnose DIR --slurm-jobs N` (iolab.diagnosis.archive_slurm): a centre's archive
+diagnosed by Dask workers that Slurm runs, giving the same rows as this machine's processes;
+what is missing or refused is one sentence; nothing is left behind (issue 36, item 8)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from iolab.core.markers import MADE_MARKER
+from iolab.diagnosis.archive import UNREADABLE, rank_archive
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = Path(__file__).parent / "fixtures" / "darshan"
+#: Corpus logs that are quick to read, each copied many times, and one with findings.
+QUICK = (
+    "release_logs/mpi-io-test-x86_64-3.4.0.darshan",
+    "empty_log/empty_log.darshan",
+    "stdio_no_posix/laytonjb_test1_id28730_6-7-43012-2131301613401632697_1.darshan",
+    "dlio_logs/snyder_python3_id3116902-2110484_12-19-66980-9799170114715598281_1.darshan",
+)
+COSTLY = "imbalanced_io/imbalanced-io.darshan"
+#: A few thousand logs, as a centre's archive holds: copies of QUICK, a few of COSTLY.
+QUICK_COPIES, COSTLY_COPIES = 500, 10
+#: What a log's row must be wherever it was read (the log's name aside).
+SAME = ["verdict", "processes", "run_time_s", "top_rule", "top_cost_s", "findings", "problem"]
+
+
+def iolab(*argv: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "iolab", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def test_without_dask_or_slurm_it_is_one_sentence_and_leaves_nothing(tmp_path: Path) -> None:
+    """Whatever this machine lacks (dask-jobqueue, Slurm's commands, or a Slurm that accepts
+    the job: here none is configured), one sentence naming the fix, and no file left."""
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    shutil.copy(LOGS / QUICK[0], folder / "one.darshan")
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    home.mkdir()
+    empty = tmp_path / "slurm.conf"  # sbatch refuses it at once (a missing one: after 60 s)
+    empty.touch()
+    env = {
+        **os.environ,
+        "IOLAB_WORKDIR": str(workspace),
+        "HOME": str(home),
+        "SLURM_CONF": str(empty),
+        "SLURM_JOB_ID": "",
+    }
+    env.pop("DASK_CONFIG", None)
+    run = iolab("diagnose", str(folder), "--slurm-jobs", "2", env=env)
+    if importlib.util.find_spec("dask_jobqueue") is None:
+        says = "dask-jobqueue is not installed, which --slurm-jobs needs: run `make dask`"
+    elif shutil.which("sbatch") is None:
+        says = "not found on PATH, so no Slurm job can be submitted from here"
+    else:
+        says = "Slurm refused the workers' job ("
+    assert run.returncode == 2 and says in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert _left_in(workspace / "tmp") == []
+    assert list(home.iterdir()) == []  # no ~/.config/dask, no ~/.cache
+
+
+def _left_in(runs: Path) -> list[Path]:
+    """What a run left in the workspace's folder of runs (the lab's marker is its own)."""
+    return [path for path in runs.glob("*") if path.name != MADE_MARKER] if runs.exists() else []
+
+
+def _archive(folder: Path) -> dict[str, str]:
+    """A few thousand hard links to corpus logs, and one log cut short: {name: original}."""
+    made = {}
+    for rel in QUICK:
+        for copy in range(QUICK_COPIES):
+            made[f"quick/{copy:04d}-{Path(rel).name}"] = rel
+    for copy in range(COSTLY_COPIES):
+        made[f"costly/{copy:02d}-{Path(COSTLY).name}"] = COSTLY
+    for name, rel in made.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        os.link(LOGS / rel, folder / name)
+    (folder / "cut.darshan").write_bytes((LOGS / COSTLY).read_bytes()[:3000])
+    return made
+
+
+@pytest.mark.slow
+@pytest.mark.needs("slurm_nodes", "dask", "darshan")
+def test_a_few_thousand_logs_in_slurm_jobs_give_this_machines_rows(
+    slurm_nodes, tmp_path: Path
+) -> None:
+    folder = tmp_path / "archive"
+    made = _archive(folder)
+    originals = sorted(set(made.values()))
+    alone, _ = rank_archive([LOGS / rel for rel in originals], workers=2)
+    alone["log"] = [str(Path(log).relative_to(LOGS)) for log in alone["log"]]
+    expected = alone.set_index("log")[SAME]
+
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    home.mkdir()
+    env = {
+        **slurm_nodes.env,
+        "IOLAB_WORKDIR": str(workspace),
+        "HOME": str(home),
+        # sbatch's own variable (--exclusive): one job per node, so both nodes work
+        "SBATCH_EXCLUSIVE": "exclusive",
+    }
+    env.pop("DASK_CONFIG", None)
+    saved = tmp_path / "findings.csv"
+    began = time.monotonic()
+    run = iolab(
+        "diagnose",
+        str(folder),
+        "--slurm-jobs",
+        "2",
+        "--json",
+        "--csv",
+        str(saved),
+        env=env,
+        timeout=1200,
+    )
+    took = time.monotonic() - began
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranking = pd.DataFrame(json.loads(run.stdout)).fillna({"processes": -1})
+    assert len(ranking) == len(made) + 1
+    said = run.stderr.split("logs read per Slurm node: ")[1].splitlines()[0]
+    per_node = {host: int(count) for host, count in (part.split() for part in said.split(", "))}
+    assert set(per_node) == set(slurm_nodes.nodes), said  # each node's worker read logs
+    assert sum(per_node.values()) == len(made) + 1  # the cut log too: read, and refused
+
+    # every copy's row is its original's, as this machine's processes made it
+    expected = expected.fillna({"processes": -1})
+    for row in ranking[ranking["log"] != "cut.darshan"].itertuples(index=False):
+        original = made[row.log]
+        assert [getattr(row, column) for column in SAME] == list(expected.loc[original]), row.log
+    cut = ranking[ranking["log"] == "cut.darshan"].iloc[0]
+    assert cut["verdict"] == UNREADABLE and cut["problem"]
+    # the same logs in the same order as this machine ranks them (costliest first, then name)
+    assert list(ranking["log"])[-1] == "cut.darshan"
+    assert ranking["top_cost_s"].iloc[:-1].is_monotonic_decreasing
+    findings = pd.read_csv(saved)
+    assert len(findings) == int(ranking["findings"].fillna(0).sum())
+    print(f"{len(ranking)} logs in {took:.0f} s in 2 Slurm jobs: {said}")
+
+    # nothing left: no job, no worker, no file of the run, nothing in the home folder
+    deadline = time.monotonic() + 90
+    while slurm_nodes.client("squeue", "--noheader").stdout.strip():
+        assert time.monotonic() < deadline, "the run's Slurm jobs outlived it"
+        time.sleep(1)
+    assert _left_in(workspace / "tmp") == []
+    assert list(home.iterdir()) == []
+    assert not [path for path in tmp_path.rglob(".dask*")]  # the run's TLS keys are gone
