@@ -305,17 +305,20 @@ def test_the_servers_see_one_read_per_small_file_and_few_for_the_archive(
 def test_two_clients_sharing_one_file_take_turns_and_leave_nothing(
     cluster: cephfs.Cluster,
 ) -> None:
-    """Every pattern writes all its bytes; two clients in one file are far slower than two
-    files (the MDS takes the buffer capability away: each write goes to the OSDs at once),
-    and the second client is gone afterwards."""
+    """Every pattern writes all its bytes; two clients with one file open write through (the
+    MDS takes the buffer capability away: each write goes to the OSDs at once), while a file
+    each stays buffered into few writes; the second client is gone afterwards. The seconds
+    follow from that on a quiet machine (`make record-pfs`), but are not compared here: CI
+    found the file-each case 2.0 s and the shared one 1.1 s with both cores busy beside it."""
     blocks = 300
     rows = {row["pattern"]: row for row in cephfs_lessons.shared_file_writes(cluster, blocks)}
     assert list(rows) == [pattern for pattern, *_ in cephfs_lessons.SHARED_PATTERNS]
     for row in rows.values():
         assert row["bytes_in_files"] == 2 * blocks * cephfs_lessons.SHARED_BLOCK_BYTES
-    shared = rows["interleaved, two clients"]
-    assert shared["slower_writer_s"] > 2 * rows["a file each, two clients"]["slower_writer_s"]
-    assert shared["osd_writes"] >= blocks  # written through, not buffered into few writes
+    for pattern in ("interleaved, two clients", "contiguous halves, two clients"):
+        assert rows[pattern]["osd_writes"] >= blocks, rows  # written through, block by block
+    for pattern in ("a file each, two clients", "interleaved, one client"):
+        assert rows[pattern]["osd_writes"] < blocks // 4, rows  # buffered into few writes
     assert cephfs.SECOND_CLIENT not in cluster.pids
     assert _processes_naming(cephfs.SECOND_CLIENT) == []
     assert not list(cluster.mount_point.parent.glob("cephfs-second-*"))

@@ -18,6 +18,7 @@ import pytest
 
 from iolab.core.markers import MADE_MARKER
 from iolab.diagnosis.archive import UNREADABLE, rank_archive
+from iolab.diagnosis.archive_slurm import JOB_NAME, WORKER_DEATH_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = Path(__file__).parent / "fixtures" / "darshan"
@@ -163,3 +164,46 @@ def test_a_few_thousand_logs_in_slurm_jobs_give_this_machines_rows(
     assert _left_in(workspace / "tmp") == []
     assert list(home.iterdir()) == []
     assert not [path for path in tmp_path.rglob(".dask*")]  # the run's TLS keys are gone
+
+
+@pytest.mark.slow
+@pytest.mark.needs("slurm_nodes", "dask", "darshan")
+def test_jobs_that_end_with_logs_unread_are_one_sentence_not_a_ranking(
+    slurm_nodes, tmp_path: Path
+) -> None:
+    """Both jobs end (cancelled here, as a time limit would end them) while logs are left:
+    the run says how many were left unread, with no ranking and nothing behind it."""
+    folder = tmp_path / "archive"
+    _archive(folder)
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    home.mkdir()
+    env = {**slurm_nodes.env, "IOLAB_WORKDIR": str(workspace), "HOME": str(home)}
+    env.pop("DASK_CONFIG", None)
+    saved = tmp_path / "findings.csv"
+    command = [sys.executable, "-m", "iolab", "diagnose", str(folder), "--slurm-jobs", "2"]
+    run = subprocess.Popen(
+        [*command, "--csv", str(saved)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "R" not in slurm_nodes.client("squeue", "--noheader", "--format=%t").stdout.split():
+            assert time.monotonic() < deadline and run.poll() is None, "no job started"
+            time.sleep(0.5)
+        time.sleep(5)  # the workers are reading logs
+        slurm_nodes.client("scancel", "--name", JOB_NAME)
+        out, err = run.communicate(timeout=WORKER_DEATH_TIMEOUT_S + 120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 2, err[-3000:]
+    sentence = err.strip().splitlines()[-1]
+    assert sentence.startswith("error: the Slurm jobs ended with "), err[-3000:]
+    assert f"of {len(list(folder.rglob('*.darshan')))} logs unread" in sentence
+    assert "Traceback" not in err and out == "" and not saved.exists()
+    assert _left_in(workspace / "tmp") == [] and list(home.iterdir()) == []

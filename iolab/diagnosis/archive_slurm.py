@@ -15,6 +15,7 @@ ends; the jobs are cancelled then too, also after Ctrl-C or an error.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import os
@@ -46,6 +47,8 @@ WORKER_DEATH_TIMEOUT_S = 60
 #: looks for finished logs.
 POLL_S = 5.0
 WAIT_S = 0.1
+#: How long fetching a finished log's rows may take before they count as lost.
+FETCH_S = 10.0
 #: The name of the jobs in squeue.
 JOB_NAME = "iolab-diagnose"
 
@@ -97,17 +100,23 @@ def slurm_results(
             }
             finished = as_completed(list(pending))
             quiet_since = looked = time.monotonic()
+            jobs_seen: set[str] = set()
             while not finished.is_empty():
                 batch = finished.next_batch(block=False)
                 for future in batch:
-                    yield _outcome(future, pending.pop(future), hosts)
+                    outcome = _outcome(future, pending[future], hosts)
+                    if outcome is None:  # its result was lost with its worker: wait again
+                        finished.add(future)
+                        continue
+                    del pending[future]
+                    yield outcome
                 now = time.monotonic()
                 if batch:
                     quiet_since = now
                     continue
                 if now - looked >= POLL_S:
                     looked = now
-                    if _jobs_gone(cluster, client, since=quiet_since):
+                    if _jobs_gone(cluster, client, quiet_since, jobs_seen):
                         raise LabError(
                             f"the Slurm jobs ended with {len(pending)} of {len(logs)} logs "
                             f"unread (their time limit, {walltime}, or the node's); give a "
@@ -117,10 +126,13 @@ def slurm_results(
                 time.sleep(WAIT_S)
 
 
-def _outcome(future: Any, log: Path, hosts: Counter[str]) -> Result:
-    """The rows of a finished task; a task that failed costs its log one row."""
+def _outcome(future: Any, log: Path, hosts: Counter[str]) -> Result | None:
+    """The rows of a finished task; a task that failed costs its log one row. None when the
+    result went with a worker that ended before it was fetched (Dask computes it again)."""
     try:
-        result, host = future.result()
+        result, host = future.result(timeout=FETCH_S)
+    except (TimeoutError, asyncio.TimeoutError):
+        return None
     except Exception as err:  # a worker that died on it: Dask gives up after a few tries
         return {
             "log": str(log),
@@ -219,29 +231,34 @@ def _check_submission(script: str) -> None:
         )
 
 
-def _jobs_gone(cluster: Any, client: Any, since: float) -> bool:
-    """True when no worker is connected and none of the run's jobs is queued or running
-    any longer (after a worker's grace to connect)."""
+def _jobs_gone(cluster: Any, client: Any, since: float, seen: set[str]) -> bool:
+    """True when no worker is connected and none of the run's jobs is queued or running any
+    longer (after a worker's grace to connect). `seen` gathers every job id the cluster has
+    held: dask-jobqueue forgets a job once its worker is gone."""
+    seen.update(str(job.job_id) for job in cluster.workers.values() if getattr(job, "job_id", None))
     if client.scheduler_info().get("workers"):
         return False
     if time.monotonic() - since < WORKER_DEATH_TIMEOUT_S:
         return False
-    ids = [job.job_id for job in cluster.workers.values() if getattr(job, "job_id", None)]
-    if not ids:
-        return False
+    if not seen:  # not one job was ever submitted
+        return True
     listed = subprocess.run(
-        ["squeue", "--noheader", "--format=%i", f"--jobs={','.join(ids)}"],
+        ["squeue", "--noheader", "--format=%i", f"--jobs={','.join(sorted(seen))}"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    return listed.returncode == 0 and not listed.stdout.split() or listed.returncode != 0
+    # squeue refuses ids Slurm has already forgotten: those jobs are gone too
+    return listed.returncode != 0 or not listed.stdout.split()
 
 
 def _job_output(run: Path) -> str:
-    """The last lines of the jobs' output, for the sentence of a failed run."""
+    """What the jobs' output says about their end (Slurm's own line, e.g. "CANCELLED" or
+    "DUE TO TIME LIMIT", where it wrote one; else their last lines), for the sentence of a
+    failed run."""
     lines: list[str] = []
     for path in sorted((run / "jobs").glob("*.err")):
         with contextlib.suppress(OSError):
-            lines += path.read_text(errors="replace").splitlines()[-2:]
-    return " | ".join(line.strip() for line in lines[-4:]) or "none"
+            lines += path.read_text(errors="replace").splitlines()[-20:]
+    slurm = [line for line in lines if "slurmstepd" in line]
+    return " | ".join(line.strip() for line in (slurm or lines)[-2:]) or "none"
