@@ -98,14 +98,22 @@ def test_the_command_prints_the_ranking_saves_every_finding_and_speaks_json(
     "argv, says",
     [
         (["{archive}", "--html", "{tmp}/page.html"], "--html is for one log"),
-        (["{log}", "--csv", "{tmp}/f.csv"], "--csv, --workers and --slurm-jobs go with a folder"),
-        (["{log}", "--slurm-jobs", "2"], "--csv, --workers and --slurm-jobs go with a folder"),
+        (
+            ["{log}", "--csv", "{tmp}/f.csv"],
+            "--csv, --workers and the --slurm options go with a folder",
+        ),
+        (
+            ["{log}", "--slurm-jobs", "2"],
+            "--csv, --workers and the --slurm options go with a folder",
+        ),
         (
             ["{archive}", "--workers", "1", "--slurm-jobs", "1"],
             "--slurm-jobs Slurm's jobs: give one",
         ),
         (["{archive}", "--slurm-jobs", "0"], "--slurm-jobs"),
         (["{archive}", "--slurm-jobs", "2", "--slurm-walltime", "1h"], "is not a Slurm time limit"),
+        (["{log}", "--slurm-interface", "lo"], "the --slurm options go with a folder"),
+        (["{archive}", "--slurm-interface", "lo"], "--slurm-interface goes with --slurm-jobs N"),
         (["{empty}"], "is a folder with no *.darshan file below it"),
         (["{archive}", "--workers", "9"], "reading 6 logs in 9 processes"),
     ],

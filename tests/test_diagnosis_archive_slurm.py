@@ -127,6 +127,8 @@ def test_a_few_thousand_logs_in_slurm_jobs_give_this_machines_rows(
         str(folder),
         "--slurm-jobs",
         "2",
+        "--slurm-interface",
+        "lo",  # the test Slurm's nodes are this machine
         "--json",
         "--csv",
         str(saved),
@@ -207,3 +209,89 @@ def test_jobs_that_end_with_logs_unread_are_one_sentence_not_a_ranking(
     assert f"of {len(list(folder.rglob('*.darshan')))} logs unread" in sentence
     assert "Traceback" not in err and out == "" and not saved.exists()
     assert _left_in(workspace / "tmp") == [] and list(home.iterdir()) == []
+
+
+def test_a_controller_that_does_not_answer_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An sbatch that hangs (a controller that is down or overloaded) ends the check with a
+    sentence after the lab's limit, not a traceback from subprocess."""
+    from iolab.core.errors import LabError
+    from iolab.diagnosis import archive_slurm
+
+    hanging = tmp_path / "bin" / "sbatch"
+    hanging.parent.mkdir()
+    hanging.write_text("#!/bin/sh\nexec sleep 30\n")
+    hanging.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{hanging.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(archive_slurm, "SLURM_ANSWER_S", 1)
+    began = time.monotonic()
+    with pytest.raises(LabError, match=r"did not answer `sbatch --test-only` within 1 s"):
+        archive_slurm._check_submission("#!/bin/sh\n")
+    assert time.monotonic() - began < 20
+
+
+class _LostFuture:
+    """A Dask future whose result went with its worker (distributed sets "lost")."""
+
+    status = "lost"
+
+    def result(self, timeout: float) -> None:
+        raise AssertionError("a lost result must not be waited for")
+
+
+def test_a_lost_result_is_waited_for_again_without_blocking() -> None:
+    from collections import Counter
+
+    from iolab.diagnosis.archive_slurm import _outcome
+
+    hosts: Counter[str] = Counter()
+    assert _outcome(_LostFuture(), Path("a.darshan"), hosts) is None
+    assert hosts == Counter()
+
+
+@pytest.mark.needs("dask")
+def test_job_scripts_are_written_into_the_run_folder(tmp_path: Path) -> None:
+    """The stock job class writes its script into the shared /tmp; the run's goes into the
+    run's own folder, and holds what Slurm is given."""
+    from iolab.diagnosis.archive_slurm import _job_class
+
+    job = _job_class(tmp_path)(
+        scheduler="tls://127.0.0.1:1", name="x", cores=1, memory="1GiB", python=sys.executable
+    )
+    with job.job_file() as name:
+        assert Path(name).parent == tmp_path
+        assert Path(name).read_text() == job.job_script()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interface_this_machine_lacks_is_one_sentence_naming_those_it_has() -> None:
+    from iolab.core.errors import LabError
+    from iolab.diagnosis.archive_slurm import check_interface
+
+    check_interface("lo")  # every Linux machine has the loopback
+    with pytest.raises(LabError, match=r"'nosuch9' is not a network interface .*it has .*\blo\b"):
+        check_interface("nosuch9")
+
+
+@pytest.mark.needs("dask")
+def test_the_interface_reaches_the_workers_job_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--slurm-interface is what each job's worker is started with (and the scheduler binds)."""
+    from iolab.core.errors import LabError
+    from iolab.diagnosis import archive_slurm
+
+    scripts: list[str] = []
+
+    def stop_before_submitting(script: str) -> None:
+        scripts.append(script)
+        raise LabError("stopped before any job")
+
+    monkeypatch.setattr(archive_slurm, "_check_submission", stop_before_submitting)
+    monkeypatch.setenv("DASK_CONFIG", str(tmp_path / "dask-config"))
+    with pytest.raises(LabError, match="stopped before any job"):
+        with archive_slurm._cluster(tmp_path, 1, "00:05:00", "lo"):
+            pass
+    assert len(scripts) == 1 and "--interface lo" in scripts[0]
+    assert "tls://127.0.0.1:" in scripts[0]  # the scheduler listens on the loopback too

@@ -123,6 +123,13 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         help="with --slurm-jobs: each job's time limit (default 00:30:00)",
     )
     parser.add_argument(
+        "--slurm-interface",
+        metavar="NAME",
+        help="with --slurm-jobs: the network interface the Dask scheduler here and its workers "
+        "on the nodes talk over (e.g. ib0), where the nodes cannot reach the one that routes "
+        "out (default: that one)",
+    )
+    parser.add_argument(
         "--untraced-runs",
         type=int_option("--untraced-runs", UNTRACED_RUNS),
         default=0,
@@ -175,9 +182,10 @@ def main(args: argparse.Namespace) -> int:
         raise LabError(
             "--untraced-runs and --traced-runs go with a command: `diagnose --traced-runs 3 -- CMD`"
         )
-    if args.csv or args.workers or args.slurm_jobs:
+    if args.csv or args.workers or args.slurm_jobs or args.slurm_interface:
         raise LabError(
-            "--csv, --workers and --slurm-jobs go with a folder of logs: `diagnose DIR --csv FILE`"
+            "--csv, --workers and the --slurm options go with a folder of logs: "
+            "`diagnose DIR --csv FILE`"
         )
     check_page(args.html)
     figures = args.html is not None
@@ -216,6 +224,8 @@ def archive_main(args: argparse.Namespace) -> int:
         raise LabError(
             "--workers counts this machine's processes and --slurm-jobs Slurm's jobs: give one"
         )
+    if args.slurm_interface and not args.slurm_jobs:
+        raise LabError("--slurm-interface goes with --slurm-jobs N: the jobs' network")
     if args.csv:
         output_file(args.csv, "--csv")
     logs = archive_logs(args.input)
@@ -234,7 +244,15 @@ def archive_main(args: argparse.Namespace) -> int:
         def tell(line: str) -> None:
             print(line, file=sys.stderr, flush=True)
 
-        results = slurm_results(logs, args.slurm_jobs, args.slurm_walltime, changed(), tell, hosts)
+        results = slurm_results(
+            logs,
+            args.slurm_jobs,
+            args.slurm_walltime,
+            changed(),
+            tell,
+            hosts,
+            interface=args.slurm_interface,
+        )
     else:
         workers = args.workers or default_workers(len(logs), LIMITS["processes"].most)
         check(

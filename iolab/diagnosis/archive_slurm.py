@@ -23,7 +23,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -49,6 +48,8 @@ POLL_S = 5.0
 WAIT_S = 0.1
 #: How long fetching a finished log's rows may take before they count as lost.
 FETCH_S = 10.0
+#: How long Slurm's controller may take to answer sbatch --test-only or squeue.
+SLURM_ANSWER_S = 60
 #: The name of the jobs in squeue.
 JOB_NAME = "iolab-diagnose"
 
@@ -71,6 +72,16 @@ def dask_problem() -> str | None:
     return None
 
 
+def check_interface(name: str) -> None:
+    """A network interface this machine has, or one sentence naming the ones it has."""
+    have = sorted(found for _, found in socket.if_nameindex())
+    if name not in have:
+        raise LabError(
+            f"--slurm-interface {name!r} is not a network interface of this machine (it has "
+            f"{', '.join(have)}); `ip -brief address` shows which one the compute nodes reach"
+        )
+
+
 def diagnose_where(log: str, changed: dict[str, float]) -> tuple[Result, str]:
     """A worker's task: one log's rows, and the node that read it."""
     return diagnose_one(log, changed), socket.gethostname()
@@ -83,17 +94,21 @@ def slurm_results(
     changed: dict[str, float],
     say: Callable[[str], None],
     hosts: Counter[str],
+    interface: str | None = None,
 ) -> Iterator[Result]:
     """Each log's rows as the workers of `jobs` Slurm jobs finish them; `hosts` counts the
-    logs each node read. Fails, cancelling the jobs, when they end before every log is read."""
+    logs each node read; `interface` names the network the scheduler and the workers use.
+    Fails, cancelling the jobs, when they end before every log is read."""
     problem = dask_problem()
     if problem:
         raise LabError(problem)
+    if interface is not None:
+        check_interface(interface)
     base = ensure_writable_dir(WorkspaceEntry.TMP.path())
-    with fresh_run_dir(base, "diagnose-slurm-") as run, _files_in(run):
+    with fresh_run_dir(base, "diagnose-slurm-") as run, _dask_config_in(run):
         from distributed import Client, as_completed
 
-        with _cluster(run, jobs, walltime) as cluster, Client(cluster) as client:
+        with _cluster(run, jobs, walltime, interface) as cluster, Client(cluster) as client:
             say(f"submitted {jobs} Slurm jobs named {JOB_NAME}; the logs go out as workers start")
             pending = {
                 client.submit(diagnose_where, str(log), changed, pure=False): log for log in logs
@@ -102,16 +117,17 @@ def slurm_results(
             quiet_since = looked = time.monotonic()
             jobs_seen: set[str] = set()
             while not finished.is_empty():
-                batch = finished.next_batch(block=False)
-                for future in batch:
+                arrived = 0
+                for future in finished.next_batch(block=False):
                     outcome = _outcome(future, pending[future], hosts)
                     if outcome is None:  # its result was lost with its worker: wait again
                         finished.add(future)
                         continue
                     del pending[future]
+                    arrived += 1
                     yield outcome
                 now = time.monotonic()
-                if batch:
+                if arrived:  # a lost result is not a sign of life
                     quiet_since = now
                     continue
                 if now - looked >= POLL_S:
@@ -129,6 +145,8 @@ def slurm_results(
 def _outcome(future: Any, log: Path, hosts: Counter[str]) -> Result | None:
     """The rows of a finished task; a task that failed costs its log one row. None when the
     result went with a worker that ended before it was fetched (Dask computes it again)."""
+    if future.status in ("lost", "pending"):  # known lost: no need to wait FETCH_S for it
+        return None
     try:
         result, host = future.result(timeout=FETCH_S)
     except (TimeoutError, asyncio.TimeoutError):
@@ -145,28 +163,44 @@ def _outcome(future: Any, log: Path, hosts: Counter[str]) -> Result | None:
 
 
 @contextlib.contextmanager
-def _files_in(run: Path) -> Iterator[None]:
-    """Dask's configuration (unless the user chose theirs) and every temporary file of
-    dask-jobqueue (its job scripts) inside the run's folder; as they were afterwards."""
-    before_config, before_tempdir = os.environ.get("DASK_CONFIG"), tempfile.tempdir
-    if before_config is None:  # dask-jobqueue writes a jobqueue.yaml there on import
-        os.environ["DASK_CONFIG"] = str(run / "dask-config")
-    tempfile.tempdir = str(run)
+def _dask_config_in(run: Path) -> Iterator[None]:
+    """Dask's configuration folder inside the run's folder, unless the user chose theirs:
+    dask-jobqueue writes a jobqueue.yaml there on import, which would go to ~/.config."""
+    if os.environ.get("DASK_CONFIG") is not None:
+        yield
+        return
+    os.environ["DASK_CONFIG"] = str(run / "dask-config")
     try:
         yield
     finally:
-        tempfile.tempdir = before_tempdir
-        if before_config is None:
-            os.environ.pop("DASK_CONFIG", None)
+        os.environ.pop("DASK_CONFIG", None)
+
+
+def _job_class(run: Path) -> Any:
+    """dask-jobqueue's Slurm job, its job script written into the run's folder rather than
+    the shared /tmp (where the stock class puts it, through tempfile)."""
+    from dask.utils import tmpfile
+    from dask_jobqueue.slurm import SLURMJob
+
+    class RunFolderJob(SLURMJob):
+        @contextlib.contextmanager
+        def job_file(self) -> Iterator[str]:
+            with tmpfile(extension="sh", dir=str(run)) as name:
+                with open(name, "w") as script:
+                    script.write(self.job_script())
+                yield name
+
+    return RunFolderJob
 
 
 @contextlib.contextmanager
-def _cluster(run: Path, jobs: int, walltime: str) -> Iterator[Any]:
+def _cluster(run: Path, jobs: int, walltime: str, interface: str | None = None) -> Iterator[Any]:
     """dask-jobqueue's SLURMCluster with `jobs` jobs asked for, its submission checked by
     Slurm first; closed (its jobs cancelled) afterwards."""
     from dask_jobqueue import SLURMCluster
 
     cluster = SLURMCluster(
+        job_cls=_job_class(run),
         job_name=JOB_NAME,
         cores=JOB_CORES,
         processes=1,
@@ -177,6 +211,7 @@ def _cluster(run: Path, jobs: int, walltime: str) -> Iterator[Any]:
         log_directory=str(run / "jobs"),
         local_directory=str(run / "workers"),
         death_timeout=WORKER_DEATH_TIMEOUT_S,
+        interface=interface,  # the scheduler's and the workers' (None: the one routing out)
         scheduler_options={"dashboard_address": None},  # no web page on a shared node
     )
     try:
@@ -219,9 +254,7 @@ def _run_keys(run: Path) -> Any:
 def _check_submission(script: str) -> None:
     """Slurm's own verdict on the job script (`sbatch --test-only`), before any job is
     queued: a wrong account, partition or limit is one sentence, not a silent wait."""
-    checked = subprocess.run(
-        ["sbatch", "--test-only"], input=script, capture_output=True, text=True, timeout=60
-    )
+    checked = _ask_slurm(["sbatch", "--test-only"], script)
     if checked.returncode != 0:
         said = " ".join((checked.stderr or checked.stdout).split())
         raise LabError(
@@ -242,14 +275,23 @@ def _jobs_gone(cluster: Any, client: Any, since: float, seen: set[str]) -> bool:
         return False
     if not seen:  # not one job was ever submitted
         return True
-    listed = subprocess.run(
-        ["squeue", "--noheader", "--format=%i", f"--jobs={','.join(sorted(seen))}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    listed = _ask_slurm(["squeue", "--noheader", "--format=%i", f"--jobs={','.join(sorted(seen))}"])
     # squeue refuses ids Slurm has already forgotten: those jobs are gone too
     return listed.returncode != 0 or not listed.stdout.split()
+
+
+def _ask_slurm(command: list[str], script: str | None = None) -> subprocess.CompletedProcess:
+    """A Slurm command's answer; a controller that does not answer is one sentence."""
+    try:
+        return subprocess.run(
+            command, input=script, capture_output=True, text=True, timeout=SLURM_ANSWER_S
+        )
+    except subprocess.TimeoutExpired:
+        raise LabError(
+            f"Slurm's controller did not answer `{' '.join(command[:2])}` within "
+            f"{SLURM_ANSWER_S} s, so the run stopped (its jobs are cancelled): try again when "
+            "`squeue` answers, or leave out --slurm-jobs to use this machine's cores"
+        ) from None
 
 
 def _job_output(run: Path) -> str:
