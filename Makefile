@@ -162,11 +162,12 @@ record: $(STAMP)
 
 # Where FUSE works (root on Debian's VMs) with the Ceph packages of apt.txt: start and end the
 # private CephFS 3 times (start-up time, memory), then measure the lessons on it, into
-# reference/bench-recorded/pfs.json; then re-execute the notebooks that show it (02, 06, 07, 08).
+# reference/bench-recorded/pfs.json; then re-execute the notebooks that show it (02, 06, 07, 08, 11, 12).
 record-pfs: $(STAMP)
 	$(PY) -m iolab pfs record --out reference/bench-recorded/pfs.json --i-am-on-a-compute-node
 	cd notebooks && IOLAB_RECORD=1 ../$(PY) -m jupyter execute --inplace --timeout=1800 \
-		02-small-files.ipynb 06-file-sizes-metadata.ipynb 07-lustre-striping.ipynb 08-mpi-io.ipynb
+		02-small-files.ipynb 06-file-sizes-metadata.ipynb 07-lustre-striping.ipynb 08-mpi-io.ipynb \
+		11-storage-hygiene.ipynb 12-profiling.ipynb
 
 # As root with Debian's slurmctld, slurmd, slurm-client and munge: starts the tests' two-node
 # Slurm on this machine, submits the four job scripts with --nodes=2 and keeps what they

@@ -18,27 +18,18 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import processes_naming
 
+from iolab.core.builder import build_dataset
 from iolab.core.errors import LabError
 from iolab.hpc import ceph_layout as cl
-from iolab.hpc import cephfs_lessons, fs_client
+from iolab.hpc import cephfs_lessons, cephfs_profile, cephfs_staging, fs_client
 from iolab.hpc.cephfs_lessons import layout_check
 from iolab.storage import cephfs, cephfs_mdrates, cephfs_readers, mdrates
 
 needs_cephfs = pytest.mark.needs("cephfs")
 #: Two real `perf dump`s of the lab's MDS (Ceph 16.2.15) around a create phase of 1000 files.
 PERF_DUMPS = Path(__file__).parent / "fixtures" / "ceph" / "mds_perf_dump_create_phase_16.2.15.json"
-
-
-def _processes_naming(text: str) -> list[int]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if text.encode() in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return found
 
 
 def _listening(port: int) -> bool:
@@ -58,7 +49,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         yield started
         cephfs.down()  # the last test may have ended it already, after a fault
         # nothing is left: no process, mount, port or file
-        assert _processes_naming(str(folder)) == []
+        assert processes_naming(str(folder)) == []
         assert not os.path.ismount(mount_point) and not mount_point.exists()
         assert not _listening(port)
         assert not (workspace / "pfs").exists()
@@ -300,6 +291,95 @@ def test_the_servers_see_one_read_per_small_file_and_few_for_the_archive(
     assert (warm["osd_reads"] == 0).all()  # the warm client had every byte cached
 
 
+def _check_staging_rows(rows: list[dict], files: int) -> None:
+    """What lesson 11's stage-in on the CephFS must hold, recorded or live: the three ways in
+    order, the files each made on the local disk, and the servers' counts that tell them
+    apart (the archive: a few large reads; the folder: one read per file, as in place)."""
+    assert [row["method"] for row in rows] == [name for name, _ in cephfs_staging.METHODS]
+    direct, archive, folder = rows
+    for row in rows:
+        assert row["total_s"] == pytest.approx(row["stage_s"] + row["read_files_s"], abs=0.002)
+        assert row["read_files_s"] > 0
+    assert direct["stage_s"] == 0 and direct["local_files_created"] == 0
+    # the files, and beside them data.tar with its two descriptions, or the manifest
+    assert archive["local_files_created"] == files + 3
+    assert folder["local_files_created"] == files + 1
+    assert direct["osd_reads"] >= files and folder["osd_reads"] >= files
+    assert archive["osd_reads"] <= 100 and archive["mds_requests"] <= 20
+    assert folder["mds_requests"] > archive["mds_requests"]  # per folder: 300 files, few
+
+
+def test_the_recorded_staging_is_whole_and_consistent() -> None:
+    """pfs.json's staging section, which notebook 11 shows where no CephFS is up."""
+    _check_staging_rows(cephfs_lessons.recorded()["staging"], 7300)
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_staging_from_the_cephfs_reads_the_archive_once_and_leaves_nothing(
+    cluster: cephfs.Cluster,
+) -> None:
+    files = 300
+    rows = cephfs_staging.staging_from_cephfs(cluster, cephfs_readers.dataset_on(cluster, files))
+    _check_staging_rows(rows, files)
+    runs = Path(os.environ["IOLAB_WORKDIR"]) / "tmp"
+    assert not list(runs.glob("stage-in-*"))  # every staged copy is removed
+
+
+def _check_profile_rows(rows: list[dict], files: int) -> None:
+    """What lesson 12's profile on the CephFS must hold, recorded or live: both readers on a
+    fresh and a warm client, the same calls in both, and servers' counts that fit them."""
+    by = {(row["reader"], row["place"]): row for row in rows}
+    assert set(by) == {
+        (reader, place) for reader in cephfs_profile.PROFILED for place in cephfs_profile.PLACES[1:]
+    }
+    fresh, warm = cephfs_profile.PLACES[1:]
+    for reader in cephfs_profile.PROFILED:
+        for key in ("paths_opened", "metadata_calls", "reads", "bytes_read"):
+            assert by[(reader, fresh)][key] == by[(reader, warm)][key], (reader, key)
+        for row in (by[(reader, fresh)], by[(reader, warm)]):
+            per_call = row["metadata_s"] / row["metadata_calls"] * 1e6
+            assert row["us_per_metadata_call"] == pytest.approx(per_call, abs=0.06)
+            assert row["us_per_read"] == pytest.approx(row["read_s"] / row["reads"] * 1e6, abs=0.06)
+        assert by[(reader, warm)]["osd_reads"] == 0  # the warm client had every byte cached
+    # one open per file (and its folders'), two reads each (the data, then the end of file)
+    assert by[("read_files", fresh)]["paths_opened"] > files
+    assert by[("read_files", fresh)]["reads"] >= 2 * files
+    assert by[("read_archive", fresh)]["paths_opened"] <= 3
+    # a fresh client fetches every small file's object from an OSD; the archive, a few
+    assert by[("read_files", fresh)]["osd_reads"] >= files
+    assert by[("read_archive", fresh)]["osd_reads"] <= 16
+
+
+def test_the_recorded_profile_is_whole_and_consistent() -> None:
+    """pfs.json's profile section, which notebook 12 shows where no CephFS is up."""
+    record = cephfs_lessons.recorded()
+    assert record["profile_problem"] is None
+    _check_profile_rows(record["profile"], 7300)
+    rules = {(row["reader"], row["place"]): row["rules"] for row in record["profile"]}
+    # what lesson 12 says of this run: the metadata calls cost enough to be a finding
+    assert "metadata" in rules[("read_files", cephfs_profile.PLACES[1])]
+    assert "metadata" not in rules[("read_archive", cephfs_profile.PLACES[1])]
+
+
+@needs_cephfs
+@pytest.mark.needs("strace")
+@pytest.mark.slow
+def test_a_reader_profiled_on_the_cephfs_makes_the_calls_it_makes_locally(
+    cluster: cephfs.Cluster, tmp_path: Path
+) -> None:
+    files = 300
+    on_pfs = cephfs_profile.profiled_on_cephfs(cluster, cephfs_readers.dataset_on(cluster, files))
+    _check_profile_rows(on_pfs, files)
+    local = tmp_path / "dataset"
+    build_dataset(local, files=files)
+    for row in cephfs_profile.profiled_locally(local):
+        there = next(r for r in on_pfs if r["reader"] == row["reader"])
+        # the same calls; the rules may differ, since they weigh what the calls cost
+        for key in ("paths_opened", "metadata_calls", "reads", "bytes_read"):
+            assert row[key] == there[key], (row["reader"], key)
+
+
 @needs_cephfs
 @pytest.mark.slow
 def test_two_clients_sharing_one_file_take_turns_and_leave_nothing(
@@ -320,7 +400,7 @@ def test_two_clients_sharing_one_file_take_turns_and_leave_nothing(
     for pattern in ("a file each, two clients", "interleaved, one client"):
         assert rows[pattern]["osd_writes"] < blocks // 4, rows  # buffered into few writes
     assert cephfs.SECOND_CLIENT not in cluster.pids
-    assert _processes_naming(cephfs.SECOND_CLIENT) == []
+    assert processes_naming(cephfs.SECOND_CLIENT) == []
     assert not list(cluster.mount_point.parent.glob("cephfs-second-*"))
 
 
@@ -432,7 +512,7 @@ def test_an_mds_stopped_in_the_middle_of_the_metadata_run_is_one_sentence(
     assert stopped.is_set(), "the create phase ended before the MDS had answered 200 requests"
     # its timeout, the grace of SIGTERM and of SIGKILL, and the local run: never a hang
     assert took < timeout + 2 * cephfs_mdrates.STOP_GRACE_S + 60
-    assert _processes_naming("iolab.storage.cephfs_mdrates") == []  # the run's process ended
+    assert processes_naming("iolab.storage.cephfs_mdrates") == []  # the run's process ended
     assert list(local.iterdir()) == []
 
 
@@ -444,7 +524,7 @@ def test_down_after_a_stopped_daemon_leaves_nothing(cluster: cephfs.Cluster) -> 
     for name in ("osd.0", "mds.a"):
         os.kill(cluster.pids[name], signal.SIGSTOP)
     assert cephfs.down() is True
-    assert _processes_naming(str(cluster.folder)) == []
+    assert processes_naming(str(cluster.folder)) == []
     assert not os.path.ismount(cluster.mount_point)
     assert not cluster.folder.exists()
 
@@ -461,7 +541,7 @@ def own_cluster(cluster: cephfs.Cluster):
         yield started
     finally:
         cephfs.down()
-        assert _processes_naming(str(started.folder)) == []
+        assert processes_naming(str(started.folder)) == []
 
 
 def _osd_reads(cluster: cephfs.Cluster) -> int:
@@ -470,12 +550,16 @@ def _osd_reads(cluster: cephfs.Cluster) -> int:
 
 @needs_cephfs
 @pytest.mark.slow
-@pytest.mark.parametrize("daemons", ["every OSD", "the MDS"])
+@pytest.mark.parametrize(
+    "daemons, traced", [("every OSD", True), ("the MDS", False)], ids=["osds-traced", "mds"]
+)
 def test_a_daemon_stopped_in_the_middle_of_a_reader_is_one_sentence(
-    own_cluster: cephfs.Cluster, daemons: str
+    own_cluster: cephfs.Cluster, daemons: str, traced: bool
 ) -> None:
     """The servers stop while a reader is reading (the OSDs have served 100 of its files):
-    the lab ends it within the timeout it sets and says what happened in one sentence."""
+    the lab ends it within the timeout it sets and says what happened in one sentence. Timed
+    as in lesson 02, or profiled under strace as in lesson 12 (strace and the reader are
+    stopped together: nothing is left reading)."""
     cluster = own_cluster
     dataset = cephfs_readers.dataset_on(cluster, files=2000)
     names = [f"osd.{n}" for n in range(cluster.osds)] if daemons == "every OSD" else ["mds.a"]
@@ -499,9 +583,15 @@ def test_a_daemon_stopped_in_the_middle_of_a_reader_is_one_sentence(
         with pytest.raises(
             LabError,
             match=r"(did not finish within|got no answer within|waited "
-            r"\d+ s for).*(stopped answering|stopped or hung)",
+            r"\d+ s for|still running under strace after).*(stopped answering|stopped or hung)",
         ):
-            cephfs_readers.reader_servers(cluster, dataset, ("read_files_naive",), timeout=timeout)
+            if traced:
+                cephfs.remount(cluster)
+                cephfs_profile.profile_reader("read_files", dataset, timeout=timeout)
+            else:
+                cephfs_readers.reader_servers(
+                    cluster, dataset, ("read_files_naive",), timeout=timeout
+                )
         took = time.monotonic() - began
     finally:
         watcher.join(timeout=130)
@@ -509,3 +599,7 @@ def test_a_daemon_stopped_in_the_middle_of_a_reader_is_one_sentence(
             os.kill(pid, signal.SIGCONT)
     assert stopped.is_set(), "the reader finished before 100 of its files were read"
     assert took < timeout + 60  # its own timeout, the remount and the counters; never a hang
+    deadline = time.monotonic() + 10
+    while processes_naming(str(dataset)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_naming(str(dataset)) == []  # no reader (nor strace) left behind

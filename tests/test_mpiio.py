@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ctrl_c_at_start import popen_then_ctrl_c
+from processes import processes_naming
 
 from iolab.cli.mpiio import setup_parser
 from iolab.core.errors import LabError
@@ -310,17 +311,6 @@ def start_demo(workspace: Path, arguments: str) -> subprocess.Popen:
     )
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if text.encode() in cmdline.read_bytes():
-                found.append(cmdline.parent.name)
-        except OSError:
-            continue
-    return found
-
-
 #: What a Slurm job's environment tells Hydra: it then starts its proxies through srun.
 IN_A_SLURM_JOB = {
     "SLURM_JOB_ID": "7",
@@ -374,7 +364,7 @@ def test_sigterm_stops_every_rank_and_removes_the_files(tmp_path):
     assert proc.returncode == 130, err
     assert err.strip() == "interrupted: nothing half-written is kept."
     assert list(workspace.glob("tmp/mpiio-*")) == []
-    assert _processes_mentioning(str(workspace)) == []
+    assert processes_naming(str(workspace)) == []
     left = [path for path, inode in held if os.path.exists(path) and os.stat(path).st_ino == inode]
     assert left == [], f"the stopped run left MPICH's files behind: {left}"
 

@@ -70,7 +70,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
         "measure",
         help="the lessons' measurements on your cluster: layouts (07), the five readers "
         "with the servers' counters (02), two clients writing one file (08), metadata "
-        "rates beside the local disk with the MDS's requests and latencies (06)",
+        "rates beside the local disk with the MDS's requests and latencies (06), staging "
+        "to the local disk (11), two readers under strace on a fresh and a warm client (12)",
     )
     measure.add_argument(
         "--out", type=path_option("--out"), help="also write the record as JSON to this file"
@@ -216,7 +217,8 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
 
     print(
         "measuring layouts, the five readers (the dataset is made on the CephFS first), "
-        "two clients writing one file and metadata rates; a few minutes...",
+        "two clients writing one file, metadata rates, staging to the local disk and two "
+        "readers under strace; a few minutes...",
         file=sys.stderr,
     )
     record = measure_all(cluster)
@@ -231,6 +233,13 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
     print(to_markdown(pd.DataFrame(record["shared_writes"]).round(3)))
     print()
     print(to_markdown(side_by_side(record["metadata"]).round(1).reset_index()))
+    print()
+    print(to_markdown(pd.DataFrame(record["staging"]).round(3)))
+    print()
+    if record["profile"]:
+        print(to_markdown(pd.DataFrame(record["profile"]).round(3)))
+    else:
+        print(f"lesson 12's profile was not measured: {record['profile_problem']}")
     if out is not None:
         with atomic_output(out) as partial:
             partial.write_text(json.dumps(record, indent=1) + "\n")

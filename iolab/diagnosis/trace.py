@@ -47,11 +47,15 @@ def profile_command(
     env: Mapping[str, str] | None = None,
     method: str = "auto",
     untraced_runs: int = 0,
+    timeout: float | None = None,
+    late: str = "",
 ) -> Profile:
     """Run `cmd` once and profile its file I/O (see the module docstring).
 
     untraced_runs > 0: run it that many times without the tracer first, to measure how much
     strace slowed it (Profile.tracer_slowdown). Each run repeats what the command does.
+    timeout: a traced run still going after that many seconds is stopped, and the LabError
+    says so, followed by `late` (what to check: a file server that stopped answering).
     """
     if method not in METHODS:
         raise LabError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -59,7 +63,7 @@ def profile_command(
     status = strace_status()
     if method == "strace" or (method == "auto" and status.available):
         untraced = [_untraced_wall_s(cmd, cwd, env) for _ in range(untraced_runs)]
-        profile = _traced(cmd, cwd, env)
+        profile = _traced(cmd, cwd, env, timeout, late)
         profile.untraced_wall_s, profile.ran_here = untraced, True
         return profile
     why = "asked for" if method == "proc-io" else status.reason
@@ -92,12 +96,12 @@ def _untraced_wall_s(cmd: list[str], cwd, env) -> float:
     return time.perf_counter() - started
 
 
-def _traced(cmd: list[str], cwd, env) -> Profile:
+def _traced(cmd: list[str], cwd, env, timeout: float | None = None, late: str = "") -> Profile:
     require_strace()
     with run_scratch("profile") as scratch:
         trace = scratch / "trace.txt"
         started = time.perf_counter()
-        finished = run_strace(PROFILE_OPTIONS, cmd, cwd, env, trace)
+        finished = run_strace(PROFILE_OPTIONS, cmd, cwd, env, trace, timeout, late)
         wall = time.perf_counter() - started
         with open(trace, encoding="utf-8", errors="replace") as lines:
             records, _ = read_trace(lines, Path(cwd or ".").resolve())

@@ -5,7 +5,9 @@ check of lesson 07 for stripe counts 1 and 4, the five readers of lesson 02 on a
 and a warm client with the servers' counters, lesson 06's metadata rates beside the local
 disk with the MDS's requests and latencies per phase, and lesson 08's two writers sharing
 one file from two clients (CephFS hands out capabilities per file, where Lustre locks byte
-ranges). The record names the machine, the Ceph version, the OSD count and the date, so a
+ranges), lesson 11's stage-in to the local disk (the archive against the folder file by
+file), and lesson 12's two readers profiled under strace on a fresh and a warm client.
+The record names the machine, the Ceph version, the OSD count and the date, so a
 page that shows it says where it came from (`recorded`, `describe_record`).
 """
 
@@ -23,7 +25,9 @@ from pathlib import Path
 from iolab.core.errors import LabError
 from iolab.core.workspace import repo_root
 from iolab.hpc import ceph_layout as cl
+from iolab.hpc import cephfs_profile, cephfs_staging
 from iolab.measure.context import machine_context
+from iolab.measure.syscalls import strace_problem
 from iolab.storage import cephfs, cephfs_mdrates, cephfs_readers
 
 #: The run `make record-pfs` stores with the lab, relative to the checkout.
@@ -188,7 +192,11 @@ def measure_all(cluster: cephfs.Cluster) -> dict:
     state = cephfs.status(cluster)
     context = machine_context(cluster.mount_point)
     layouts = [layout_check(cluster, count) for count in (1, 4)]
-    readers = cephfs_readers.reader_servers(cluster, cephfs_readers.dataset_on(cluster))
+    dataset_dir = cephfs_readers.dataset_on(cluster)
+    readers = cephfs_readers.reader_servers(cluster, dataset_dir)
+    staging = cephfs_staging.staging_from_cephfs(cluster, dataset_dir)
+    no_strace = strace_problem()
+    profiled = [] if no_strace else cephfs_profile.profiled_on_cephfs(cluster, dataset_dir)
     shared = shared_file_writes(cluster)
     metadata = cephfs_mdrates.metadata_rates(cluster)
     return {
@@ -202,6 +210,9 @@ def measure_all(cluster: cephfs.Cluster) -> dict:
         "readers": readers.to_dict(orient="records"),
         "shared_writes": shared,
         "metadata": metadata,
+        "staging": staging,
+        "profile": profiled,
+        "profile_problem": no_strace,  # why lesson 12's profile is missing, or None
     }
 
 

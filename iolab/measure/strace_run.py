@@ -14,6 +14,7 @@ import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -155,25 +156,52 @@ def check_command(
     return cmd
 
 
-def run_strace(options: Sequence[str], cmd: list[str], cwd, env, trace_file: Path) -> Finished:
-    """Run cmd under strace writing to trace_file; the command's output is captured."""
+def run_strace(
+    options: Sequence[str],
+    cmd: list[str],
+    cwd,
+    env,
+    trace_file: Path,
+    timeout: float | None = None,
+    late: str = "",
+) -> Finished:
+    """Run cmd under strace writing to trace_file; the command's output is captured. With
+    `timeout`, strace and the traced command are killed together after that many seconds
+    and the LabError says so, followed by `late` (what to check)."""
     strace = require_strace()
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [strace, *options, "-o", str(trace_file.resolve()), "--", *cmd],
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         errors="replace",
+        start_new_session=timeout is not None,  # its own group: the tracee dies with strace
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException as err:  # past the limit, or Ctrl-C: neither strace nor it goes on
+        with contextlib.suppress(ProcessLookupError):
+            if timeout is None:
+                proc.kill()
+            else:
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        if not isinstance(err, subprocess.TimeoutExpired):
+            raise
+        raise LabError(
+            f"{Path(cmd[0]).name} {' '.join(cmd[1:2])} was still running under strace after "
+            f"{timeout:g} s and was stopped" + (f": {late}" if late else "")
+        ) from None
     if not trace_file.exists() or trace_file.stat().st_size == 0:
-        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        last = (stderr.strip().splitlines() or ["no message"])[-1]
         raise LabError(
             f"strace could not trace {cmd[0]!r} ({last}); run the command without "
             "iolab to check that it works"
         )
-    return Finished(proc.returncode, proc.stdout, proc.stderr)
+    return Finished(proc.returncode, stdout, stderr)
 
 
 def dataset_roots(dataset_dir: str | os.PathLike) -> tuple[str, ...]:
