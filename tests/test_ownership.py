@@ -471,6 +471,29 @@ def test_a_marker_write_cut_short_leaves_the_old_marker_or_none(
     assert sorted(os.listdir(folder)) == [".iolab-images"] and has_marker(folder, ".iolab-images")
 
 
+def test_ctrl_c_just_after_the_partial_marker_is_created_removes_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Ctrl-C the moment os.open has created the partial marker, before Python holds its
+    handle anywhere (the CI flake of make_images under SIGINT): it goes with the run."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    real_open = os.open
+
+    def interrupted_after_creation(path, flags, mode=0o777, *, dir_fd=None):
+        fd = real_open(path, flags, mode, dir_fd=dir_fd)
+        if str(path).endswith(".partial"):
+            os.close(fd)
+            raise KeyboardInterrupt
+        return fd
+
+    monkeypatch.setattr(os, "open", interrupted_after_creation)
+    with pytest.raises(KeyboardInterrupt):
+        owned.write_marker(folder, ".iolab-images", "made by the lab")
+    monkeypatch.undo()
+    assert os.listdir(folder) == []
+
+
 @pytest.mark.slow
 def test_clean_finds_the_scratch_folder_of_a_killed_job(tmp_path: Path, monkeypatch) -> None:
     """A short job (advise, the O_DIRECT probe) killed by SIGKILL never reaches its own

@@ -439,14 +439,14 @@ def write_marker_at(fd: int, name: str, text: str) -> None:
     partial = f"{name}.{os.getpid()}.partial"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(partial, dir_fd=fd)
-    marker = os.open(
-        partial,
-        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-        PRIVATE_FILE_MODE,
-        dir_fd=fd,
-    )
     state = "partial"
-    try:
+    try:  # opened before the file is: Ctrl-C just after its creation still removes it
+        marker = os.open(
+            partial,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE_MODE,
+            dir_fd=fd,
+        )
         try:
             os.fchmod(marker, PRIVATE_FILE_MODE)
             os.write(marker, (text.rstrip("\n") + "\n" + _identity_line(fd, secret)).encode())
