@@ -25,6 +25,8 @@
 #                   lessons measured on it (reference/bench-recorded/pfs.json)
 #   make record-slurm  maintainers, as root: the job scripts on a two-node test Slurm, recorded
 #                   for the page "Your jobs across nodes" (reference/node-runs-recorded/)
+#   make record-pfs-nodes  maintainers, as root: lesson 08's MPI-IO job on two test nodes, each a
+#                   client of the private CephFS (reference/bench-recorded/pfs-mpiio-nodes.json)
 #   make clean      remove everything the lab wrote (workspace, builds); distclean also .venv
 #
 # Supported: CPython 3.10, 3.11, 3.12 and 3.13. Another interpreter: PYTHON=python3.12 make lab
@@ -51,7 +53,7 @@ LOCK_DATE := 2026-11-25
 CHECK_PYTHON := import sys; v = sys.version_info[:2]; ok = (3, 10) <= v <= (3, 13) and sys.implementation.name == "cpython"; \
   sys.exit(0 if ok else "error: the lab supports CPython 3.10 to 3.13, and $(PYTHON) is %s %d.%d: load a supported one (e.g. `module load python/3.11`) or name it (`PYTHON=python3.12 make lab`)" % ((sys.implementation.name,) + v))
 
-.PHONY: lab test test-fast lint jupyter html bench bench-diagnosis torch darshan dask lock record record-slurm record-pfs check-sources clean distclean
+.PHONY: lab test test-fast lint jupyter html bench bench-diagnosis torch darshan dask lock record record-slurm record-pfs record-pfs-nodes check-sources clean distclean
 
 # The stamp names the interpreter, so PYTHON=another make ... rebuilds .venv with it.
 PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -174,6 +176,13 @@ record-pfs: $(STAMP)
 # copied back; then re-execute reference/node-runs.ipynb (see CONTRIBUTING.md).
 record-slurm: $(STAMP)
 	$(PY) tests/record_node_runs.py reference/node-runs-recorded
+
+# As root with the Slurm and Ceph packages of apt.txt: the private CephFS mounted on both
+# nodes of the tests' Slurm, demos/slurm/mpiio.sbatch once per mode with scratch on it, and
+# what the OSDs and the MDS counted; then re-execute notebook 08, which shows it.
+record-pfs-nodes: $(STAMP)
+	$(PY) tests/record_pfs_nodes.py reference/bench-recorded/pfs-mpiio-nodes.json
+	cd notebooks && IOLAB_RECORD=1 ../$(PY) -m jupyter execute --inplace --timeout=1800 08-mpi-io.ipynb
 
 clean:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m iolab clean

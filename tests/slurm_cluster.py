@@ -223,6 +223,8 @@ class SlurmCluster:
         self.node = self.nodes[0]
         self.env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
         self.daemons: list[subprocess.Popen] = []
+        #: Per node of several, the slurmd whose mount namespace is the node's (nsenter).
+        self.node_pids: dict[str, int] = {}
 
     def client(self, *command: str, timeout: float = 30) -> subprocess.CompletedProcess:
         """Run a Slurm client command against this cluster."""
@@ -284,6 +286,8 @@ class SlurmCluster:
         else:
             for name in self.nodes:
                 self._daemon(f"slurmd-{name}", *self.node_command(name))
+                # unshare and sh exec slurmd: this pid is the node's slurmd, in its namespaces
+                self.node_pids[name] = self.daemons[-1].pid
         self._wait_for(self._idle, "every node to show idle in sinfo")
 
     def node_command(self, name: str) -> list[str]:

@@ -22,9 +22,11 @@ from processes import processes_naming
 
 from iolab.core.builder import build_dataset
 from iolab.core.errors import LabError
+from iolab.core.markers import LOCATION_MARKER
 from iolab.hpc import ceph_layout as cl
-from iolab.hpc import cephfs_lessons, cephfs_profile, cephfs_staging, fs_client
+from iolab.hpc import cephfs_lessons, cephfs_mpiio, cephfs_profile, cephfs_staging, fs_client
 from iolab.hpc.cephfs_lessons import layout_check
+from iolab.measure.context import listed_as_mounted
 from iolab.storage import cephfs, cephfs_mdrates, cephfs_readers, mdrates
 
 needs_cephfs = pytest.mark.needs("cephfs")
@@ -402,6 +404,88 @@ def test_two_clients_sharing_one_file_take_turns_and_leave_nothing(
     assert cephfs.SECOND_CLIENT not in cluster.pids
     assert processes_naming(cephfs.SECOND_CLIENT) == []
     assert not list(cluster.mount_point.parent.glob("cephfs-second-*"))
+
+
+def _check_mpiio_rows(rows: list[dict], ranks: int, data_bytes: int) -> None:
+    """What lesson 08's MPI-IO job on two CephFS clients must hold, recorded or live: every
+    mode verified on both nodes; data sieving rewrites the file about once per rank under
+    locks the MDS grants; collective buffering and a file each send the data once, lock-free;
+    a file each is one create per rank."""
+    assert [row["mode"] for row in rows] == list(cephfs_mpiio.MODES)
+    half = ranks // 2
+    for row in rows:
+        assert row["verified"] and row["data_bytes"] == data_bytes, row
+        assert row["hosts"] == ["n1"] * half + ["n2"] * half and row["nodes"] == 2
+    independent, collective, separate = rows
+    assert collective["aggregators"] == [0, half]  # one aggregator per node
+    assert independent["mds_file_locks"] > 0
+    assert independent["osd_write_bytes"] >= (ranks - 1) * data_bytes
+    for row in (collective, separate):
+        assert row["mds_file_locks"] == 0, row
+        assert data_bytes <= row["osd_write_bytes"] < 1.5 * data_bytes, row
+    assert separate["files"] == ranks and separate["mds_creates"] >= ranks
+
+
+def test_the_recorded_mpiio_on_two_nodes_is_whole_and_consistent() -> None:
+    """pfs-mpiio-nodes.json, which notebook 08 shows: consistent with its own demo options,
+    and a file each went out in larger writes than the shared file written through."""
+    record = cephfs_mpiio.recorded()
+    blocks, block = (int(word) for word in record["demo_args"].split()[1::2])
+    rows = record["modes"]
+    _check_mpiio_rows(rows, 4, 4 * blocks * block)
+    collective, separate = rows[1], rows[2]
+    per_write = {
+        row["mode"]: row["osd_write_bytes"] / row["osd_writes"] for row in (collective, separate)
+    }
+    assert per_write["file-per-process"] > 2 * per_write["collective"], per_write
+
+
+def test_a_mode_row_adds_what_each_osd_and_the_mds_counted() -> None:
+    def counts(writes: int, locks: int) -> cephfs_mpiio.ServerCounts:
+        osds = tuple(
+            {
+                "osd": n,
+                "reads": n,
+                "writes": writes + n,
+                "read_bytes": 0,
+                "write_bytes": 10 * writes,
+            }
+            for n in range(2)
+        )
+        mds = cephfs.MdsRequests({"setfilelock": locks, "create": 1}, {"setfilelock": 0.1}, 9)
+        return cephfs_mpiio.ServerCounts(osds, mds)
+
+    result = {
+        "mode": "independent", "ranks": 4, "hosts": ["n1", "n1", "n2", "n2"],
+        "aggregators": [0, 2], "verified": True, "bytes_written": 64, "files": ["shared.dat"],
+        "write_s": 0.5,
+    }  # fmt: skip
+    row = cephfs_mpiio.mode_row(result, counts(5, 2), counts(8, 10))
+    assert (row["osd_writes"], row["osd_write_bytes"], row["osd_reads"]) == (6, 60, 0)
+    assert (row["mds_file_locks"], row["mds_creates"], row["mds_requests"]) == (8, 0, 0)
+    assert (row["nodes"], row["files"], row["data_bytes"]) == (2, 1, 64)
+
+
+@needs_cephfs
+@pytest.mark.needs("slurm_nodes")
+@pytest.mark.slow
+def test_mpiio_on_two_nodes_each_a_client_is_what_the_servers_counted(
+    cluster: cephfs.Cluster, slurm_nodes
+) -> None:
+    """demos/slurm/mpiio.sbatch on two test nodes, each mounting the CephFS as a client of its
+    own; the clients and their mounts go afterwards, and the job leaves its scratch clean."""
+    from slurm_cephfs import mpiio_on_nodes
+
+    blocks, block = 256, 4096
+    rows = mpiio_on_nodes(slurm_nodes, cluster, f"--blocks-per-rank {blocks} --block-size {block}")
+    _check_mpiio_rows(rows, 4, 4 * blocks * block)
+    for node, pid in slurm_nodes.node_pids.items():
+        assert f"client.{node}" not in cluster.pids
+        assert processes_naming(f"client.{node}") == []
+        assert not listed_as_mounted(slurm_nodes.root / "cephfs", mounts_of=str(pid))
+    assert not (slurm_nodes.root / "cephfs").exists()
+    (scratch,) = cluster.mount_point.glob("iolab-*")  # the lab's folder on scratch, left empty
+    assert [path.name for path in scratch.iterdir()] == [LOCATION_MARKER]
 
 
 @needs_cephfs

@@ -216,16 +216,18 @@ def measure_all(cluster: cephfs.Cluster) -> dict:
     }
 
 
-def recorded() -> dict:
-    """The record of `make record-pfs` kept with the lab (RECORD): what the notebooks show
-    where no CephFS of the learner's is up."""
-    return json.loads((repo_root() / RECORD).read_text())
+def recorded(record: Path = RECORD) -> dict:
+    """A record kept with the lab (by default `make record-pfs`'s, RECORD): what the
+    notebooks show where no CephFS of the learner's is up."""
+    return json.loads((repo_root() / record).read_text())
 
 
-def describe_record(record: dict) -> str:
-    """Where and when a record was measured, for the line above the figures that show it."""
+def describe_record(record: dict, more: str = "") -> str:
+    """Where and when a record was measured, for the line above the figures that show it;
+    `more` adds to what the parentheses say."""
     machine = record["machine"]
     return (
         f"the run recorded on {record['recorded_on']} ({machine['cpu_model']}, "
-        f"{machine['cpu_count']} CPUs, Ceph {record['ceph_version']}, {record['osds']} OSDs)"
+        f"{machine['cpu_count']} CPUs, Ceph {record['ceph_version']}, {record['osds']} OSDs"
+        f"{more})"
     )

@@ -31,8 +31,6 @@ from iolab.core.workspace import public_text
 if TYPE_CHECKING:  # pandas only for the table: `class preflight` runs without it
     import pandas as pd
 
-MOUNTINFO = Path("/proc/self/mountinfo")
-PROC_MOUNTS = Path("/proc/mounts")
 
 #: File systems whose data lives on another machine: every metadata operation (open, stat,
 #: readdir) can be a network round trip, which is what makes many small files slow on them.
@@ -115,11 +113,14 @@ def parse_proc_mounts(text: str) -> list[MountInfo]:
     return mounts
 
 
-def _system_mounts() -> list[MountInfo]:
-    """This process's mount table, or [] where /proc does not exist (macOS, Windows)."""
-    for table, parse in ((MOUNTINFO, parse_mountinfo), (PROC_MOUNTS, parse_proc_mounts)):
+def _system_mounts(process: str = "self") -> list[MountInfo]:
+    """The mount table of `process` (this one by default, or a pid: its mount namespace's),
+    or [] where /proc does not exist (macOS, Windows)."""
+    for name, parse in (("mountinfo", parse_mountinfo), ("mounts", parse_proc_mounts)):
         try:
-            text = table.read_text(encoding="utf-8", errors="surrogateescape")
+            text = Path("/proc", process, name).read_text(
+                encoding="utf-8", errors="surrogateescape"
+            )
         except OSError:
             continue
         return parse(text)
@@ -144,13 +145,14 @@ def mount_for(path: Path | str, mounts: list[MountInfo] | None = None) -> MountI
     return best or UNKNOWN_MOUNT
 
 
-def listed_as_mounted(path: Path | str) -> bool:
+def listed_as_mounted(path: Path | str, mounts_of: str = "self") -> bool:
     """Whether the mount table lists `path` as a mount point. Unlike os.path.ismount, nothing
     is asked of the mount itself: a FUSE client whose server has stopped would never answer
-    that stat (a hang, not an error). Only `path`'s parent is resolved."""
+    that stat (a hang, not an error). Only `path`'s parent is resolved. `mounts_of` names
+    another process (a pid) whose mount namespace to look in."""
     path = Path(path)
     target = os.path.join(os.path.realpath(path.parent), path.name)
-    return any(mount.mount_point == target for mount in _system_mounts())
+    return any(mount.mount_point == target for mount in _system_mounts(mounts_of))
 
 
 def is_network_fs(fs_type: str) -> bool:

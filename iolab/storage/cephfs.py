@@ -412,32 +412,43 @@ def second_client(cluster: Cluster) -> Iterator[Path]:
     """A second ceph-fuse client of the same file system at a mount point of its own, as a
     second node of a job would be: the MDS hands each client capabilities of its own. It is
     unmounted and ended on leaving, and `down` ends it too if the lab is cut off."""
-    keyring = cluster.folder / f"{SECOND_CLIENT}.keyring"
-    if not keyring.exists():
-        _daemon_key(
-            cluster, SECOND_CLIENT, ["mon", "allow r", "mds", "allow rw", "osd", "allow rw"]
-        )
     mounts = ensure_writable_dir(WorkspaceEntry.MNT.path())
     mount_point = Path(tempfile.mkdtemp(prefix="cephfs-second-", dir=mounts))
     try:
-        _start(
-            cluster,
-            SECOND_CLIENT,
-            ["ceph-fuse", "-n", SECOND_CLIENT, "--client_fs", FS_NAME, str(mount_point)],
-        )
-        _wait(
-            lambda: listed_as_mounted(mount_point),
-            "the second ceph-fuse mount to appear",
-            COMMAND_TIMEOUT_S,
-        )
-        yield mount_point
+        with client(cluster, SECOND_CLIENT, mount_point):
+            yield mount_point
     finally:
-        if listed_as_mounted(mount_point):
-            _unmount(mount_point)
-        _end(cluster.pids.pop(SECOND_CLIENT, 0), cluster)
-        _save(cluster)
         with contextlib.suppress(OSError):
             mount_point.rmdir()
+
+
+@contextlib.contextmanager
+def client(
+    cluster: Cluster, name: str, mount_point: Path, namespace_of: int | None = None
+) -> Iterator[None]:
+    """One more ceph-fuse client, `name` (e.g. "client.n1", with a key of its own), mounted at
+    the empty folder `mount_point`; with `namespace_of` (a pid, e.g. a test node's slurmd)
+    it is mounted in that process's mount namespace (nsenter, as root), seen only by what
+    runs there, as each node of a cluster mounts the file system as a client of its own.
+    Unmounted and ended on leaving; `down` ends it too if the lab is cut off."""
+    if not (cluster.folder / f"{name}.keyring").exists():
+        _daemon_key(cluster, name, ["mon", "allow r", "mds", "allow rw", "osd", "allow rw"])
+    enter = () if namespace_of is None else ("nsenter", "--target", str(namespace_of), "--mount")
+    table = "self" if namespace_of is None else str(namespace_of)
+
+    def mounted() -> bool:
+        return listed_as_mounted(mount_point, mounts_of=table)
+
+    fuse = _which("ceph-fuse") or "ceph-fuse"
+    try:
+        _start(cluster, name, [*enter, fuse, "-n", name, "--client_fs", FS_NAME, str(mount_point)])
+        _wait(mounted, f"the ceph-fuse mount of {name} to appear", COMMAND_TIMEOUT_S)
+        yield
+    finally:
+        if mounted():
+            _unmount(mount_point, enter, mounted)
+        _end(cluster.pids.pop(name, 0), cluster)
+        _save(cluster)
 
 
 def remount(cluster: Cluster) -> None:
@@ -686,7 +697,12 @@ def _teardown(cluster: Cluster) -> None:
     remove_tree(WorkspaceEntry.PFS.path())
 
 
-def _unmount(mount_point: Path) -> None:
+def _unmount(
+    mount_point: Path, enter: tuple[str, ...] = (), mounted: Callable[[], bool] | None = None
+) -> None:
+    """Unmount (run after `enter`, in the mount namespace the client lives in), lazily at
+    last: a client that hangs on a dead server is ended next anyway."""
+    still_mounted = mounted or (lambda: listed_as_mounted(mount_point))
     for cmd in (
         ["fusermount3", "-u", str(mount_point)],
         ["fusermount", "-u", str(mount_point)],
@@ -695,15 +711,16 @@ def _unmount(mount_point: Path) -> None:
         binary = _which(cmd[0])
         if binary is None:
             continue
-        subprocess.run([binary, *cmd[1:]], capture_output=True, timeout=COMMAND_TIMEOUT_S)
-        if not listed_as_mounted(mount_point):
+        subprocess.run([*enter, binary, *cmd[1:]], capture_output=True, timeout=COMMAND_TIMEOUT_S)
+        if not still_mounted():
             return
-    # a client that hangs on a dead server: lazily detach, its process is ended next
     binary = _which("fusermount3") or _which("umount")
     if binary is not None:
         flag = "-uz" if binary.endswith("fusermount3") else "-l"
         subprocess.run(
-            [binary, flag, str(mount_point)], capture_output=True, timeout=COMMAND_TIMEOUT_S
+            [*enter, binary, flag, str(mount_point)],
+            capture_output=True,
+            timeout=COMMAND_TIMEOUT_S,
         )
 
 
