@@ -7,6 +7,7 @@ mount, port or file. On this machine kind FUSE is root-only, so CI runs these as
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from processes import processes_naming
 
+from iolab.core.budget import LIMITS
 from iolab.core.builder import build_dataset
 from iolab.core.errors import LabError
 from iolab.core.markers import LOCATION_MARKER
@@ -225,6 +227,31 @@ def test_up_gives_a_healthy_mounted_file_system(cluster: cephfs.Cluster) -> None
     assert os.statvfs(cluster.mount_point).f_bsize > 0
     view = fs_client.identify(probe)
     assert (view.kind, view.mount_point) == ("ceph-fuse", str(cluster.mount_point))
+    quota = os.getxattr(cluster.mount_point, cephfs.QUOTA_XATTR)
+    assert int(quota) == cephfs.QUOTA_MIB * 2**20 == state["quota_mib"] * 2**20
+    assert 0 < state["osd_files_on_disk_mib"] < cephfs.QUOTA_MIB
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_a_write_past_the_quota_stops_at_the_quota(cluster: cephfs.Cluster) -> None:
+    """The quota that bounds the OSDs' files is enforced as the client writes: lowered to
+    8 MiB above what the file system holds, a 32 MiB write stops with EDQUOT shortly after
+    (CephFS quotas are imprecise by what is in flight: 11.1 MiB written here once)."""
+    root = cluster.mount_point
+    held = int(os.getxattr(root, "ceph.dir.rbytes"))
+    path = root / "past-the-quota.bin"
+    os.setxattr(root, cephfs.QUOTA_XATTR, str(held + 8 * 2**20).encode())
+    try:
+        with pytest.raises(OSError) as caught, open(path, "wb") as handle:
+            for _ in range(32):
+                handle.write(b"\0" * 2**20)
+                handle.flush()
+        assert caught.value.errno == errno.EDQUOT
+        assert path.stat().st_size < 16 * 2**20
+    finally:
+        path.unlink(missing_ok=True)
+        os.setxattr(root, cephfs.QUOTA_XATTR, str(cephfs.QUOTA_MIB * 2**20).encode())
 
 
 @needs_cephfs
@@ -502,6 +529,16 @@ def test_metadata_rates_on_the_cephfs_show_what_the_mds_was_asked(
     assert list(tmp_path.iterdir()) == []
     assert not list(cluster.mount_point.glob("iolab-mdrates-*"))
     assert os.path.ismount(cluster.mount_point)  # mounted again after the fresh clients
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_the_osd_files_stay_within_the_login_node_budget(cluster: cephfs.Cluster) -> None:
+    """After the lessons' work above (datasets, layouts, shared files, MPI-IO from two nodes,
+    metadata rates), the OSDs' sparse files take no more disk than the budget's data limit."""
+    on_disk_mib = cephfs.osd_files_on_disk(cluster) / 2**20
+    assert 0 < on_disk_mib <= LIMITS["data_mib"].most, on_disk_mib
+    assert cephfs.QUOTA_MIB + cephfs.MDS_JOURNAL_MIB <= LIMITS["data_mib"].most
 
 
 @needs_cephfs

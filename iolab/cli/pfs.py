@@ -11,6 +11,7 @@ benchmark, so on a login node it is refused unless the node is yours alone.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from pathlib import Path
@@ -132,7 +133,17 @@ def main(args: argparse.Namespace) -> int:
         if args.action == "layout":
             return _print_layout(cluster, args.stripe_count)
         if args.action == "measure":
-            return _measure(cluster, args.out)
+            try:
+                return _measure(cluster, args.out)
+            except OSError as err:
+                if err.errno != errno.EDQUOT:
+                    raise
+                raise LabError(
+                    f"your CephFS is full: it holds at most {cephfs.QUOTA_MIB} MiB of files "
+                    f"(a quota that keeps its OSD files small); remove files from "
+                    f"{cluster.mount_point}, or end it with `python -m iolab pfs down` and "
+                    "start it again"
+                ) from None
         return _print_status(cluster, args.json)
     ended = cephfs.down()
     if args.json:
@@ -184,6 +195,10 @@ def _print_status(cluster: cephfs.Cluster, as_json: bool) -> int:
         f"  {alive} of {len(state['daemons_alive'])} processes alive, "
         f"{state['resident_mib']} MiB resident; up in {state['started_s']} s; "
         f"monitor on 127.0.0.1:{state['mon_port']}"
+    )
+    print(
+        f"  at most {state['quota_mib']} MiB of files (a quota); the OSDs' files take "
+        f"{state['osd_files_on_disk_mib']} MiB on disk"
     )
     print("  end it with `python -m iolab pfs down`")
     return 0

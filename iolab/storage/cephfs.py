@@ -62,6 +62,15 @@ DEFAULT_OSDS = 4
 #: Each OSD's BlueStore file: BlueStore's smallest workable device is about 1 GiB; the
 #: file is sparse, so it takes only what is written.
 OSD_FILE_MIB = 1024
+#: The most the file system holds: a quota on its root (ceph.quota.max_bytes), which every
+#: ceph-fuse client enforces as it writes ("Disk quota exceeded"), so the OSDs' sparse files
+#: fill with about this much file data at most, whatever a lesson or a learner writes (a few
+#: MiB more: quotas are imprecise by what is in flight, docs.ceph.com/en/pacific/cephfs/quota).
+QUOTA_MIB = 512
+#: The MDS journal's bound: segments of 4 MiB objects in the metadata pool (Ceph's default
+#: keeps 128 before trimming, 512 MiB on a busy run).
+MDS_LOG_SEGMENTS = 16
+MDS_JOURNAL_MIB = 4 * MDS_LOG_SEGMENTS
 #: Keeps each OSD near 50-80 MB resident (its default aims at 4 GiB of cache).
 OSD_MEMORY_TARGET = 512 * 2**20
 #: How long one ceph command or one wait may take before it is a fault, not a hang.
@@ -71,6 +80,7 @@ POLL_S = 0.5
 STATE = "cluster.json"
 DAEMONS = ("mon.a", "mgr.x", "mds.a")  # plus osd.0 .. osd.N-1
 MOUNT_COMMAND = "ceph-fuse"
+QUOTA_XATTR = "ceph.quota.max_bytes"
 
 
 @dataclass
@@ -174,10 +184,10 @@ def up(
             f"a CephFS of yours is already up, mounted at {existing.mount_point}; "
             "use it, or end it with `python -m iolab pfs down`"
         )
-    check_budget(
+    check_budget(  # the OSDs' files are sparse: they take what the quota and journal allow
         "a private CephFS",
         compute_node=compute_node,
-        data_mib=osds * OSD_FILE_MIB,
+        data_mib=QUOTA_MIB + MDS_JOURNAL_MIB,
         processes=len(DAEMONS) + osds + 1,
     )
     folder = _fresh_folder()
@@ -278,6 +288,7 @@ def _bootstrap(cluster: Cluster, progress: Callable[[str], None]) -> None:
     _wait(lambda: _mds_active(cluster), "the metadata server to become active")
     progress("mount (ceph-fuse)")
     _mount(cluster)
+    os.setxattr(cluster.mount_point, QUOTA_XATTR, str(QUOTA_MIB * 2**20).encode())
 
 
 def _write_conf(cluster: Cluster) -> None:
@@ -318,6 +329,7 @@ auth allow insecure global id reclaim = false
 mon warn on pool no redundancy = false
 mon data avail warn = 1
 mon data avail crit = 0
+mds log max segments = {MDS_LOG_SEGMENTS}
 """
     _write_private(cluster.conf, conf)
 
@@ -529,10 +541,21 @@ def status(cluster: Cluster) -> dict:
         "mds_active": _mds_active(cluster) if health is not None else False,
         "health": (health or {}).get("health", {}).get("status", "no answer from the monitor"),
         "resident_mib": round(sum(_rss_kib(pid) for pid in cluster.pids.values()) / 1024, 1),
+        "quota_mib": QUOTA_MIB,
+        "osd_files_on_disk_mib": round(osd_files_on_disk(cluster) / 2**20, 1),
         "started_s": round(cluster.started_s, 1),
         "mon_port": cluster.mon_port,
         "ceph_version": _ceph_version(),
     }
+
+
+def osd_files_on_disk(cluster: Cluster) -> int:
+    """Bytes the OSDs' files take on the disk (their blocks: the files are sparse)."""
+    total = 0
+    for osd in range(cluster.osds):
+        with contextlib.suppress(FileNotFoundError):
+            total += (cluster.folder / "osd" / str(osd) / "block").stat().st_blocks * 512
+    return total
 
 
 def perf_dump(cluster: Cluster, daemon: str) -> dict:
