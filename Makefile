@@ -25,8 +25,9 @@
 #                   lessons measured on it (reference/bench-recorded/pfs.json)
 #   make record-slurm  maintainers, as root: the job scripts on a two-node test Slurm, recorded
 #                   for the page "Your jobs across nodes" (reference/node-runs-recorded/)
-#   make record-pfs-nodes  maintainers, as root: lesson 08's MPI-IO job on two test nodes, each a
-#                   client of the private CephFS (reference/bench-recorded/pfs-mpiio-nodes.json)
+#   make record-pfs-nodes  maintainers, as root: lesson 08's MPI-IO job and lesson 11's stage-in
+#                   on two test nodes, each a client of the private CephFS
+#                   (reference/bench-recorded/pfs-nodes.json)
 #   make clean      remove everything the lab wrote (workspace, builds); distclean also .venv
 #
 # Supported: CPython 3.10, 3.11, 3.12 and 3.13. Another interpreter: PYTHON=python3.12 make lab
@@ -178,11 +179,13 @@ record-slurm: $(STAMP)
 	$(PY) tests/record_node_runs.py reference/node-runs-recorded
 
 # As root with the Slurm and Ceph packages of apt.txt: the private CephFS mounted on both
-# nodes of the tests' Slurm, demos/slurm/mpiio.sbatch once per mode with scratch on it, and
-# what the OSDs and the MDS counted; then re-execute notebook 08, which shows it.
+# nodes of the tests' Slurm, demos/slurm/mpiio.sbatch once per mode with scratch on it and
+# lesson 11's stage-in from it, with what the OSDs and the MDS counted; then re-execute
+# notebooks 08 and 11, which show them.
 record-pfs-nodes: $(STAMP)
-	$(PY) tests/record_pfs_nodes.py reference/bench-recorded/pfs-mpiio-nodes.json
-	cd notebooks && IOLAB_RECORD=1 ../$(PY) -m jupyter execute --inplace --timeout=1800 08-mpi-io.ipynb
+	$(PY) tests/record_pfs_nodes.py reference/bench-recorded/pfs-nodes.json
+	cd notebooks && IOLAB_RECORD=1 ../$(PY) -m jupyter execute --inplace --timeout=1800 \
+		08-mpi-io.ipynb 11-storage-hygiene.ipynb
 
 clean:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m iolab clean

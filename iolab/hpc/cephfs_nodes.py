@@ -1,10 +1,12 @@
-"""Lesson 08's MPI-IO demo across two nodes on the private CephFS, as the servers counted it.
+"""Jobs on two nodes of the tests' Slurm, each node a client of the private CephFS, as the
+servers counted them: lesson 08's MPI-IO demo and lesson 11's stage-in.
 
-The job script demos/slurm/mpiio.sbatch runs on two nodes of the tests' Slurm, each node a
-ceph-fuse client of its own (tests/slurm_cephfs.py), with scratch on the CephFS: one job per
-mode, so the OSDs' and the MDS's counters read before and after a job belong to that mode.
-What the servers saw tells the three ways of writing one data set apart where the ranks'
-own timings cannot (both nodes share one machine):
+Each node mounts the CephFS as a ceph-fuse client of its own (tests/slurm_cephfs.py), so
+what one node has cached the other has not, as on a cluster. The OSDs' and the MDS's
+counters are read before and after each job, so they belong to that job alone; they tell
+apart what the jobs' own timings cannot (both nodes share one machine).
+
+MPI-IO (demos/slurm/mpiio.sbatch, one job per mode, scratch on the CephFS):
 
 * independent writes of interleaved blocks go through data sieving: each rank reads a window
   of the file, patches its blocks in and writes the whole window back, under an fcntl lock
@@ -14,8 +16,12 @@ own timings cannot (both nodes share one machine):
   contiguous pieces once, without locks;
 * a file per process creates one file per rank and writes it once, without locks.
 
-`make record-pfs-nodes` (as root) stores such a run with the lab (RECORD); lesson 08 shows
-it. Counts are exact; the demo's seconds are of two nodes sharing one machine.
+Stage-in (lesson 11): every task reads the 7300 files where they lie, or each node stages
+the archive once (demos/slurm/stage_in.py, as small-files-local.sbatch does) and its tasks
+read the node's copy; fresh clients for each, so every node starts with nothing cached.
+
+`make record-pfs-nodes` (as root) stores both with the lab (RECORD); lessons 08 and 11 show
+them. Counts are exact; the seconds are of two nodes sharing one machine.
 """
 
 from __future__ import annotations
@@ -27,10 +33,14 @@ from iolab.hpc import cephfs_lessons
 from iolab.storage import cephfs
 
 #: The run `make record-pfs-nodes` stores with the lab, relative to the checkout.
-RECORD = Path("reference") / "bench-recorded" / "pfs-mpiio-nodes.json"
+RECORD = Path("reference") / "bench-recorded" / "pfs-nodes.json"
 MODES = ("independent", "collective", "file-per-process")
 #: The demo's options for the record: 4 ranks x 4,096 blocks of 4 KiB, 64 MiB per mode.
 RECORD_DEMO_ARGS = "--blocks-per-rank 4096 --block-size 4096"
+#: How often the record repeats the two shared-file modes to see how often their bytes read
+#: back wrong, and the smaller size it repeats them at (4 MiB in all).
+REPEATS = 10
+REPEAT_DEMO_ARGS = "--blocks-per-rank 256 --block-size 4096"
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,7 @@ def mode_row(result: dict, before: ServerCounts, after: ServerCounts) -> dict:
         "hosts": result["hosts"],
         "aggregators": result["aggregators"],
         "verified": result["verified"],
+        "wrong_bytes": result["wrong_bytes"],
         "data_bytes": result["bytes_written"],
         "files": len(result["files"]),
         "osd_writes": _added(after, before, "writes"),
@@ -81,3 +92,34 @@ def describe_record(record: dict) -> str:
     """Where and when the record was measured, for the line above the figures that show it."""
     nodes = " and ".join(record["nodes"])
     return cephfs_lessons.describe_record(record, f", nodes {nodes} on that one machine")
+
+
+#: How the tasks of the staging jobs reach the dataset, in the order they run.
+STAGING_METHODS = ("every task reads the shared copy", "stage in once per node, read locally")
+
+
+def staging_row(
+    method: str,
+    nodes: int,
+    task_readings: list[dict],
+    stage_reports: list[dict],
+    before: ServerCounts,
+    after: ServerCounts,
+) -> dict:
+    """One staging job's row: its tasks' readings (read_files.py --json), each node's
+    stage-in report (none when reading in place), and what the servers served meanwhile."""
+    return {
+        "method": method,
+        "nodes": nodes,
+        "tasks": len(task_readings),
+        "files_read_per_task": task_readings[0]["members"],
+        "stage_ins": len(stage_reports),
+        "shared_files_opened_by_stage_ins": sum(r["shared_files_opened"] for r in stage_reports),
+        "osd_reads": _added(after, before, "reads"),
+        "osd_read_MiB": round(_added(after, before, "read_bytes") / 2**20, 2),
+        "mds_requests": after.mds.total - before.mds.total,
+        "slowest_task_read_s": round(max(r["time_s"] for r in task_readings), 3),
+        "slowest_stage_in_s": round(
+            max((r["copy_s"] + r["unpack_s"] for r in stage_reports), default=0.0), 3
+        ),
+    }
