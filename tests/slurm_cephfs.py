@@ -79,9 +79,9 @@ def mpiio_on_nodes(slurm, cluster: cephfs.Cluster, demo_args: str) -> list[dict]
     with cephfs_on_nodes(slurm, cluster) as scratch:
         for mode in cephfs_nodes.MODES:
             with job_places() as places:
-                before = cephfs_nodes.ServerCounts.now(cluster)
+                before = cephfs.ServerCounts.now(cluster)
                 result = _mpiio_job(slurm, scratch, places, mode, demo_args)
-                after = cephfs_nodes.ServerCounts.now(cluster)
+                after = cephfs.ServerCounts.now(cluster)
                 rows.append(cephfs_nodes.mode_row(result, before, after))
     return rows
 
@@ -130,7 +130,7 @@ def staging_on_nodes(slurm, cluster: cephfs.Cluster, dataset: Path, tasks_per_no
     rows = []
     for method, how in zip(cephfs_nodes.STAGING_METHODS, ("shared", "stage"), strict=True):
         with cephfs_on_nodes(slurm, cluster) as shared, job_places() as places:
-            before = cephfs_nodes.ServerCounts.now(cluster)
+            before = cephfs.ServerCounts.now(cluster)
             job = slurm.sbatch(
                 script,
                 f"--nodes={len(slurm.nodes)}",
@@ -148,7 +148,7 @@ def staging_on_nodes(slurm, cluster: cephfs.Cluster, dataset: Path, tasks_per_no
                 ),
                 timeout=MODE_TIMEOUT_S,
             )
-            after = cephfs_nodes.ServerCounts.now(cluster)
+            after = cephfs.ServerCounts.now(cluster)
             if job.state != "COMPLETED":
                 raise AssertionError(f"the {how} job ended {job.state}:\n{job.output}")
             out = places["workspace"]

@@ -117,13 +117,26 @@ def test_a_real_perf_dump_gives_the_requests_of_a_phase_by_type_with_their_laten
     assert {"create", "getattr", "lookup", "open", "readdir", "unlink"} <= set(after.requests)
 
 
-def test_mds_requests_keeps_the_types_answered_and_all(monkeypatch: pytest.MonkeyPatch) -> None:
-    dump = json.loads(PERF_DUMPS.read_text())["after"]
-    monkeypatch.setattr(cephfs, "perf_dump", lambda cluster, daemon: dump)
-    counts = cephfs.mds_requests(None)  # type: ignore[arg-type]
-    assert counts["all"] == dump["mds_server"]["handle_client_request"]
-    assert counts["create"] == dump["mds_server"]["req_create_latency"]["avgcount"]
-    assert all(counts.values()) and "open" not in counts  # no open was ever answered
+def test_server_counts_add_up_every_osd_and_read_the_mds_by_type_and_in_all() -> None:
+    """Two readings of real counters (Ceph 16's MDS around 1000 creates; two OSDs): what the
+    servers did in between, summed over the OSDs, by request type and in all."""
+    dumps = json.loads(PERF_DUMPS.read_text())
+
+    def osds(reads: int) -> tuple[dict, ...]:
+        return tuple(
+            {"osd": n, "reads": reads * (n + 1), "writes": 0, "read_bytes": 4096 * reads * (n + 1),
+             "write_bytes": 0}
+            for n in range(2)
+        )  # fmt: skip
+
+    before = cephfs.ServerCounts(osds(3), cephfs.MdsRequests.from_perf_dump(dumps["before"]))
+    after = cephfs.ServerCounts(osds(10), cephfs.MdsRequests.from_perf_dump(dumps["after"]))
+    assert after.osd_added(before, "reads") == 7 + 14
+    assert after.osd_added(before, "read_bytes") == 4096 * 21
+    assert after.mds_added(before, "create") == dumps["phase"]["files"]
+    assert after.mds_added(before) == dumps["phase"]["files"]  # only creates were answered
+    assert after.mds_added(before, "open") == 0 and after.mds_added(before, "no-such-type") == 0
+    assert after.mds_added(after) == 0
 
 
 def test_a_perf_dump_without_the_request_counters_is_one_sentence() -> None:
@@ -477,7 +490,7 @@ def test_the_recorded_mpiio_on_two_nodes_is_whole_and_consistent() -> None:
 
 
 def test_a_mode_row_adds_what_each_osd_and_the_mds_counted() -> None:
-    def counts(writes: int, locks: int) -> cephfs_nodes.ServerCounts:
+    def counts(writes: int, locks: int) -> cephfs.ServerCounts:
         osds = tuple(
             {
                 "osd": n,
@@ -489,7 +502,7 @@ def test_a_mode_row_adds_what_each_osd_and_the_mds_counted() -> None:
             for n in range(2)
         )
         mds = cephfs.MdsRequests({"setfilelock": locks, "create": 1}, {"setfilelock": 0.1}, 9)
-        return cephfs_nodes.ServerCounts(osds, mds)
+        return cephfs.ServerCounts(osds, mds)
 
     result = {
         "mode": "independent", "ranks": 4, "hosts": ["n1", "n1", "n2", "n2"],
@@ -658,9 +671,12 @@ def test_an_mds_stopped_in_the_middle_of_the_metadata_run_is_one_sentence(
     stopped = threading.Event()
 
     def stop_mid_create() -> None:
-        baseline = cephfs.mds_requests(cluster)["all"]
+        baseline = cephfs.mds_request_counters(cluster).total
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and cephfs.mds_requests(cluster)["all"] < baseline + 200:
+        while (
+            time.monotonic() < deadline
+            and cephfs.mds_request_counters(cluster).total < baseline + 200
+        ):
             time.sleep(0.05)
         os.kill(mds, signal.SIGSTOP)
         stopped.set()

@@ -165,10 +165,9 @@ def shared_file_writes(
             names = ["shared.bin", "shared.bin"] if one_file else ["writer0.bin", "writer1.bin"]
             roots = [cluster.mount_point, second if two_clients else cluster.mount_point]
             paths = [root / folder.name / name for root, name in zip(roots, names, strict=True)]
-            osd_before = cephfs.osd_counters(cluster)
-            mds_before = cephfs.mds_requests(cluster).get("all", 0)
+            before = cephfs.ServerCounts.now(cluster)
             seconds = _two_writers(paths, [start(k, blocks) for k in (0, 1)], blocks, block)
-            osd_after = cephfs.osd_counters(cluster)
+            after = cephfs.ServerCounts.now(cluster)
             written = sum((folder / name).stat().st_size for name in set(names))  # seen once
             rows.append(
                 {
@@ -177,11 +176,8 @@ def shared_file_writes(
                     "block_bytes": block,
                     "bytes_in_files": written,
                     "slower_writer_s": seconds,
-                    "osd_writes": sum(
-                        a["writes"] - b["writes"]
-                        for a, b in zip(osd_after, osd_before, strict=True)
-                    ),
-                    "mds_requests": cephfs.mds_requests(cluster).get("all", 0) - mds_before,
+                    "osd_writes": after.osd_added(before, "writes"),
+                    "mds_requests": after.mds_added(before),
                 }
             )
     return rows

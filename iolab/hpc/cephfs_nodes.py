@@ -26,7 +26,6 @@ them. Counts are exact; the seconds are of two nodes sharing one machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from iolab.hpc import cephfs_lessons
@@ -43,26 +42,9 @@ REPEATS = 10
 REPEAT_DEMO_ARGS = "--blocks-per-rank 256 --block-size 4096"
 
 
-@dataclass(frozen=True)
-class ServerCounts:
-    """The OSDs' and the MDS's counters at one moment (they only grow)."""
-
-    osds: tuple[dict, ...]
-    mds: cephfs.MdsRequests
-
-    @classmethod
-    def now(cls, cluster: cephfs.Cluster) -> ServerCounts:
-        return cls(tuple(cephfs.osd_counters(cluster)), cephfs.mds_request_counters(cluster))
-
-
-def _added(after: ServerCounts, before: ServerCounts, key: str) -> int:
-    return sum(a[key] - b[key] for a, b in zip(after.osds, before.osds, strict=True))
-
-
-def mode_row(result: dict, before: ServerCounts, after: ServerCounts) -> dict:
+def mode_row(result: dict, before: cephfs.ServerCounts, after: cephfs.ServerCounts) -> dict:
     """One mode's row: what the demo reported (`result`, its --json) and what the servers
     counted between `before` and `after` (the job alone ran in between)."""
-    requests = {row["request_type"]: row["mds_requests"] for row in after.mds.since(before.mds)}
     return {
         "mode": result["mode"],
         "ranks": result["ranks"],
@@ -73,12 +55,12 @@ def mode_row(result: dict, before: ServerCounts, after: ServerCounts) -> dict:
         "wrong_bytes": result["wrong_bytes"],
         "data_bytes": result["bytes_written"],
         "files": len(result["files"]),
-        "osd_writes": _added(after, before, "writes"),
-        "osd_write_bytes": _added(after, before, "write_bytes"),
-        "osd_reads": _added(after, before, "reads"),
-        "mds_file_locks": requests.get("setfilelock", 0),
-        "mds_creates": requests.get("create", 0),
-        "mds_requests": after.mds.total - before.mds.total,
+        "osd_writes": after.osd_added(before, "writes"),
+        "osd_write_bytes": after.osd_added(before, "write_bytes"),
+        "osd_reads": after.osd_added(before, "reads"),
+        "mds_file_locks": after.mds_added(before, "setfilelock"),
+        "mds_creates": after.mds_added(before, "create"),
+        "mds_requests": after.mds_added(before),
         "write_s": result["write_s"],
     }
 
@@ -103,8 +85,8 @@ def staging_row(
     nodes: int,
     task_readings: list[dict],
     stage_reports: list[dict],
-    before: ServerCounts,
-    after: ServerCounts,
+    before: cephfs.ServerCounts,
+    after: cephfs.ServerCounts,
 ) -> dict:
     """One staging job's row: its tasks' readings (read_files.py --json), each node's
     stage-in report (none when reading in place), and what the servers served meanwhile."""
@@ -115,9 +97,9 @@ def staging_row(
         "files_read_per_task": task_readings[0]["members"],
         "stage_ins": len(stage_reports),
         "shared_files_opened_by_stage_ins": sum(r["shared_files_opened"] for r in stage_reports),
-        "osd_reads": _added(after, before, "reads"),
-        "osd_read_MiB": round(_added(after, before, "read_bytes") / 2**20, 2),
-        "mds_requests": after.mds.total - before.mds.total,
+        "osd_reads": after.osd_added(before, "reads"),
+        "osd_read_MiB": round(after.osd_added(before, "read_bytes") / 2**20, 2),
+        "mds_requests": after.mds_added(before),
         "slowest_task_read_s": round(max(r["time_s"] for r in task_readings), 3),
         "slowest_stage_in_s": round(
             max((r["copy_s"] + r["unpack_s"] for r in stage_reports), default=0.0), 3

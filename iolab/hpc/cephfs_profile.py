@@ -94,24 +94,18 @@ def profiled_on_cephfs(
         for place in PLACES[1:]:
             if place == PLACES[1]:
                 cephfs.remount(cluster)
-            mds_before, osd_before = _served(cluster)
+            before = cephfs.ServerCounts.now(cluster)
             profiled = profile_reader(name, dataset_dir, TRACED_TIMEOUT_S)
-            mds_after, osd_after = _served(cluster)
+            after = cephfs.ServerCounts.now(cluster)
             rows.append(
                 {
                     "place": place,
                     **profiled,
-                    "mds_requests": mds_after - mds_before,
-                    "osd_reads": osd_after - osd_before,
+                    "mds_requests": after.mds_added(before),
+                    "osd_reads": after.osd_added(before, "reads"),
                 }
             )
     return rows
-
-
-def _served(cluster: cephfs.Cluster) -> tuple[int, int]:
-    """The MDS's requests and the OSDs' reads so far (their admin sockets' counters)."""
-    osd_reads = sum(osd["reads"] for osd in cephfs.osd_counters(cluster))
-    return cephfs.mds_requests(cluster).get("all", 0), osd_reads
 
 
 def profiled_locally(dataset_dir: Path, names: tuple[str, ...] = PROFILED) -> list[dict]:

@@ -34,16 +34,6 @@ METHODS = (
 STAGE_TIMEOUT_S = cephfs_readers.READER_TIMEOUT_S
 
 
-def _served(cluster: cephfs.Cluster) -> dict[str, int]:
-    """The OSDs' reads and bytes and the MDS's requests so far."""
-    osds = cephfs.osd_counters(cluster)
-    return {
-        "osd_reads": sum(row["reads"] for row in osds),
-        "osd_read_bytes": sum(row["read_bytes"] for row in osds),
-        "mds_requests": cephfs.mds_requests(cluster).get("all", 0),
-    }
-
-
 def _stage(dataset_dir: Path, into: Path, how: str) -> tuple[float, int, Path]:
     """Take the dataset into `into` by the archive or the folder: wall seconds, the files
     that made on the local disk, and the staged dataset's folder."""
@@ -84,7 +74,7 @@ def staging_from_cephfs(cluster: cephfs.Cluster, dataset_dir: Path) -> list[dict
     for method, how in METHODS:
         cephfs.remount(cluster)
         with fresh_run_dir(local, "stage-in-") as into:
-            before = _served(cluster)
+            before = cephfs.ServerCounts.now(cluster)
             seconds, created, staged = (
                 (0.0, 0, dataset_dir) if how is None else (_stage(dataset_dir, into, how))
             )
@@ -93,7 +83,7 @@ def staging_from_cephfs(cluster: cephfs.Cluster, dataset_dir: Path) -> list[dict
                 timeout=cephfs_readers.READER_TIMEOUT_S,
                 late=cephfs_readers.STALLED,
             )
-            after = _served(cluster)
+            after = cephfs.ServerCounts.now(cluster)
         read_s = float((run.result or {})["time_s"])
         rows.append(
             {
@@ -102,7 +92,9 @@ def staging_from_cephfs(cluster: cephfs.Cluster, dataset_dir: Path) -> list[dict
                 "read_files_s": round(read_s, 3),
                 "total_s": round(seconds + read_s, 3),
                 "local_files_created": created,
-                **{key: after[key] - before[key] for key in after},
+                "osd_reads": after.osd_added(before, "reads"),
+                "osd_read_bytes": after.osd_added(before, "read_bytes"),
+                "mds_requests": after.mds_added(before),
             }
         )
     return rows

@@ -640,13 +640,29 @@ def mds_request_counters(cluster: Cluster) -> MdsRequests:
     return MdsRequests.from_perf_dump(perf_dump(cluster, "mds.a"))
 
 
-def mds_requests(cluster: Cluster) -> dict[str, int]:
-    """The MDS's client requests by type (create, getattr, lookup, open, readdir, ...), and
-    their total under "all"."""
-    counters = mds_request_counters(cluster)
-    counts = {kind: count for kind, count in counters.requests.items() if count}
-    counts["all"] = counters.total
-    return counts
+@dataclass(frozen=True)
+class ServerCounts:
+    """Every OSD's and the MDS's counters at one moment. They only grow, so two readings
+    taken around a run enclose what the servers did for it: the one way the lab reads them."""
+
+    osds: tuple[dict, ...]
+    mds: MdsRequests
+
+    @classmethod
+    def now(cls, cluster: Cluster) -> ServerCounts:
+        return cls(tuple(osd_counters(cluster)), mds_request_counters(cluster))
+
+    def osd_added(self, earlier: ServerCounts, key: str) -> int:
+        """What all OSDs added to one counter of osd_counters (reads, writes, read_bytes,
+        write_bytes) since `earlier`."""
+        return sum(now[key] - then[key] for now, then in zip(self.osds, earlier.osds, strict=True))
+
+    def mds_added(self, earlier: ServerCounts, kind: str | None = None) -> int:
+        """The MDS's requests of one type (open, lookup, setfilelock, ...) since `earlier`;
+        without a type, all its client requests."""
+        if kind is None:
+            return self.mds.total - earlier.mds.total
+        return self.mds.requests.get(kind, 0) - earlier.mds.requests.get(kind, 0)
 
 
 def _osds_up(cluster: Cluster) -> int:

@@ -36,17 +36,16 @@ def dataset_on(cluster: cephfs.Cluster, files: int | None = None) -> Path:
     return dataset_dir
 
 
-def _servers(cluster: cephfs.Cluster) -> dict[str, int]:
-    osds = cephfs.osd_counters(cluster)
-    mds = cephfs.mds_requests(cluster)
+def _served(after: cephfs.ServerCounts, before: cephfs.ServerCounts) -> dict[str, int]:
+    """What the OSDs and the MDS did for one run, by the columns of reader_servers."""
     return {
-        "osd_reads": sum(row["reads"] for row in osds),
-        "osd_read_bytes": sum(row["read_bytes"] for row in osds),
-        "mds_requests": mds.get("all", 0),
-        "mds_opens": mds.get("open", 0),
-        "mds_lookups": mds.get("lookup", 0),
-        "mds_getattrs": mds.get("getattr", 0),
-        "mds_readdirs": mds.get("readdir", 0),
+        "osd_reads": after.osd_added(before, "reads"),
+        "osd_read_bytes": after.osd_added(before, "read_bytes"),
+        "mds_requests": after.mds_added(before),
+        "mds_opens": after.mds_added(before, "open"),
+        "mds_lookups": after.mds_added(before, "lookup"),
+        "mds_getattrs": after.mds_added(before, "getattr"),
+        "mds_readdirs": after.mds_added(before, "readdir"),
     }
 
 
@@ -63,16 +62,16 @@ def reader_servers(
         for client in ("fresh", "warm"):
             if client == "fresh":
                 cephfs.remount(cluster)
-            before = _servers(cluster)
+            before = cephfs.ServerCounts.now(cluster)
             run = run_once(reader_command(name, dataset_dir), timeout=timeout, late=STALLED)
-            after = _servers(cluster)
+            after = cephfs.ServerCounts.now(cluster)
             rows.append(
                 {
                     "reader": name,
                     "client": client,
                     "in_reader_s": float((run.result or {}).get("time_s", float("nan"))),
                     "wall_s": run.wall_s,
-                    **{key: after[key] - before[key] for key in after},
+                    **_served(after, before),
                 }
             )
     return pd.DataFrame(rows)
