@@ -27,6 +27,7 @@ import mpich_leftovers
 import pytest
 
 from iolab.core.cluster import JOB_VARIABLES
+from iolab.core.repeats import MAX_REPEATS_VARIABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -255,7 +256,29 @@ def skip_reason(name: str) -> str | None:
     )
 
 
+class NotebookRepeats:
+    """nbval's kernels start with IOLAB_MAX_REPEATS=1, so each measurement of a notebook
+    times once: the notebooks are re-run to prove that every cell runs here and that its
+    deterministic outputs are the committed ones, which the repeats of a timing do not
+    change (they add minutes). Every other test repeats as it asks.
+
+    A plugin registered in pytest_configure, not this folder's hooks: a conftest's item
+    hooks reach only the items below its folder, and the notebooks are elsewhere.
+    """
+
+    @pytest.hookimpl(tryfirst=True)  # before the runner's setup, where nbval starts a kernel
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if worker_group(item.nodeid) == "notebooks":
+            os.environ[MAX_REPEATS_VARIABLE] = "1"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        if worker_group(item.nodeid) == "notebooks":
+            os.environ.pop(MAX_REPEATS_VARIABLE, None)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(NotebookRepeats(), "iolab-notebook-repeats")
     config.addinivalue_line(
         "markers", "needs(area): skip unless this area's tool works here: " + ", ".join(AREAS)
     )

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -163,6 +164,44 @@ def test_before_each_runs_only_before_timed_repeats():
     # A hook that is not an eviction proves nothing about the cache.
     assert m.resident_pct_before == [None, None]
     assert m.summary_row()["resident_before_max_pct"] is None
+
+
+@pytest.mark.parametrize(("cap", "asked", "done"), [("2", 4, 2), ("2", 1, 1), (" 1 ", 3, 1)])
+def test_max_repeats_caps_the_timed_runs_and_never_adds_any(monkeypatch, cap, asked, done):
+    """IOLAB_MAX_REPEATS (the tests set it for the notebooks' kernels) cuts the timed runs;
+    the warm-up stays, and the record says how many were made."""
+    monkeypatch.setenv("IOLAB_MAX_REPEATS", cap)
+    hooks = []
+    m = time_command(
+        [PY, "-c", "pass"], repeats=asked, warmup=1, before_each=lambda: hooks.append(1)
+    )
+    assert (m.repeats, len(m.wall_s), len(hooks), m.warmup) == (done, done, done, 1)
+    assert summarize([m]).iloc[0]["repeats"] == done
+
+
+@pytest.mark.parametrize("cap", ["0", "-1", "two", "1.5", "１"])
+def test_a_bad_max_repeats_is_one_sentence_naming_the_variable(monkeypatch, cap):
+    monkeypatch.setenv("IOLAB_MAX_REPEATS", cap)
+    with pytest.raises(LabError) as err:
+        time_command([PY, "-c", "pass"], repeats=3, warmup=0)
+    message = str(err.value)
+    assert message.startswith(f"IOLAB_MAX_REPEATS={cap!r} is not a whole number of at least 1")
+    assert "\n" not in message
+
+
+def test_only_the_notebooks_kernels_start_with_the_cap(monkeypatch, pytestconfig):
+    """tests/conftest.py sets IOLAB_MAX_REPEATS=1 while a notebook's cell is set up (when
+    nbval starts its kernel) and removes it after; the tests here repeat as they ask."""
+    monkeypatch.delenv("IOLAB_MAX_REPEATS", raising=False)
+    plugin = pytestconfig.pluginmanager.get_plugin("iolab-notebook-repeats")
+    cell = SimpleNamespace(nodeid="notebooks/02-small-files.ipynb::Cell 6")
+    plugin.pytest_runtest_setup(cell)
+    assert os.environ["IOLAB_MAX_REPEATS"] == "1"
+    plugin.pytest_runtest_teardown(cell)
+    assert "IOLAB_MAX_REPEATS" not in os.environ
+    plugin.pytest_runtest_setup(SimpleNamespace(nodeid="tests/test_measure.py::test_x"))
+    assert "IOLAB_MAX_REPEATS" not in os.environ
+    assert time_command([PY, "-c", "pass"], repeats=3, warmup=0).repeats == 3
 
 
 def test_warm_runs_record_no_residency(file_on_disk):

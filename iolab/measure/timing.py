@@ -35,6 +35,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from iolab.core.errors import LabError, interrupts_held
+from iolab.core.repeats import allowed_repeats
 from iolab.core.workspace import public_text
 from iolab.measure.cache import Eviction
 from iolab.measure.context import machine_context
@@ -320,6 +321,7 @@ def time_command(
         raise LabError(
             f"repeats must be at least 1 and warmup at least 0 (got {repeats} and {warmup})"
         )
+    repeats = allowed_repeats(repeats)
     if cache_state not in CACHE_STATES:
         raise LabError(
             f"cache_state must be 'warm' or 'cold', not {cache_state!r}; pass one of those"

@@ -33,6 +33,7 @@ import pandas as pd
 
 from iolab.core.class_folder import CLASS_SWEEP_SAMPLES
 from iolab.core.errors import LabError
+from iolab.core.repeats import allowed_repeats
 from iolab.core.samples import SHARDS_DIR, Dataset
 from iolab.core.workspace import WorkspaceEntry, public_text
 from iolab.measure import cache
@@ -384,6 +385,7 @@ def sweep(
     """
     if repeats < 1:
         raise LabError(f"repeats must be at least 1, not {repeats}")
+    repeats = allowed_repeats(repeats)
     if "cold" in cache_states:
         _require_evictable(data)
     rows = []

@@ -27,6 +27,7 @@ from iolab.core.budget import check
 from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError
+from iolab.core.repeats import allowed_repeats
 
 MIB = 1024**2
 DEFAULT_MIB = 256
@@ -126,6 +127,7 @@ def dd_write_variants(
     e.g. tmpfs); random+fdatasync: incompressible data, for storage that compresses zeros.
     """
     count = f"count={size_mib}"
+    repeats = allowed_repeats(repeats)
     rows = []
     with (
         scratch_file(directory, size_mib, copies=2, compute_node=compute_node) as target,

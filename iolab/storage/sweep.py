@@ -50,6 +50,7 @@ from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, sigterm_as_interrupt
 from iolab.core.lab_dirs import fresh_run_dir
+from iolab.core.repeats import allowed_repeats
 from iolab.core.tables import to_markdown
 from iolab.core.user_paths import existing_dir
 from iolab.core.workspace import public_text
@@ -287,6 +288,7 @@ def run_sweep(
     """
     if repeats < 1:
         raise LabError(f"repeats must be at least 1 (got {repeats}); pass --repeats 1 or more")
+    repeats = allowed_repeats(repeats)
     points = list(plan.itertuples(index=False))
     show = sys.stderr.isatty() if progress is None else progress
     rows = []
