@@ -45,9 +45,14 @@ def record(target: Path) -> None:
                 print(f"the shared-file modes {cephfs_nodes.REPEATS} times each", flush=True)
                 repeats = [
                     mpiio_verified(
-                        slurm, cluster, mode, cephfs_nodes.REPEATS, cephfs_nodes.REPEAT_DEMO_ARGS
+                        slurm,
+                        cluster,
+                        mode,
+                        cephfs_nodes.REPEATS,
+                        cephfs_nodes.REPEAT_DEMO_ARGS,
+                        page_cache,
                     )
-                    for mode in ("independent", "collective")
+                    for mode, page_cache in cephfs_nodes.REPEATED
                 ]
                 print("the dataset on the CephFS, then the two ways to read it", flush=True)
                 dataset = cephfs_readers.dataset_on(cluster)

@@ -35,16 +35,19 @@ MODE_TIMEOUT_S = 600
 
 
 @contextlib.contextmanager
-def cephfs_on_nodes(slurm, cluster: cephfs.Cluster) -> Iterator[Path]:
-    """Mount `cluster` on every node of `slurm` as a client of its own; yield the path the
-    jobs see it at. Every client is unmounted and ended on leaving."""
+def cephfs_on_nodes(slurm, cluster: cephfs.Cluster, page_cache: bool = True) -> Iterator[Path]:
+    """Mount `cluster` on every node of `slurm` as a client of its own (with the kernel's
+    page cache, or without: cephfs.client); yield the path the jobs see it at. Every client
+    is unmounted and ended on leaving."""
     mount_point = slurm.root / "cephfs"
     mount_point.mkdir()
     try:
         with contextlib.ExitStack() as clients:
             for node, pid in slurm.node_pids.items():
                 clients.enter_context(
-                    cephfs.client(cluster, f"client.{node}", mount_point, namespace_of=pid)
+                    cephfs.client(
+                        cluster, f"client.{node}", mount_point, pid, page_cache=page_cache
+                    )
                 )
             yield mount_point
     finally:
@@ -86,16 +89,19 @@ def mpiio_on_nodes(slurm, cluster: cephfs.Cluster, demo_args: str) -> list[dict]
     return rows
 
 
-def mpiio_verified(slurm, cluster: cephfs.Cluster, mode: str, runs: int, demo_args: str) -> dict:
-    """The same mpiio.sbatch job of one mode `runs` times: how often its bytes read back
-    wrong, and how many were wrong each time."""
+def mpiio_verified(
+    slurm, cluster: cephfs.Cluster, mode: str, runs: int, demo_args: str, page_cache: bool = True
+) -> dict:
+    """The same mpiio.sbatch job of one mode `runs` times, on clients with the kernel's page
+    cache or without: how often its bytes read back wrong, and how many each time."""
     wrong = []
-    with cephfs_on_nodes(slurm, cluster) as scratch:
+    with cephfs_on_nodes(slurm, cluster, page_cache) as scratch:
         for _ in range(runs):
             with job_places() as places:
                 wrong.append(_mpiio_job(slurm, scratch, places, mode, demo_args)["wrong_bytes"])
     return {
         "mode": mode,
+        "page_cache": page_cache,
         "runs": runs,
         "failed": sum(1 for count in wrong if count),
         "wrong_bytes": wrong,

@@ -38,8 +38,12 @@ MODES = ("independent", "collective", "file-per-process")
 RECORD_DEMO_ARGS = "--blocks-per-rank 4096 --block-size 4096"
 #: How often the record repeats the two shared-file modes to see how often their bytes read
 #: back wrong, and the smaller size it repeats them at (4 MiB in all).
-REPEATS = 10
+REPEATS = 20
 REPEAT_DEMO_ARGS = "--blocks-per-rank 256 --block-size 4096"
+#: What is repeated, as (mode, page_cache): both shared-file modes on clients as mounted by
+#: default, then data sieving on clients whose kernel keeps no page of the file
+#: (ceph-fuse's fuse_disable_pagecache), which tells where its lost bytes came from.
+REPEATED = (("independent", True), ("collective", True), ("independent", False))
 
 
 def mode_row(result: dict, before: cephfs.ServerCounts, after: cephfs.ServerCounts) -> dict:

@@ -436,13 +436,19 @@ def second_client(cluster: Cluster) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def client(
-    cluster: Cluster, name: str, mount_point: Path, namespace_of: int | None = None
+    cluster: Cluster,
+    name: str,
+    mount_point: Path,
+    namespace_of: int | None = None,
+    page_cache: bool = True,
 ) -> Iterator[None]:
     """One more ceph-fuse client, `name` (e.g. "client.n1", with a key of its own), mounted at
     the empty folder `mount_point`; with `namespace_of` (a pid, e.g. a test node's slurmd)
     it is mounted in that process's mount namespace (nsenter, as root), seen only by what
     runs there, as each node of a cluster mounts the file system as a client of its own.
-    Unmounted and ended on leaving; `down` ends it too if the lab is cut off."""
+    Unmounted and ended on leaving; `down` ends it too if the lab is cut off. With
+    `page_cache` False the kernel keeps no pages of its files (`fuse_disable_pagecache`):
+    every read goes to ceph-fuse, as lesson 08's data-sieving comparison needs."""
     if not (cluster.folder / f"{name}.keyring").exists():
         _daemon_key(cluster, name, ["mon", "allow r", "mds", "allow rw", "osd", "allow rw"])
     enter = () if namespace_of is None else ("nsenter", "--target", str(namespace_of), "--mount")
@@ -453,7 +459,12 @@ def client(
 
     fuse = _which("ceph-fuse") or "ceph-fuse"
     try:
-        _start(cluster, name, [*enter, fuse, "-n", name, "--client_fs", FS_NAME, str(mount_point)])
+        options = () if page_cache else ("--fuse_disable_pagecache=true",)
+        _start(
+            cluster,
+            name,
+            [*enter, fuse, "-n", name, "--client_fs", FS_NAME, *options, str(mount_point)],
+        )
         _wait(mounted, f"the ceph-fuse mount of {name} to appear", COMMAND_TIMEOUT_S)
         yield
     finally:
