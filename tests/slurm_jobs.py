@@ -70,6 +70,15 @@ def submit(
     )
 
 
+def found_while_running(directory: Path, pattern: str) -> list[Path]:
+    """`directory.glob(pattern)` while a job runs; [] when the job's end removes a directory
+    in the middle of the listing (its cleanup races the poll)."""
+    try:
+        return list(directory.glob(pattern))
+    except FileNotFoundError:
+        return []
+
+
 def assert_completed(job) -> None:
     assert (job.returncode, job.state, job.exit_code) == (0, "COMPLETED", "0:0"), job.output
     assert job.output.rstrip().endswith(f"job {job.job_id}: COMPLETED")

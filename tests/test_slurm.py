@@ -19,7 +19,14 @@ import time
 import pandas as pd
 import pytest
 import slurm_cluster
-from slurm_jobs import ROOT, SLURM_DEMOS, assert_completed, job_places, submit
+from slurm_jobs import (
+    ROOT,
+    SLURM_DEMOS,
+    assert_completed,
+    found_while_running,
+    job_places,
+    submit,
+)
 
 from iolab.core.markers import LOCATION_MARKER, MADE_MARKER
 from iolab.storage.fio import PROFILES, scaled_profile
@@ -257,8 +264,9 @@ def test_sigterm_before_the_time_limit_stops_fio_and_cleans_up(cluster, places):
     signalled = []
 
     def term_once_fio_runs(job_id: str) -> None:
-        fio_dirs = list(places["local"].glob("iolab-fio-node-*/fio-*"))
-        if fio_dirs and not signalled:
+        if signalled:
+            return  # the trap is removing the directories now
+        if found_while_running(places["local"], "iolab-fio-node-*/fio-*"):
             time.sleep(2)  # let fio lay out its files and start its first job
             cluster.client("scancel", "--batch", "--signal=TERM", job_id)
             signalled.append(job_id)

@@ -16,7 +16,14 @@ import shutil
 import pandas as pd
 import pytest
 import slurm_cluster
-from slurm_jobs import NODES, assert_completed, on_nodes, results_of, submit
+from slurm_jobs import (
+    NODES,
+    assert_completed,
+    found_while_running,
+    on_nodes,
+    results_of,
+    submit,
+)
 
 from iolab.core.markers import LOCATION_MARKER
 
@@ -117,11 +124,13 @@ def test_sigterm_before_the_time_limit_cleans_every_nodes_local_disk(slurm_nodes
     signalled = []
 
     def term_once_both_nodes_staged(job_id: str) -> None:
+        if signalled:
+            return  # the trap is removing the directories now
         staged = [
-            list(slurm_nodes.local_dir(node).glob("iolab-small-files-*/dataset/data.tar"))
+            found_while_running(slurm_nodes.local_dir(node), "iolab-small-files-*/dataset/data.tar")
             for node in slurm_nodes.nodes
         ]
-        if all(staged) and not signalled:
+        if all(staged):
             slurm_nodes.client("scancel", "--batch", "--signal=TERM", job_id)
             signalled.append(job_id)
 
@@ -173,7 +182,7 @@ def test_a_node_local_name_another_user_made_first_stops_the_job(slurm_nodes, no
     def plant_on_n2(job_id: str) -> None:
         if planted:
             return
-        made = list(slurm_nodes.local_dir("n1").glob("iolab-small-files-*"))
+        made = found_while_running(slurm_nodes.local_dir("n1"), "iolab-small-files-*")
         if made:
             other = slurm_nodes.local_dir("n2") / made[0].name
             other.mkdir(exist_ok=True)
