@@ -15,7 +15,10 @@ import pandas as pd
 import pytest
 
 from iolab.core.errors import LabError
+from iolab.hpc import cephfs_lessons, cephfs_nodes
 from iolab.measure.recorded import FALLBACK_LOG_ENV, RECORD_ENV, Recordings, recordings_dir
+from iolab.pages.missing import not_run_here
+from iolab.storage import cephfs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,6 +107,32 @@ def test_fallbacks_are_logged_for_make_lab(tmp_path, monkeypatch) -> None:
     assert log.read_text() == "05-fio: local: fio is not installed\n"
 
 
+@pytest.mark.parametrize("problem", [None, "ceph-mon is missing, so the lab cannot start one"])
+def test_the_cephfs_records_shown_instead_reach_make_labs_summary(
+    tmp_path, monkeypatch, problem
+) -> None:
+    """The lessons' CephFS cells show reference/bench-recorded/ where no CephFS of the
+    learner's ran; `make lab`'s "Not measured on this machine" says so, and why."""
+    log = tmp_path / "not-run-here.txt"
+    monkeypatch.setenv(FALLBACK_LOG_ENV, str(log))
+    monkeypatch.setattr(cephfs, "cephfs_problem", lambda: problem)
+    shown = cephfs_lessons.recorded_instead("02-small-files", "pfs-readers")
+    assert shown == cephfs_lessons.recorded()
+    cephfs_lessons.recorded_instead("07-lustre-striping", "pfs-layouts")
+    cephfs_lessons.recorded_instead("12-profiling", "pfs-profile", "strace is missing.")
+    assert cephfs_nodes.recorded_instead("08-mpi-io", "pfs-nodes") == cephfs_nodes.recorded()
+    cephfs_nodes.recorded_instead("11-storage-hygiene", "pfs-nodes")
+    no_cephfs = problem or "no CephFS of yours was up; `python -m iolab pfs up` starts one"
+    summary = not_run_here(log)
+    assert len(summary) == 3
+    assert summary[0].startswith(no_cephfs)
+    assert summary[0].endswith("(recorded results shown in 02-small-files, 07-lustre-striping)")
+    assert summary[1] == "strace is missing (recorded results shown in 12-profiling)"
+    assert summary[2] == (
+        f"{cephfs_nodes.RECORDED_ONLY} (recorded results shown in 08-mpi-io, 11-storage-hygiene)"
+    )
+
+
 def test_a_missing_recording_is_one_sentence(tmp_path) -> None:
     with pytest.raises(LabError, match="no recorded result 'x' in .*make record"):
         Recordings("nb", tmp_path).frame("x", frame, "sshfs is not installed")
@@ -131,6 +160,22 @@ def keys_notebooks_read(notebook: Path) -> set[str]:
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 FALLING_BACK = [notebook for notebook in NOTEBOOKS if keys_notebooks_read(notebook)]
+
+
+def test_notebooks_show_the_cephfs_records_only_as_noted_fallbacks() -> None:
+    """A bare `recorded()` would show reference/bench-recorded/pfs*.json and leave it out of
+    `make lab`'s "Not measured on this machine"."""
+    showing = []
+    for notebook in NOTEBOOKS:
+        code = "\n".join(
+            "".join(c["source"])
+            for c in json.loads(notebook.read_text())["cells"]
+            if c["cell_type"] == "code"
+        )
+        assert not re.search(r"\brecorded\(\)", code), notebook.name
+        if "recorded_instead(" in code:
+            showing.append(notebook.stem)
+    assert len(showing) == 6, showing
 
 
 def test_recordings_belong_to_notebooks_that_read_them() -> None:

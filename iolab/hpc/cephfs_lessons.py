@@ -27,6 +27,7 @@ from iolab.core.workspace import repo_root
 from iolab.hpc import ceph_layout as cl
 from iolab.hpc import cephfs_profile, cephfs_staging
 from iolab.measure.context import machine_context
+from iolab.measure.recorded import log_fallback
 from iolab.measure.syscalls import strace_problem
 from iolab.storage import cephfs, cephfs_mdrates, cephfs_readers
 
@@ -216,6 +217,21 @@ def recorded(record: Path = RECORD) -> dict:
     """A record kept with the lab (by default `make record-pfs`'s, RECORD): what the
     notebooks show where no CephFS of the learner's is up."""
     return json.loads((repo_root() / record).read_text())
+
+
+def recorded_instead(notebook: str, key: str, reason: str | None = None) -> dict:
+    """RECORD, shown by `notebook` in place of a run on the learner's CephFS, and noted as
+    such for `make lab`'s summary: `reason`, by default why no CephFS of the learner's ran."""
+    log_fallback(notebook, key, reason or no_cephfs_reason())
+    return recorded()
+
+
+def no_cephfs_reason() -> str:
+    """Why the lessons' CephFS cells did not measure here, in one sentence."""
+    return cephfs.cephfs_problem() or (
+        "no CephFS of yours was up; `python -m iolab pfs up` starts one (lesson 07), and "
+        "`make lab` run while it is up measures the lessons' CephFS cells on it"
+    )
 
 
 def describe_record(record: dict, more: str = "") -> str:

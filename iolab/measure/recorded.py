@@ -146,7 +146,7 @@ class Recordings:
             f"{missing.rstrip('.')}; shown instead: the result recorded on {entry['date']} "
             f"on {entry['machine']}."
         )
-        _log_fallback(f"{self.notebook}: {key}: {missing.rstrip('.')}")
+        log_fallback(self.notebook, key, missing)
         return from_json(entry["value"])
 
     def _load(self) -> dict:
@@ -179,9 +179,10 @@ class Recordings:
             Path(partial).unlink(missing_ok=True)
 
 
-def _log_fallback(line: str) -> None:
-    """Note a result shown from a recording, where `make lab` asked for the list."""
+def log_fallback(notebook: str, key: str, reason: str) -> None:
+    """Note a result `notebook` showed from a recording instead of measuring it, and why,
+    where `make lab` asked for the list (its summary's "Not measured on this machine")."""
     log = os.environ.get(FALLBACK_LOG_ENV)
     if log:
         with open(log, "a", encoding="utf-8") as out:
-            out.write(line + "\n")
+            out.write(f"{notebook}: {key}: {reason.rstrip('.')}\n")
