@@ -229,8 +229,8 @@ def recorded_instead(notebook: str, key: str, reason: str | None = None) -> dict
 def no_cephfs_reason() -> str:
     """Why the lessons' CephFS cells did not measure here, in one sentence."""
     return cephfs.cephfs_problem() or (
-        "no CephFS of yours was up; `python -m iolab pfs up` starts one (lesson 07), and "
-        "`make lab` run while it is up measures the lessons' CephFS cells on it"
+        "no CephFS of yours was up; on a laptop, a VM or a compute node `python -m iolab pfs "
+        "up` starts one (lesson 07), and `make lab` run while it is up measures these cells on it"
     )
 
 
