@@ -38,26 +38,31 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import pwd
-import select
 import shutil
-import signal
 import socket
-import stat
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
+from user_processes import (
+    Entry,
+    Outcome,
+    as_user,
+    changed,
+    one_sentence,
+    owner_of,
+    snapshot,
+    without_mtime_of_folders,
+)
 
 from iolab.classmode import setup as class_setup
 from iolab.classmode import teardown
@@ -68,7 +73,6 @@ from iolab.classmode.wall import publish
 from iolab.cli import main
 from iolab.core import cleanup
 from iolab.core.class_folder import CLASS_ENV, active_class, heavy_turn
-from iolab.core.errors import LabError
 from iolab.core.lab_dirs import results_dir
 from iolab.core.markers import MADE_MARKER, MADE_MARKER_TEXT
 from iolab.core.owned import has_marker, make_private_dir, write_marker
@@ -84,110 +88,7 @@ CLASS = "day"
 INSTRUCTORS = (None, TEACHER)
 #: A user id no account has: the owner of a file left by an account since deleted.
 NO_ACCOUNT_UID = 4_242_424
-#: Any one command of a learner, the classmate or the instructor ends within this, or hangs.
-ACTION_TIMEOUT_S = 30.0
 SHARED = ("queue", "wall")
-
-
-# --------------------------------------------------------------------------- running as a user
-
-
-class Outcome(NamedTuple):
-    """How a command run as a user ended: "ok" (with its value), "lab" (a LabError, its
-    sentence), or "crash" (anything else, or a hang: the traceback or why)."""
-
-    kind: str
-    value: Any
-    text: str
-    printed: str
-
-
-def drop_to(user: str) -> None:
-    """Become `user` for good: their groups, group and user ids, real, effective and saved."""
-    entry = pwd.getpwnam(user)
-    os.setgroups(os.getgrouplist(user, entry.pw_gid))
-    os.setresgid(entry.pw_gid, entry.pw_gid, entry.pw_gid)
-    os.setresuid(entry.pw_uid, entry.pw_uid, entry.pw_uid)
-
-
-def _child(
-    user: str | None,
-    env: dict[str, str],
-    work: Callable[[], Any],
-    before_drop: Callable[[list[int]], None] | None,
-    result_fd: int,
-    printed_fd: int,
-) -> None:
-    """The forked child of as_user: never returns."""
-    try:
-        os.dup2(printed_fd, 1)
-        os.dup2(printed_fd, 2)
-        # pytest's own sys.stdout (and its lock) are the parent's: fresh ones on fd 1 and 2
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = sys.stdout
-        if before_drop is not None:
-            before_drop([result_fd])
-        if user is not None:
-            drop_to(user)
-        os.environ.clear()
-        os.environ.update(env)
-        os.umask(0o022)  # a shell's: the lab keeps its files private whatever the umask
-        os.chdir(env["HOME"])
-        try:
-            report: tuple[str, Any, str] = ("ok", work(), "")
-        except LabError as err:
-            report = ("lab", None, str(err))
-        except BaseException:
-            report = ("crash", None, traceback.format_exc())
-        payload = pickle.dumps(report)
-    except BaseException:
-        payload = pickle.dumps(("crash", None, traceback.format_exc()))
-    try:
-        sys.stdout.flush()
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(result_fd, view) :]
-    finally:
-        os._exit(0)
-
-
-def as_user(
-    user: str | None,
-    env: dict[str, str],
-    work: Callable[[], Any],
-    before_drop: Callable[[list[int]], None] | None = None,
-) -> Outcome:
-    """Run `work` in a forked child as `user` (root for None) with environment `env`, in
-    their HOME; how it ended, and what it printed. `before_drop` runs in the child while it
-    is still root, with the descriptors any process it starts must close."""
-    result_r, result_w = os.pipe()
-    with tempfile.TemporaryFile() as printed:
-        pid = os.fork()
-        if pid == 0:  # the child
-            os.close(result_r)
-            _child(user, env, work, before_drop, result_w, printed.fileno())
-        os.close(result_w)
-        chunks = []
-        deadline = time.monotonic() + ACTION_TIMEOUT_S
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([result_r], [], [], left)[0]:
-                    os.kill(pid, signal.SIGKILL)
-                    break
-                chunk = os.read(result_r, 1 << 16)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        finally:
-            os.close(result_r)
-            os.waitpid(pid, 0)
-        printed.seek(0)
-        said = printed.read().decode(errors="replace")
-    if not chunks:
-        return Outcome("crash", None, f"no answer within {ACTION_TIMEOUT_S:g} s (a hang)", said)
-    kind, value, text = pickle.loads(b"".join(chunks))
-    return Outcome(kind, value, text, said)
 
 
 class Swapper:
@@ -237,88 +138,6 @@ def swap_for_link(path: Path, target: str) -> str:
         os.rename(path, aside)
     os.symlink(target, path)
     return str(aside)
-
-
-# --------------------------------------------------------------------------- what must not change
-
-
-class Entry(NamedTuple):
-    """One entry as lstat and its content tell it (a link's target, a file's bytes)."""
-
-    kind: str
-    mode: int
-    uid: int
-    gid: int
-    mtime_ns: int
-    data: bytes | str | None
-
-
-def snapshot(tops: list[Path], skip: tuple[Path, ...] = ()) -> dict[str, Entry]:
-    """Every entry at or below `tops` (links not followed, FIFOs never opened, `skip` and what
-    is below it left out), by path."""
-    found: dict[str, Entry] = {}
-    for top in tops:
-        if not os.path.lexists(top):
-            continue
-        for folder, dirs, files in os.walk(top):
-            here = Path(folder)
-            dirs[:] = [name for name in dirs if here / name not in skip]
-            for path in [here, *(here / name for name in [*dirs, *files])]:
-                if path in skip or str(path) in found:
-                    continue
-                info = path.lstat()
-                data: bytes | str | None = None
-                if stat.S_ISLNK(info.st_mode):
-                    kind, data = "link", os.readlink(path)
-                elif stat.S_ISREG(info.st_mode):
-                    kind, data = "file", path.read_bytes()
-                elif stat.S_ISDIR(info.st_mode):
-                    kind = "dir"
-                else:
-                    kind = "other"
-                found[str(path)] = Entry(
-                    kind,
-                    stat.S_IMODE(info.st_mode),
-                    info.st_uid,
-                    info.st_gid,
-                    info.st_mtime_ns,
-                    data,
-                )
-    return found
-
-
-def changed(
-    before: dict[str, Entry], after: dict[str, Entry]
-) -> list[tuple[str, Entry | None, Entry | None]]:
-    """What differs between two snapshots: (path, before, after), None where missing."""
-    return [
-        (path, before.get(path), after.get(path))
-        for path in sorted(before.keys() | after.keys())
-        if before.get(path) != after.get(path)
-    ]
-
-
-def owner_of(change: tuple[str, Entry | None, Entry | None]) -> int:
-    """Whose entry it is that changed: its owner before, or after if it is new."""
-    entry = change[1] or change[2]
-    assert entry is not None
-    return entry.uid
-
-
-def without_mtime_of_folders(shot: dict[str, Entry]) -> dict[str, Entry]:
-    """A folder's mtime moves whenever anyone adds a name to it (scratch, a home)."""
-    return {
-        path: entry._replace(mtime_ns=0) if entry.kind == "dir" else entry
-        for path, entry in shot.items()
-    }
-
-
-def one_sentence(outcome: Outcome, what: str) -> None:
-    """A command ended in its result, or in one sentence; never a traceback or a hang."""
-    assert outcome.kind != "crash", f"{what} crashed:\n{outcome.text}\n{outcome.printed}"
-    assert "Traceback" not in outcome.printed, f"{what} printed a traceback:\n{outcome.printed}"
-    if outcome.kind == "lab":
-        assert "\n" not in outcome.text.strip(), f"{what}: not one sentence: {outcome.text}"
 
 
 # --------------------------------------------------------------------------- the stage
