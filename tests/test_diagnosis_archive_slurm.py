@@ -4,8 +4,11 @@ what is missing or refused is one sentence; nothing is left behind (issue 36, it
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -248,6 +251,45 @@ def test_a_lost_result_is_waited_for_again_without_blocking() -> None:
     hosts: Counter[str] = Counter()
     assert _outcome(_LostFuture(), Path("a.darshan"), hosts) is None
     assert hosts == Counter()
+
+
+@pytest.mark.needs("dask")
+def test_a_gather_given_up_ends_in_no_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """CI once (2026-12-02): both jobs cancelled while a fetch was given up; the client's
+    close ended the fetch's inner task in Dask's AllExit, which asyncio reported with a
+    traceback above the run's one sentence. Any other unretrieved failure is still reported."""
+    from distributed.client import AllExit
+
+    from iolab.diagnosis import archive_slurm
+
+    async def ends_in(error: Exception) -> None:
+        raise error
+
+    def abandoned(error: Exception) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            task = loop.create_task(ends_in(error))
+            loop.run_until_complete(asyncio.sleep(0.01))
+            del task  # never awaited: asyncio reports it when it is collected
+            gc.collect()
+        finally:
+            loop.close()
+
+    asyncio_log = logging.getLogger("asyncio")
+    kept: list[logging.Filter] = []
+    try:
+        archive_slurm._quiet_gather_exits()
+        archive_slurm._quiet_gather_exits()
+        kept = [f for f in asyncio_log.filters if isinstance(f, archive_slurm.GatherExitFilter)]
+        assert len(kept) == 1  # once per process
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            abandoned(AllExit())
+            assert caplog.records == []
+            abandoned(ValueError("a real failure"))
+        assert [record.exc_info[0] for record in caplog.records if record.exc_info] == [ValueError]
+    finally:
+        for added in kept:
+            asyncio_log.removeFilter(added)
 
 
 @pytest.mark.needs("dask")

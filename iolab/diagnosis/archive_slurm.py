@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import logging
 import os
 import shutil
 import socket
@@ -82,6 +83,29 @@ def check_interface(name: str) -> None:
         )
 
 
+class GatherExitFilter(logging.Filter):
+    """Drops asyncio's report of a task that ended in Dask's `AllExit`, the exception
+    distributed raises to leave a gather early. A fetch given up after FETCH_S (its worker
+    gone mid-fetch) leaves such a task behind, and it ends so when the client closes; asyncio
+    then logs it with a traceback, though the run's outcome is the sentence that follows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        raised = record.exc_info[1] if record.exc_info else None
+        return not (
+            raised is not None
+            and type(raised).__name__ == "AllExit"
+            and type(raised).__module__ == "distributed.client"
+        )
+
+
+def _quiet_gather_exits() -> None:
+    """GatherExitFilter on asyncio's logger, once per process (the tasks are reported when
+    they are collected, which may be after the run)."""
+    asyncio_log = logging.getLogger("asyncio")
+    if not any(isinstance(kept, GatherExitFilter) for kept in asyncio_log.filters):
+        asyncio_log.addFilter(GatherExitFilter())
+
+
 def diagnose_where(log: str, changed: dict[str, float]) -> tuple[Result, str]:
     """A worker's task: one log's rows, and the node that read it."""
     return diagnose_one(log, changed), socket.gethostname()
@@ -105,6 +129,7 @@ def slurm_results(
     if interface is not None:
         check_interface(interface)
     base = ensure_writable_dir(WorkspaceEntry.TMP.path())
+    _quiet_gather_exits()
     with fresh_run_dir(base, "diagnose-slurm-") as run, _dask_config_in(run):
         from distributed import Client, as_completed
 
