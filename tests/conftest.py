@@ -547,12 +547,9 @@ def small_dataset(tmp_path_factory) -> Path:
     return build_dataset(tmp_path_factory.mktemp("small") / "dataset", files=37, seed=7)
 
 
-@pytest.fixture(scope="session")
-def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
-    """The site, built once per run from the repository root exactly as strictly as `make
-    html` (-W -n); test_site, test_site_render and test_site_browser all read this build."""
-    out = tmp_path_factory.mktemp("site")
-    html = out / "html"
+def _sphinx_build(out: Path) -> subprocess.CompletedProcess:
+    """The site into out/html, from the repository root exactly as strictly as `make html`
+    (-W -n)."""
     command = [
         sys.executable,
         "-m",
@@ -565,12 +562,37 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
         "-b",
         "html",
         str(ROOT),
-        str(html),
+        str(out / "html"),
     ]
-    result = subprocess.run(
+    return subprocess.run(
         command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT
     )
-    return result, html
+
+
+@pytest.fixture(scope="session")
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The site, built once per test run; test_site, test_site_render and test_site_browser
+    all read this build. Under pytest-xdist each worker has a session of its own, so the
+    first worker to ask builds into the run's shared temporary folder (pytest makes it for
+    this user alone, 0700) while the others wait on its lock and read the same build: one
+    sphinx-build of ~25-60 s instead of one per worker."""
+    import fcntl
+    import json
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        out = tmp_path_factory.mktemp("site")
+        return _sphinx_build(out), out / "html"
+    out = tmp_path_factory.getbasetemp().parent / "site-of-this-run"
+    with open(f"{out}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = Path(f"{out}.json")
+        if not done.exists():
+            result = _sphinx_build(out)
+            done.write_text(
+                json.dumps([result.args, result.returncode, result.stdout, result.stderr])
+            )
+        args, code, stdout, stderr = json.loads(done.read_text())
+    return subprocess.CompletedProcess(args, code, stdout, stderr), out / "html"
 
 
 @pytest.fixture(scope="module")

@@ -469,6 +469,64 @@ def test_clean_needs_no_third_party_package() -> None:
     assert proc.returncode == 0 and proc.stdout == "True\n", proc.stderr
 
 
+#: What a command may import only once it runs: pandas and numpy alone cost about half a
+#: second of every start (`python -X importtime`), which a refused option, `--help` and a
+#: command that is turned away by the queue or a budget should not pay.
+HEAVY_PACKAGES = ("pandas", "numpy", "matplotlib", "scipy", "torch", "darshan", "dask")
+
+
+def test_every_commands_parser_is_built_without_a_heavy_package() -> None:
+    """Options are checked (argparse types, bounds) while the parser runs, before main: so
+    building any command's parser and refusing a bad value must not need pandas or numpy."""
+    script = (
+        "import sys\n"
+        f"for name in {HEAVY_PACKAGES!r}:\n"
+        "    sys.modules[name] = None  # importing it now raises ImportError\n"
+        "from iolab.cli import COMMAND_MODULES, build_parser\n"
+        "failed = []\n"
+        "for name in COMMAND_MODULES:\n"
+        "    try:\n"
+        "        build_parser(only=name)\n"
+        "    except ImportError as err:\n"
+        "        failed.append(f'{name}: {err}')\n"
+        "print('\\n'.join(failed))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", "parsers that import a heavy package:\n" + proc.stdout
+
+
+def cli_without(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Python `code` (which blocks some packages, then runs the command line) in a fresh
+    interpreter, with a workspace of this test's own."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")},
+        timeout=60,
+    )
+
+
+def test_a_refused_option_imports_no_heavy_package(tmp_path: Path) -> None:
+    """The whole command line, as a learner types it: a value out of range is one sentence,
+    and the process never imported pandas or numpy to say so."""
+    code = (
+        "import sys\n"
+        f"for name in {HEAVY_PACKAGES!r}:\n"
+        "    sys.modules[name] = None\n"
+        "sys.argv = ['iolab', 'mdrates', '--processes', '0']\n"
+        "from iolab.cli import run\n"
+        "run()\n"
+    )
+    proc = cli_without(code, tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--processes" in proc.stderr and "pandas" not in proc.stderr, proc.stderr
+
+
 def test_help_lists_every_command_once_under_its_lesson(capsys) -> None:
     """A new command that no lesson group names would vanish from --help."""
     from iolab.cli import BY_LESSON, COMMAND_MODULES, MODULE_OF
@@ -622,19 +680,13 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path, fast: bool)
 
 def test_a_missing_package_is_one_sentence_naming_it(tmp_path: Path) -> None:
     """A command run by a Python without the lab's packages (a system python3 before `make
-    lab`) says which package and which Python, and how to run it instead: no traceback."""
+    lab`) says which package and which Python, and how to run it instead: no traceback (its
+    parser needs none of them, so the sentence comes when the command starts its work)."""
     code = (
-        "import sys; sys.modules['pandas'] = None; sys.argv = ['iolab', 'sweep', '--help']; "
+        "import sys; sys.modules['pandas'] = None; sys.argv = ['iolab', 'locations']; "
         "from iolab.cli import run; run()"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "IOLAB_WORKDIR": str(tmp_path / "ws")},
-        timeout=60,
-    )
+    proc = cli_without(code, tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"error: this command needs the Python package pandas, which {sys.executable} cannot "

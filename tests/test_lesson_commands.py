@@ -188,7 +188,6 @@ def _run(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedPro
 
 def _said(done: subprocess.CompletedProcess[str]) -> str:
     out, err = done.stdout[-3000:], done.stderr[-3000:]
-    out, err = done.stdout[-3000:], done.stderr[-3000:]
     return f"exit {done.returncode}\n--- stdout\n{out}\n--- stderr\n{err}"
 
 

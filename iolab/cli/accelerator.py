@@ -14,16 +14,11 @@ from iolab.core.loader import batches
 from iolab.core.options import BATCH_SAMPLES, Bounds, float_option, int_option, process_bounds
 from iolab.core.samples import Dataset
 from iolab.core.shards import require_shards
-from iolab.core.tables import to_markdown
 from iolab.core.workspace import WorkspaceEntry
-from iolab.ml.accelerator import (
-    CACHE_STATES,
-    PASS_AU_PCT,
-    SKIP_FIRST,
-    source_dir,
-    sweep,
-    sweep_images,
-)
+from iolab.ml.accelerator_options import SKIP_FIRST
+
+# iolab.ml.accelerator and the tables (pandas) are imported where they are used: a refused
+# option or --help starts in a fraction of a second.
 
 #: Milliseconds one batch "computes" (sleeps).
 COMPUTE_MS = Bounds(
@@ -105,6 +100,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Check the dataset, run the sweep, print the AU table and how many runs passed."""
+    from iolab.ml.accelerator import CACHE_STATES, sweep_images
+
     workers = max((n for n in args.workers if n is not None), default=0)
     budget.check(
         f"a DataLoader with {workers} workers",
@@ -125,6 +122,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, dataset_dir: Path, states: tuple[str, ...]) -> int:
     """The sweep on `dataset_dir`, its AU table and how many runs passed."""
+    from iolab.core.tables import to_markdown
+    from iolab.ml.accelerator import PASS_AU_PCT, source_dir, sweep
+
     read_dir = source_dir(dataset_dir, args.source)
     # Every sample's sha256 against the index or manifest, before the first (cold) run
     # evicts them: a run reads only --steps batches, so damage would otherwise go unnoticed.

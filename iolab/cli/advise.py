@@ -11,17 +11,16 @@ import json
 from iolab.cli.options import add_budget_option, add_json_option
 from iolab.core.budget import LIMITS
 from iolab.core.options import Bounds, int_option
-from iolab.storage.advise import (
+from iolab.storage.advise_options import (
     DEFAULT_BUDGET_S,
     DEFAULT_FILES,
     DEFAULT_MIB,
     MIN_FILES,
     MIN_MIB,
-    budget_seconds,
-    eprint,
-    measure_places,
-    text_report,
 )
+
+# iolab.storage.advise (pandas) is imported in main: a refused option or --help starts in a
+# fraction of a second.
 
 # --budget-s is checked by budget_seconds (above 0, at most MAX_BUDGET_S), first in main.
 #: MiB one place holds at a time.
@@ -91,6 +90,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print the bound, measure (one progress line per place on stderr), print the report."""
+    from iolab.storage.advise import budget_seconds, eprint, measure_places, text_report
+
     budget_s = budget_seconds(args.budget_s)
     places = (
         [name for part in args.places for name in part.split(",") if name] if args.places else None

@@ -21,14 +21,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iolab.core.atomic import atomic_output
 from iolab.core.builder import archive_dataset, generate_dataset
 from iolab.core.dataset import ARCHIVE_NAME, DATA_DIR
 from iolab.core.lab_dirs import remove_tree, results_dir, scratch_dir
 from iolab.core.options import Bounds, int_option, path_option
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and iolab.measure are imported in the functions that use them: a refused option or
+# --help starts in a fraction of a second.
 
 #: What `--classic` writes beside bench.csv: every run, and the ratios with the machine.
 CLASSIC_RUNS, CLASSIC_RECORD = "bench-classic-runs.csv", "bench-classic.json"
@@ -107,6 +112,8 @@ def checkout_commit(checkout: Path) -> str | None:
 
 def run_bench(repeats: int = 5, classic: Path | None = None) -> int:
     """Print and save the benchmark table for this machine (and the classic comparison)."""
+    import pandas as pd
+
     from iolab.core.manifest import load_manifest
     from iolab.core.tables import to_markdown
     from iolab.measure.classic import classic_scripts, stage, take_turns, turns_frame

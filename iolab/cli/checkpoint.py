@@ -8,15 +8,10 @@ import argparse
 from iolab.cli.options import add_budget_option
 from iolab.core.budget import LIMITS
 from iolab.core.options import Bounds, float_option, int_option, text_option
-from iolab.ml.checkpoint import (
-    DEFAULT_MIB,
-    TARGETS_HELP,
-    check_loop,
-    checked_size,
-    model_state,
-    run_strategy,
-    summary_frame,
-)
+from iolab.ml.checkpoint_options import DEFAULT_MIB, TARGETS_HELP
+
+# iolab.ml.checkpoint (numpy) is imported in main: a refused option or --help starts in a
+# fraction of a second.
 
 # The least size (1 MiB) and the least kept (1), and --every (1 to --steps), are checked by
 # iolab.ml.checkpoint, in its own sentences.
@@ -120,6 +115,14 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from iolab.ml.checkpoint import (
+        check_loop,
+        checked_size,
+        model_state,
+        run_strategy,
+        summary_frame,
+    )
+
     size_mib = checked_size(args.size_mib, args.compute_node)
     check_loop(args.steps, args.every, args.step_s, args.keep)
     state = model_state(size_mib)

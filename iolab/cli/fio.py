@@ -15,22 +15,12 @@ from iolab.core.cluster import JOB_VARIABLES
 from iolab.core.errors import LabError
 from iolab.core.lab_dirs import ensure_writable_dir, results_dir
 from iolab.core.options import Bounds, float_option, int_option, path_option, text_option
-from iolab.core.tables import to_markdown
 from iolab.core.user_paths import output_file
 from iolab.core.workspace import WorkspaceEntry, public_text
-from iolab.storage.fio import (
-    FIO_MISSING,
-    MIB,
-    PROFILES,
-    checked_profile,
-    dry_run,
-    footprint,
-    job_duration_s,
-    run_profile,
-    scaled_profile,
-)
-from iolab.storage.fio_parse import summary_frame
+from iolab.storage.fio_profiles import PROFILES
 from iolab.storage.locations import discover_locations, user_dir
+
+# heavy imports in main: a refused option or --help starts in a fraction of a second
 
 #: How much larger or smaller every file of a profile may be made.
 SIZE_SCALE = Bounds(
@@ -143,6 +133,19 @@ def _target(args: argparse.Namespace, create: bool) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     """Run a profile (or show it with --dry-run) and print the tidy table."""
+    from iolab.core.tables import to_markdown
+    from iolab.storage.fio import (
+        FIO_MISSING,
+        MIB,
+        checked_profile,
+        dry_run,
+        footprint,
+        job_duration_s,
+        run_profile,
+        scaled_profile,
+    )
+    from iolab.storage.fio_parse import summary_frame
+
     profile = scaled_profile(args.profile, args.size_scale, args.runtime)
     if args.dry_run:
         print(dry_run(profile, _target(args, create=False), args.compute_node))

@@ -9,27 +9,17 @@ in every other command; `--directory` elsewhere is where a benchmark makes its o
 from __future__ import annotations
 
 import argparse
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iolab.cli.options import add_data_option, add_top_option
 from iolab.core.options import Bounds, int_option
-from iolab.core.tables import to_markdown
 from iolab.core.workspace import workdir
-from iolab.storage.hygiene import (
-    WHY_INODES,
-    WHY_TMPDIR,
-    allocation_report,
-    biggest_consumers,
-    checkpoints_by_owner,
-    df_report,
-    file_sizes,
-    find_checkpoints,
-    rounded_allocation,
-    tmpdir_report,
-    usable_capacity_report,
-)
-from iolab.storage.hygiene_caches import cache_cleanup_plan, cache_report
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# heavy imports (pandas via iolab.storage.hygiene) are in the functions that use them: a
+# refused option or --help starts in a fraction of a second.
 
 ACTIONS = ("df", "usage", "du", "checkpoints", "caches", "tmpdir")
 #: Levels below DIR that du lists.
@@ -70,6 +60,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _print(frame: pd.DataFrame, note: str = "") -> None:
+    from iolab.core.tables import to_markdown
+
     print(to_markdown(frame))
     if note:
         print(f"\n{note}")
@@ -77,6 +69,21 @@ def _print(frame: pd.DataFrame, note: str = "") -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print the action's tables (and a sentence on why it matters)."""
+    from iolab.storage.hygiene import (
+        WHY_INODES,
+        WHY_TMPDIR,
+        allocation_report,
+        biggest_consumers,
+        checkpoints_by_owner,
+        df_report,
+        file_sizes,
+        find_checkpoints,
+        rounded_allocation,
+        tmpdir_report,
+        usable_capacity_report,
+    )
+    from iolab.storage.hygiene_caches import cache_cleanup_plan, cache_report
+
     directory = args.dataset_dir or workdir()
     if args.action == "df":
         _print(df_report(directory), WHY_INODES)

@@ -5,13 +5,18 @@ line may join to it: classmode and pages are siblings."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from iolab.classmode.wall import own_fio_figures, publish
 from iolab.core.class_folder import ClassFolder, active_class
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, int_option
-from iolab.pages.lab import Stage, run_lab
-from iolab.pages.notebooks import lesson_notebooks
+from iolab.core.workspace import lesson_notebooks
+
+if TYPE_CHECKING:
+    from iolab.pages.lab import Stage
+
+# the pages and the class wall (pandas, numpy) are imported where they are used: a refused
+# option or --help starts in a fraction of a second.
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +55,8 @@ def lessons_option(text: str) -> frozenset[str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from iolab.pages.lab import run_lab
+
     return run_lab(args.repeats, share=to_the_class, lessons=args.lessons)
 
 
@@ -59,6 +66,8 @@ def to_the_class(stage: Stage) -> None:
     if joined is None:
         return
     if stage == "notebooks":
+        from iolab.classmode.wall import own_fio_figures
+
         print(f"  fio figures for the class wall: {len(own_fio_figures())}", flush=True)
     to_the_wall(joined)
 
@@ -66,6 +75,8 @@ def to_the_class(stage: Stage) -> None:
 def to_the_wall(joined: ClassFolder) -> None:
     """Publish this learner's results on the class wall, or say why not and go on: the lab's
     own results do not depend on the wall."""
+    from iolab.classmode.wall import publish
+
     try:
         print(f"  on the class wall: {publish(joined).name} in {joined.wall}", flush=True)
     except LabError as err:

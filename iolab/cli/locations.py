@@ -8,7 +8,6 @@ import json
 
 from iolab.cli.options import add_json_option
 from iolab.core.options import path_option
-from iolab.core.tables import to_markdown
 from iolab.storage.locations import discover_locations, locations_frame
 
 
@@ -40,6 +39,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print the table, or one JSON array of all fields."""
+    from iolab.core.tables import to_markdown  # pandas only when a table is printed
+
     locations = discover_locations(args.add, probe=not args.no_probe)
     if args.json:
         print(json.dumps([location.public_dict() for location in locations]))

@@ -8,10 +8,9 @@ import sys
 
 from iolab.core.errors import LabError
 from iolab.core.options import path_option, text_option
-from iolab.core.tables import to_markdown
 from iolab.core.user_paths import existing_path
-from iolab.hpc.lustre import getstripe, is_lustre, layout_frame, lfs_command, lustre_status
-from iolab.hpc.lustre_parse import parse_getstripe
+
+# heavy imports in the subcommands: a refused option or --help starts in a fraction of a second
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +49,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     """`lustre status PATH`: the witnesses and whether lfs is installed, as a table."""
+    from iolab.core.tables import to_markdown
+    from iolab.hpc.lustre import lustre_status
+
     status = lustre_status(existing_path(args.path, "give an existing file or folder to check"))
     print(to_markdown(status.frame()))
     return 0
@@ -57,6 +59,10 @@ def _status(args: argparse.Namespace) -> int:
 
 def _getstripe(args: argparse.Namespace) -> int:
     """`lustre getstripe FILE|-`: the live layout on Lustre, else the saved output parsed."""
+    from iolab.core.tables import to_markdown
+    from iolab.hpc.lustre import getstripe, is_lustre, layout_frame, lfs_command
+    from iolab.hpc.lustre_parse import parse_getstripe
+
     if args.source == "-":
         layout = parse_getstripe(sys.stdin.read(), allow_partial=args.allow_partial)
     else:

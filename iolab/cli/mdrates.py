@@ -9,14 +9,9 @@ import json
 from iolab.cli.options import add_budget_option, add_json_option
 from iolab.core.budget import FLAG, LIMITS
 from iolab.core.options import Bounds, int_option, path_option, process_bounds
-from iolab.core.tables import to_markdown
-from iolab.storage.mdrates import (
-    DEFAULT_FILES_PER_PROCESS,
-    MAX_FILE_BYTES,
-    RATE_COLUMNS,
-    describe_run,
-    run_mdtest,
-)
+from iolab.storage.run_sizes import DEFAULT_FILES_PER_PROCESS, MAX_FILE_BYTES
+
+# heavy imports in main: a refused option or --help starts in a fraction of a second
 
 #: Files each process creates, stats, reads and removes.
 FILES_PER_PROCESS = Bounds(
@@ -103,6 +98,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print mdtest's SUMMARY table, or one JSON array of its rows."""
+    from iolab.core.tables import to_markdown
+    from iolab.storage.mdrates import RATE_COLUMNS, describe_run, run_mdtest
+
     table = run_mdtest(
         args.directory,
         args.files_per_process,

@@ -10,9 +10,11 @@ from iolab.core import budget
 from iolab.core.atomic import atomic_output
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, int_option, path_option
-from iolab.core.tables import to_markdown
 from iolab.core.user_paths import output_file
-from iolab.hpc.mpiio import KIB, MIB, compare_modes, syscall_frame, timing_frame
+
+# iolab.hpc.mpiio and the tables (numpy, pandas) are imported in main: a refused option or
+# --help starts in a fraction of a second.
+KIB, MIB = 1024, 1024**2
 
 #: MPI ranks started on this node, iolab.hpc.mpiio's own range.
 RANKS = Bounds(
@@ -91,6 +93,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run every comparison, print the syscall table (unless --no-trace) and the timings."""
+    from iolab.core.tables import to_markdown
+    from iolab.hpc.mpiio import compare_modes, syscall_frame, timing_frame
+
     total_mib = args.ranks * args.block_size * args.blocks_per_rank / MIB
     budget.check(
         f"an MPI-IO comparison of {args.ranks} ranks writing {total_mib:.0f} MiB",

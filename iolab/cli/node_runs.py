@@ -4,22 +4,19 @@ in total (iolab.hpc.node_runs); with --site, into the site `make lab` built (iol
 from __future__ import annotations
 
 import argparse
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iolab.core.errors import LabError
 from iolab.core.options import path_option
-from iolab.core.tables import to_markdown
 from iolab.core.workspace import WorkspaceEntry
-from iolab.hpc.node_runs import (
-    NodeRun,
-    completed_runs,
-    fio_tables,
-    mpiio_table,
-    stage_in_table,
-    storm_table,
-)
-from iolab.pages.site import show_own_jobs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from iolab.hpc.node_runs import NodeRun
+
+# heavy imports (pandas, the pages) are in the functions that use them: a refused option or
+# --help starts in a fraction of a second.
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -51,6 +48,8 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def tables_of(run: NodeRun) -> list[tuple[str, pd.DataFrame]]:
     """The tables one run shows, with their titles."""
+    from iolab.hpc.node_runs import fio_tables, mpiio_table, stage_in_table, storm_table
+
     if run.script == "small-files-local":
         return [("staged once per node", stage_in_table(run))]
     if run.script == "mpiio":
@@ -64,6 +63,10 @@ def tables_of(run: NodeRun) -> list[tuple[str, pd.DataFrame]]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from iolab.core.tables import to_markdown
+    from iolab.hpc.node_runs import completed_runs
+    from iolab.pages.site import show_own_jobs
+
     root = args.results or WorkspaceEntry.SLURM_RESULTS.path()
     runs = completed_runs(root)
     if not runs:

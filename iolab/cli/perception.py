@@ -9,8 +9,9 @@ import argparse
 from iolab.cli.options import add_json_option
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, int_option, path_option
-from iolab.core.tables import to_markdown
-from iolab.storage.perception import TESTS, perception_suite
+from iolab.storage.perception_workloads import TESTS
+
+# heavy imports in main: a refused option or --help starts in a fraction of a second
 
 #: Timed runs of each action, cold and warm.
 REPEATS = Bounds(
@@ -68,6 +69,9 @@ def _tests_list(text: str) -> list[str]:
 
 def main(args: argparse.Namespace) -> int:
     """Print the table and its notes, or the rows as one JSON array."""
+    from iolab.core.tables import to_markdown
+    from iolab.storage.perception import perception_suite
+
     table = perception_suite(args.directory, args.tests, args.repeats)
     if args.json:
         print(table.to_json(orient="records"))

@@ -19,9 +19,10 @@ from pathlib import Path
 from iolab.cli.options import add_budget_option, add_json_option
 from iolab.core.errors import LabError
 from iolab.core.options import Bounds, int_option, path_option
-from iolab.core.tables import to_markdown
-from iolab.hpc import fs_client
 from iolab.storage import cephfs
+
+# heavy imports (pandas via iolab.core.tables, iolab.hpc) are local to the functions that
+# use them: a refused option or --help starts in a fraction of a second.
 
 #: OSDs to start: one is a working file system, four show striping across servers.
 OSDS = Bounds(
@@ -155,6 +156,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _print_client(path: Path, as_json: bool) -> int:
     """What the client of PATH's file system shows a user: its kind, counters, and limits."""
+    from iolab.core.tables import to_markdown
+    from iolab.hpc import fs_client
+
     if not path.exists():
         raise LabError(
             f"{path} does not exist: give a file or folder on the file system to look at"
@@ -207,6 +211,7 @@ def _print_status(cluster: cephfs.Cluster, as_json: bool) -> int:
 def _print_layout(cluster: cephfs.Cluster, stripe_count: int) -> int:
     import pandas as pd
 
+    from iolab.core.tables import to_markdown
     from iolab.hpc.cephfs_lessons import layout_check
 
     check = layout_check(cluster, stripe_count)
@@ -227,6 +232,7 @@ def _measure(cluster: cephfs.Cluster, out) -> int:
     import pandas as pd
 
     from iolab.core.atomic import atomic_output
+    from iolab.core.tables import to_markdown
     from iolab.hpc.cephfs_lessons import measure_all
     from iolab.storage.cephfs_mdrates import side_by_side
 

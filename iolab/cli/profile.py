@@ -8,8 +8,9 @@ import json
 import sys
 
 from iolab.cli.options import add_command_argument, add_json_option, add_top_option
-from iolab.diagnosis.trace import METHODS, profile_command
-from iolab.diagnosis.trace_report import format_profile
+from iolab.measure.strace_run import PROFILE_METHODS
+
+# heavy imports in main: a refused option or --help starts in a fraction of a second
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +31,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     add_top_option(parser, "how many of the busiest files to list")
     parser.add_argument(
         "--method",
-        choices=METHODS,
+        choices=PROFILE_METHODS,
         default="auto",
         help="strace, proc-io (/proc/<pid>/io), or auto: strace if it can trace",
     )
@@ -39,6 +40,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from iolab.diagnosis.trace import profile_command
+    from iolab.diagnosis.trace_report import format_profile
+
     profile = profile_command(args.command, method=args.method)
     sys.stderr.write(profile.stdout + profile.stderr)
     print(json.dumps(profile.to_json_dict()) if args.json else format_profile(profile, args.top))

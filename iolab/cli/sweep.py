@@ -8,19 +8,10 @@ import argparse
 
 from iolab.core.atomic import atomic_output
 from iolab.core.options import Bounds, int_option, path_option
-from iolab.core.tables import to_markdown
 from iolab.core.user_paths import output_file
-from iolab.storage.sweep import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MIN_BYTES,
-    WRITE_FLUSH,
-    existing_directory,
-    parse_size,
-    plan,
-    plan_text,
-    run_sweep,
-    summarize_sweep,
-)
+from iolab.storage.run_sizes import DEFAULT_MAX_BYTES, DEFAULT_MIN_BYTES, parse_size
+
+# heavy imports in main: a refused option or --help starts in a fraction of a second
 
 #: Runs of the whole sweep, whose median per size is printed.
 REPEATS = Bounds(
@@ -91,6 +82,16 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Print the plan (--dry-run), or run it and print the summary table."""
+    from iolab.core.tables import to_markdown
+    from iolab.storage.sweep import (
+        WRITE_FLUSH,
+        existing_directory,
+        plan,
+        plan_text,
+        run_sweep,
+        summarize_sweep,
+    )
+
     points = plan(args.min, args.max)
     existing_directory(args.directory)
     if args.dry_run:

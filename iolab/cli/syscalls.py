@@ -8,8 +8,9 @@ import json
 import sys
 
 from iolab.cli.options import add_command_argument, add_data_option, add_json_option
-from iolab.measure.syscall_report import format_report
-from iolab.measure.syscalls import METHODS, count_syscalls
+from iolab.measure.strace_run import COUNT_METHODS
+
+# heavy imports in main: a refused option or --help starts in a fraction of a second
 
 
 def setup_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +32,7 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
     add_json_option(parser, "print one JSON object instead of a table")
     parser.add_argument(
         "--method",
-        choices=METHODS,
+        choices=COUNT_METHODS,
         default="auto",
         help="strace, fallback (audit hook and /proc/<pid>/io), or auto: strace if it can trace",
     )
@@ -40,6 +41,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from iolab.measure.syscall_report import format_report
+    from iolab.measure.syscalls import count_syscalls
+
     report = count_syscalls(args.command, args.dataset_dir, method=args.method)
     sys.stderr.write(report.stdout + report.stderr)
     print(json.dumps(report.to_json_dict()) if args.json else format_report(report))

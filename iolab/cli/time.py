@@ -12,10 +12,10 @@ import json
 
 from iolab.cli.options import add_data_option, add_json_option
 from iolab.core.options import Bounds, int_option, text_option
-from iolab.core.tables import to_markdown
 from iolab.core.user_paths import existing_dir
 from iolab.measure.context import context_frame
-from iolab.measure.timing import summarize, time_command
+
+# heavy imports in main: a refused option or --help starts in a fraction of a second
 
 #: Timed runs of the command.
 REPEATS = Bounds(
@@ -71,6 +71,9 @@ def setup_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Measure the command and print a markdown summary, or one JSON object."""
+    from iolab.core.tables import to_markdown
+    from iolab.measure.timing import summarize, time_command
+
     measurement = time_command(
         args.cmd,
         repeats=args.repeats,

@@ -22,6 +22,7 @@ import re
 import secrets
 import sys
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from iolab.core.class_folder import ClassFolder, active_class
@@ -87,6 +88,12 @@ def repo_root() -> Path:
             "checkout (`pip install -e .`, as `make` does)"
         )
     return root
+
+
+def lesson_notebooks(lessons: Collection[str] | None = None) -> list[Path]:
+    """The lessons' notebooks in order: those of `lessons` ("01", "02"), or all of them."""
+    every = sorted((repo_root() / "notebooks").glob("*.ipynb"))
+    return every if lessons is None else [path for path in every if path.name[:2] in lessons]
 
 
 def workdir() -> Path:

@@ -30,6 +30,7 @@ from iolab.diagnosis.trace_profile import Profile
 from iolab.diagnosis.trace_tally import read_trace
 from iolab.measure.strace_parse import PROFILE_OPTIONS
 from iolab.measure.strace_run import (
+    PROFILE_METHODS,
     check_command,
     require_strace,
     run_scratch,
@@ -37,8 +38,6 @@ from iolab.measure.strace_run import (
     strace_status,
 )
 from iolab.measure.syscall_fallback import run_counting_io
-
-METHODS = ("auto", "strace", "proc-io")
 
 
 def profile_command(
@@ -57,8 +56,8 @@ def profile_command(
     timeout: a traced run still going after that many seconds is stopped, and the LabError
     says so, followed by `late` (what to check: a file server that stopped answering).
     """
-    if method not in METHODS:
-        raise LabError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if method not in PROFILE_METHODS:
+        raise LabError(f"unknown method {method!r}; choose one of {', '.join(PROFILE_METHODS)}")
     cmd = check_command(cmd, cwd, env)
     status = strace_status()
     if method == "strace" or (method == "auto" and status.available):

@@ -36,6 +36,10 @@ PTRACE_DENIED = (
     "`--cap-add=SYS_PTRACE`), or run on a machine or compute node that allows it"
 )
 _VERSION = re.compile(r"version\s+(\S+)")
+#: How `syscalls` counts a command's calls (iolab.measure.syscalls) and how `profile` traces
+#: it (iolab.diagnosis.trace): here, where --method is checked without importing pandas.
+COUNT_METHODS = ("auto", "strace", "fallback")
+PROFILE_METHODS = ("auto", "strace", "proc-io")
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from iolab.measure.strace_parse import (
     string_arg,
 )
 from iolab.measure.strace_run import (
+    COUNT_METHODS,
     StraceStatus,
     check_command,
     dataset_roots,
@@ -61,8 +62,6 @@ from iolab.measure.strace_run import (
 )
 from iolab.measure.syscall_fallback import count_from_inside
 from iolab.measure.syscall_report import SyscallReport
-
-METHODS = ("auto", "strace", "fallback")
 
 # Calls whose first argument is a directory descriptor and whose second is a path relative to
 # it; most end in "at" (openat, newfstatat, readlinkat, ...), these do not.
@@ -290,8 +289,8 @@ def count_syscalls(
     method "auto" uses strace when strace_status() allows it and falls back otherwise;
     "strace" raises a LabError saying how to get strace; "fallback" never traces.
     """
-    if method not in METHODS:
-        raise LabError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")
+    if method not in COUNT_METHODS:
+        raise LabError(f"unknown method {method!r}; use one of {', '.join(COUNT_METHODS)}")
     status = strace_status()
     if method == "strace" or (method == "auto" and status.available):
         return _report_from_attribution(trace_attributed(cmd, dataset_dir, cwd, env), status)

@@ -37,11 +37,10 @@ from iolab.core.repeats import allowed_repeats
 from iolab.core.samples import SHARDS_DIR, Dataset
 from iolab.core.workspace import WorkspaceEntry, public_text
 from iolab.measure import cache
+from iolab.ml.accelerator_options import SKIP_FIRST
 
 #: MLPerf Storage's pass line for UNet3D and ResNet-50 (CosmoFlow's is 70%).
 PASS_AU_PCT = 90.0
-#: Steps excluded at the start, as DLIO's metric_exclude_start_steps default.
-SKIP_FIRST = 1
 MB = 1e6
 WARM_READ_BYTES = 8 * 1024**2
 CACHE_STATES = ("cold", "warm")

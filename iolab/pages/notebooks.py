@@ -14,7 +14,7 @@ from iolab.core.class_queue import QUEUE_NEWS
 from iolab.core.errors import interrupts_held
 from iolab.core.lab_dirs import socket_dir
 from iolab.core.owned import discard_owned
-from iolab.core.workspace import repo_root
+from iolab.core.workspace import lesson_notebooks, repo_root
 from iolab.measure.lab_budget import LabBudget
 from iolab.measure.recorded import FALLBACK_LOG_ENV
 
@@ -160,12 +160,6 @@ def plain(text: str) -> str:
 def failure_logs(executed: Path) -> Path:
     """Where execute_notebooks keeps the error of each notebook that failed (<stem>.txt)."""
     return executed.parent / "failed-notebooks"
-
-
-def lesson_notebooks(lessons: Collection[str] | None = None) -> list[Path]:
-    """The lessons' notebooks in order: those of `lessons` ("01", "02"), or all of them."""
-    every = sorted((repo_root() / "notebooks").glob("*.ipynb"))
-    return every if lessons is None else [path for path in every if path.name[:2] in lessons]
 
 
 def execute_notebooks(

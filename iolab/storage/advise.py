@@ -49,19 +49,21 @@ from iolab.core.storage_areas import STORAGE_AREAS
 from iolab.core.workspace import WorkspaceEntry, public_text, workdir
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.storage.advice_rules import advise
+from iolab.storage.advise_options import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_FILES,
+    DEFAULT_MIB,
+    MIN_FILES,
+    MIN_MIB,
+)
 from iolab.storage.locations import Location, discover_locations, private_scratch, quota_text
 
 MIB = 1024**2
-DEFAULT_BUDGET_S = 180.0
 MAX_BUDGET_S = 3600.0
-#: The most one place holds at a time by default: small next to a login node's free space.
-DEFAULT_MIB = 64
-DEFAULT_FILES = 1000
 SMALL_FILE_BYTES = 4096
 #: Sizes follow each place's share of the budget: files and MiB per second of share.
 FILES_PER_SHARE_S = 40
 MIB_PER_SHARE_S = 2
-MIN_FILES, MIN_MIB = 50, 4
 IMPORT_SUBPACKAGES = 10
 #: Every figure the rules rank by is the median of this many runs, and its spread (the
 #: largest minus the smallest run) is kept beside it: a difference between two places that

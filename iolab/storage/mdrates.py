@@ -60,6 +60,7 @@ from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, interrupts_held
 from iolab.core.workspace import public_text
 from iolab.measure.context import mount_for
+from iolab.storage.run_sizes import DEFAULT_FILES_PER_PROCESS, MAX_FILE_BYTES
 from iolab.storage.sweep import run_directory
 
 #: mdtest's name of each phase, in the order the phases run.
@@ -72,9 +73,6 @@ OPERATIONS = {
 RATE_COLUMNS = ["Max (ops/s)", "Min (ops/s)", "Mean (ops/s)", "Std Dev (ops/s)"]
 #: The file size of IO500's mdtest-hard phase (mdtest -w 3901 -e 3901).
 IO500_HARD_FILE_BYTES = 3901
-DEFAULT_FILES_PER_PROCESS = 1000
-#: mdrates is about metadata; larger files belong to the sweep (iolab.storage.sweep).
-MAX_FILE_BYTES = 1024**2
 #: How long the parent waits for a worker to stop before it kills it.
 STOP_TIMEOUT_S = 5.0
 

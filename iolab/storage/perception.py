@@ -61,6 +61,7 @@ from iolab.storage.perception_timing import (
 from iolab.storage.perception_workloads import (
     GIT_MISSING,
     SYNTHETIC_PACKAGE,
+    TESTS,
     collected_count,
     git_env,
     make_git_repo,
@@ -74,8 +75,6 @@ from iolab.storage.perception_workloads import (
     write_test_tree,
 )
 
-#: The tests perception_suite knows, in the order it runs them.
-TESTS = ("import", "git", "pytest", "untar")
 #: Installed packages whose files `import pandas` reads and a cold run evicts.
 IMPORT_PACKAGES = ("pandas", "numpy")
 

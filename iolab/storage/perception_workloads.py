@@ -23,6 +23,9 @@ from pathlib import Path
 from iolab.core.errors import LabError
 from iolab.measure.tools import install_hint
 
+#: The tests perception_suite knows, in the order it runs them (here, not in
+#: iolab.storage.perception, so that checking --tests imports no pandas).
+TESTS = ("import", "git", "pytest", "untar")
 #: The generated package's name; PYTHONPATH points at its parent in the location.
 SYNTHETIC_PACKAGE = "synthpkg"
 #: mtime of every generated file (2020-01-01). A file written in the same second as git's

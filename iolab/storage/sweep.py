@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -56,12 +55,9 @@ from iolab.core.user_paths import existing_dir
 from iolab.core.workspace import public_text
 from iolab.measure.cache import evict
 from iolab.measure.context import machine_context, mount_for
+from iolab.storage.run_sizes import DEFAULT_MAX_BYTES, DEFAULT_MIN_BYTES, GIB, KIB, MIB
+from iolab.storage.run_sizes import parse_size as parse_size  # tests read it here
 
-KIB = 1024
-MIB = 1024**2
-GIB = 1024**3
-DEFAULT_MIN_BYTES = 4 * KIB
-DEFAULT_MAX_BYTES = 64 * MIB
 #: The constant file count of the small-file points (elbencho's sweep uses 1,048,576).
 DEFAULT_SMALL_FILES = 2048
 #: The constant byte total of the large-file points (elbencho's sweep uses 1 TiB).
@@ -73,17 +69,7 @@ BLOCK_BYTES = MIB
 #: system could store once.
 DISTINCT_OFFSETS = 4095
 WRITE_FLUSH = "fsync per file"
-_SIZE = re.compile(r"^\s*(\d+)\s*(?:([KMG])(?:I?B)?|B)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": KIB, "M": MIB, "G": GIB}
 SUMMARY_KEYS = ["location", "fs_type", "file_size", "file_bytes", "files", "direction"]
-
-
-def parse_size(text: str) -> int:
-    """Bytes from '4K', '64MiB', '1G' or '4096': binary units, as fio and elbencho read them."""
-    match = _SIZE.match(text)
-    if match is None:
-        raise LabError(f"cannot read the size {text!r}; write it like 4K, 64M, 1G or 4096 (bytes)")
-    return int(match.group(1)) * _UNITS[(match.group(2) or "").upper()]
 
 
 def size_label(size_bytes: int) -> str:

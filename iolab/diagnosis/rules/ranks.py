@@ -73,27 +73,31 @@ def _rank_spread(run: Run, layer: str) -> pd.DataFrame:
     own = records[records["rank"] >= 0].assign(
         moved=moved, seconds=seconds, moving=(moved > 0).astype("int64")
     )
-    per_file = own.groupby("path").agg(
-        ranks=("rank", "nunique"),
-        active_ranks=("moving", "sum"),
-        most_bytes=("moved", "max"),
-        least_bytes=("moved", "min"),
-        slowest_s=("seconds", "max"),
-        mean_s=("seconds", "mean"),
-    )
-    # The ranks that moved the file's bytes; a file nobody moved bytes of: all its ranks.
-    active_mean = own.seconds.where(own.moved > 0).groupby(own.path).mean()
-    per_file["active_mean_s"] = active_mean.reindex(per_file.index).fillna(per_file.mean_s)
-    per_file["active_ranks"] = per_file.active_ranks.where(
-        per_file.active_ranks > 0, per_file.ranks
-    )
-    by_path = own.groupby("path")
-    per_file["heavy_rank"] = own.loc[by_path.moved.idxmax()].set_index("path")["rank"]
-    per_file["slow_rank"] = own.loc[by_path.seconds.idxmax()].set_index("path")["rank"]
-    per_file["fast_bytes"] = own.loc[by_path.seconds.idxmin()].set_index("path")["moved"]
-    per_file["slow_bytes"] = own.loc[by_path.seconds.idxmax()].set_index("path")["moved"]
-    per_file["record"] = by_path.seconds.idxmax()
-    per_file = per_file[per_file.ranks > 1]
+    # Per file with per-rank records of several ranks; most logs have none (one rank, or
+    # shared records), and the group-bys below cost ~10 ms each even on nothing.
+    per_file = pd.DataFrame()
+    if own.path.duplicated().any():
+        per_file = own.groupby("path").agg(
+            ranks=("rank", "nunique"),
+            active_ranks=("moving", "sum"),
+            most_bytes=("moved", "max"),
+            least_bytes=("moved", "min"),
+            slowest_s=("seconds", "max"),
+            mean_s=("seconds", "mean"),
+        )
+        # The ranks that moved the file's bytes; a file nobody moved bytes of: all its ranks.
+        active_mean = own.seconds.where(own.moved > 0).groupby(own.path).mean()
+        per_file["active_mean_s"] = active_mean.reindex(per_file.index).fillna(per_file.mean_s)
+        per_file["active_ranks"] = per_file.active_ranks.where(
+            per_file.active_ranks > 0, per_file.ranks
+        )
+        by_path = own.groupby("path")
+        per_file["heavy_rank"] = own.loc[by_path.moved.idxmax()].set_index("path")["rank"]
+        per_file["slow_rank"] = own.loc[by_path.seconds.idxmax()].set_index("path")["rank"]
+        per_file["fast_bytes"] = own.loc[by_path.seconds.idxmin()].set_index("path")["moved"]
+        per_file["slow_bytes"] = own.loc[by_path.seconds.idxmax()].set_index("path")["moved"]
+        per_file["record"] = by_path.seconds.idxmax()
+        per_file = per_file[per_file.ranks > 1]
     # Shared records: Darshan keeps the fastest and slowest rank, their bytes and seconds,
     # and the variance of the ranks' bytes.
     shared = records[records["rank"] < 0]

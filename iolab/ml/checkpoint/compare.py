@@ -25,8 +25,7 @@ from iolab.measure.context import mount_for
 from iolab.ml.checkpoint.formats import import_torch, save_checkpoint, torch_save_checkpoint
 from iolab.ml.checkpoint.loop import LoopRun, check_loop, train_and_checkpoint
 from iolab.ml.checkpoint.state import state_bytes
-
-TARGETS_HELP = "local (the workspace), sshfs (the workspace over a loopback mount) or a directory"
+from iolab.ml.checkpoint_options import TARGETS_HELP as TARGETS_HELP
 
 
 @contextlib.contextmanager

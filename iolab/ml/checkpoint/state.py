@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from iolab.core.errors import LabError
+from iolab.ml.checkpoint_options import DEFAULT_MIB
 
 MIB = 1024**2
-DEFAULT_MIB = 256
 DEFAULT_LAYERS = 8
 
 
