@@ -90,9 +90,12 @@ def repo_root() -> Path:
     return root
 
 
-def lesson_notebooks(lessons: Collection[str] | None = None) -> list[Path]:
-    """The lessons' notebooks in order: those of `lessons` ("01", "02"), or all of them."""
-    every = sorted((repo_root() / "notebooks").glob("*.ipynb"))
+def lesson_notebooks(
+    lessons: Collection[str] | None = None, root: Path | None = None
+) -> list[Path]:
+    """The lessons' notebooks in order: those of `lessons` ("01", "02"), or all of them; in
+    the checkout `root` (this one by default)."""
+    every = sorted(((root or repo_root()) / "notebooks").glob("*.ipynb"))
     return every if lessons is None else [path for path in every if path.name[:2] in lessons]
 
 

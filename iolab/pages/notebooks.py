@@ -182,7 +182,7 @@ def execute_notebooks(
     logs = failure_logs(target_dir)
     if lessons is None:
         discard_owned(logs)
-    for source in lesson_notebooks(lessons):
+    for source in lesson_notebooks(lessons, root=repo_root()):
         start = time.perf_counter()
         if budget is not None:
             budget.begin(source.stem)
