@@ -33,6 +33,7 @@ from iolab.storage import cephfs, cephfs_mdrates, cephfs_readers, mdrates
 
 needs_cephfs = pytest.mark.needs("cephfs")
 #: Two real `perf dump`s of the lab's MDS (Ceph 16.2.15) around a create phase of 1000 files.
+ROOT = Path(__file__).resolve().parents[1]
 PERF_DUMPS = Path(__file__).parent / "fixtures" / "ceph" / "mds_perf_dump_create_phase_16.2.15.json"
 
 
@@ -184,9 +185,12 @@ def _check_metadata_record(record: dict, files: int) -> None:
         assert by_type[("create", client)]["create"] == files  # one create request per file
         assert by_type[("remove", client)]["unlink"] == files  # one unlink per file
         assert rates[("create", client)]["mds_requests"] >= files
-    # the client that made the files holds their capabilities: stat and open ask nothing
+    # the client that made the files keeps their shared capabilities: a stat asks nothing
     assert rates[("stat", "same client")]["mds_requests"] == 0
-    assert rates[("read", "same client")]["mds_requests"] == 0
+    # and knows their names; an open asks at most once per file, and only when the client
+    # let go of its read capability before the MDS reset the write size (a race: below)
+    same_read = by_type.get(("read", "same client"), {})
+    assert set(same_read) <= {"open"} and same_read.get("open", 0) <= files, same_read
     # a client mounted afresh looks every name up first
     for operation in ("stat", "read", "remove"):
         assert by_type[(operation, "fresh client")].get("lookup", 0) >= files
@@ -596,6 +600,53 @@ def test_metadata_rates_on_the_cephfs_show_what_the_mds_was_asked(
     assert list(tmp_path.iterdir()) == []
     assert not list(cluster.mount_point.glob("iolab-mdrates-*"))
     assert os.path.ismount(cluster.mount_point)  # mounted again after the fresh clients
+
+
+@needs_cephfs
+@pytest.mark.slow
+def test_a_creator_that_lets_go_of_its_read_capability_opens_through_the_mds(
+    cluster: cephfs.Cluster,
+) -> None:
+    """Lesson 06's race, decided by its exercise "Lose the race", run as printed: a ceph-fuse
+    client keeps the read capability of a file it had open for writing only if the MDS has
+    reset the file's maximum size by the time the client gives back what it no longer needs
+    (Client::check_caps). With no delay it gives it back at the close, before the MDS can:
+    every later open is one request of type open, and the stats still ask nothing."""
+    option = "client_caps_release_delay"
+    configured = _client_option(cluster, option)
+    lesson = next((ROOT / "lessons").glob("06-*.md")).read_text()
+    exercise = lesson.split(":::{exercise} Lose the race", 1)[1].split(":::", 1)[0]
+    code = exercise.split("```python\n", 1)[1].split("```", 1)[0]
+    assert f'"{option}", "0"' in code
+    names: dict = {}
+    try:
+        exec(compile(code, "lesson 06, Lose the race", "exec"), names)  # noqa: S102
+        # a fresh mount (the fresh client's phases) has the configured delay again
+        assert _client_option(cluster, option) == configured
+    finally:  # the mount the module's later tests use has its usual delay
+        cephfs.set_client_option(cluster, option, configured)
+    record, files = names["record"], 50
+    _check_metadata_record(record, files)  # the fresh client's counts as in any run
+    same = {
+        row["operation"]: row["mds_requests"]
+        for row in record["rates"]
+        if row["client"] == "same client"
+    }
+    opens = [
+        (row["request_type"], row["mds_requests"])
+        for row in record["mds_by_type"]
+        if (row["operation"], row["client"]) == ("read", "same client")
+    ]
+    assert same["stat"] == 0 and same["read"] == files
+    assert opens == [("open", files)]
+
+
+def _client_option(cluster: cephfs.Cluster, option: str) -> str:
+    """An option of the running ceph-fuse client, as its admin socket says."""
+    said = cephfs.run_tool(
+        ["ceph", "--admin-daemon", str(cluster.socket("client.admin")), "config", "get", option]
+    )
+    return json.loads(said)[option]
 
 
 @needs_cephfs

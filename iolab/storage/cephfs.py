@@ -569,6 +569,15 @@ def osd_files_on_disk(cluster: Cluster) -> int:
     return total
 
 
+def set_client_option(cluster: Cluster, option: str, value: str) -> None:
+    """Change an option of the running ceph-fuse client through its admin socket, as a
+    learner would try one; `remount` starts a client with the configured value again."""
+    run_tool(
+        ["ceph", "--admin-daemon", str(cluster.socket("client.admin")), "config", "set"]
+        + [option, value]
+    )
+
+
 def perf_dump(cluster: Cluster, daemon: str) -> dict:
     """A daemon's own counters (`perf dump` on its admin socket): the servers' view."""
     out = run_tool(["ceph", "--admin-daemon", str(cluster.socket(daemon)), "perf", "dump"])
