@@ -74,22 +74,22 @@ def diagnose_one(log: str, changed: dict[str, float]) -> Result:
     """The ranking's row of one log and the rows of its findings (in a worker process, with
     the thresholds `changed` as the parent's --config set them)."""
     from iolab.diagnosis import thresholds
-    from iolab.diagnosis.inputs import from_darshan
+    from iolab.diagnosis.inputs import darshan_findings
     from iolab.diagnosis.report import verdict
 
     thresholds.apply(changed)
 
     try:
-        result = from_darshan(Path(log), figures=False)
+        run, diagnosed = darshan_findings(Path(log))
     except LabError as err:  # unreadable, truncated, damaged: one sentence, one row
         return {"log": log, "verdict": UNREADABLE, "findings": 0, "problem": str(err)}, []
-    findings = sorted(result.findings, key=lambda finding: finding.cost_s, reverse=True)
+    findings = sorted(diagnosed, key=lambda finding: finding.cost_s, reverse=True)
     top = findings[0] if findings else None
     row = {
         "log": log,
-        "verdict": verdict(result.run, result.findings),
-        "processes": result.run.processes,
-        "run_time_s": round(result.run.run_time_s, 3),
+        "verdict": verdict(run, diagnosed),
+        "processes": run.processes,
+        "run_time_s": round(run.run_time_s, 3),
         "top_rule": top.rule if top else "",
         "top_cost_s": round(top.cost_s, 3) if top else 0.0,
         "findings": len(findings),
