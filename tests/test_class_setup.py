@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -477,6 +479,31 @@ def test_a_rehearsal_reports_each_learner_and_leaves_the_class_as_it_was(
     )
     assert not [p for p in (workdir() / "tmp").iterdir() if p.name.startswith("class-rehearsal")]
     assert len(rehearsal.rehearsal_frame(figures)) == 2
+
+
+def test_a_stopped_rehearsal_leaves_no_process_of_a_learner_that_ignores_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A learner deaf to SIGTERM, whose child runs in a session of its own (as a notebook
+    kernel and fio's jobs do): killing the learner's group left that child running."""
+    from iolab.classmode import rehearsal
+    from iolab.measure.process_tree import descendants, process_state
+
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", "trap '' TERM; setsid sleep 60 & wait"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while len(tree := descendants(proc.pid)) < 2:
+        assert time.monotonic() < deadline, "the learner's child never started"
+        time.sleep(0.01)
+    monkeypatch.setattr(rehearsal, "STOP_S", 0.5)
+    rehearsal._stop([rehearsal.Learner("learner-1", tmp_path, proc, time.monotonic())])
+    assert proc.returncode == -signal.SIGKILL
+    time.sleep(0.5)  # the child, an orphan once killed, is reaped by init
+    assert [pid for pid in tree if process_state(pid) not in (None, "Z")] == []
 
 
 def test_a_rehearsal_of_a_bad_lesson_list_is_one_sentence_before_anything_starts(

@@ -16,10 +16,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from ctrl_c_at_start import popen_then_ctrl_c
+from processes import processes_naming
 
 from iolab.core.cluster import JOB_VARIABLES
 from iolab.core.errors import LabError
 from iolab.measure.context import fs_kind, mount_for
+from iolab.measure.process_tree import descendants
 from iolab.storage import fio
 from iolab.storage.fio_parse import (
     COLUMNS,
@@ -562,7 +564,45 @@ def test_a_ctrl_c_as_fio_starts_still_stops_it(tmp_path: Path, monkeypatch) -> N
     monkeypatch.setattr(fio.subprocess, "Popen", popen_then_ctrl_c(started))
     with pytest.raises(KeyboardInterrupt):
         fio._run_fio(["sleep", "30"], tmp_path)  # a stand-in: fio need not be installed
-    assert len(started) == 1 and started[0].returncode == -signal.SIGINT
+    assert len(started) == 1 and started[0].returncode == -signal.SIGKILL
+
+
+@needs_fio
+def test_a_ctrl_c_leaves_no_job_of_a_fio_that_does_not_stop(tmp_path: Path, monkeypatch) -> None:
+    """fio's jobs each call setsid(), so killing fio's group when it did not stop in time (as
+    under load in CI, 2026-12-02) left them running, or waiting forever for the dead fio.
+    Here fio is made deaf (SIGSTOP) once its two jobs run, then Ctrl-C comes."""
+    real_popen = subprocess.Popen
+
+    def start_then_interrupt(*args, **kwargs) -> subprocess.Popen:
+        proc = real_popen(*args, **kwargs)
+        deadline = time.monotonic() + 30
+        while len(descendants(proc.pid) - {proc.pid}) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "fio forked no jobs"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGSTOP)
+        os.kill(os.getpid(), signal.SIGINT)
+        return proc
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    command = [
+        "fio",
+        f"--directory={run_dir}",
+        f"--output={run_dir / 'out.json'}",
+        "--output-format=json",
+        "--name=spin",
+        "--rw=randread",
+        "--size=1m",
+        "--numjobs=2",
+        "--time_based",
+        "--runtime=60",
+    ]
+    monkeypatch.setattr(fio, "STOP_TIMEOUT_S", 2)
+    monkeypatch.setattr(fio.subprocess, "Popen", start_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        fio._run_fio(command, run_dir)
+    assert processes_naming(f"--directory={run_dir}") == []
 
 
 def test_dry_run_writes_nothing_and_needs_no_fio(tmp_path: Path, monkeypatch) -> None:

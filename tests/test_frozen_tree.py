@@ -1,4 +1,4 @@
-"""Freezing a launcher's process tree whole (iolab.hpc.frozen_tree): every process below it,
+"""Freezing a launcher's process tree whole (iolab.measure.frozen_tree): every process below it,
 in any session, stopped before anything is read; strangers never signalled; then all killed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.hpc import frozen_tree
+from iolab.measure import frozen_tree
 from iolab.measure.process_tree import descendants, process_state
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import processes_naming
 
 from iolab.core.errors import LabError
 from iolab.core.lab_dirs import ensure_writable_dir
@@ -1520,6 +1521,7 @@ def test_result_file_interrupted_is_whole_or_absent(name: str, sig: int, tmp_pat
             assert_interrupt_reported(proc, "")
         assert not out.exists() or result_complete(name, out), (delay, proc.stderr)
         assert not leftovers(folder) and not any((root / "run").iterdir())
+        assert processes_naming(str(root / "run")) == []  # fio's jobs: a session each
         assert_user_files_intact(mine)
 
     moments = delays(f"{name}-{sig}", 0.5, 8.0)

@@ -49,6 +49,7 @@ from iolab.core.lab_dirs import remove_tree, scratch_dir
 from iolab.core.workspace import lab_entries
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.measure.footprint import PhaseSampler
+from iolab.measure.frozen_tree import freeze, kill
 from iolab.measure.lab_budget import SHM
 
 if TYPE_CHECKING:
@@ -162,20 +163,20 @@ def _own_entries(root: Path) -> list[str]:
 
 
 def _stop(learners: list[Learner]) -> None:
-    """SIGTERM every learner's whole process group, then SIGKILL what is left after STOP_S."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        running = [each for each in learners if each.proc.poll() is None]
-        for each in running:
-            try:
-                os.killpg(each.proc.pid, sig)
-            except ProcessLookupError:
-                continue
-        deadline = time.monotonic() + STOP_S
-        for each in running:
-            try:
-                each.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                continue
+    """SIGTERM every learner's whole process group; after STOP_S, kill what is left of each
+    learner's tree, in any session (notebook kernels and fio's jobs each have their own)."""
+    running = [each for each in learners if each.proc.poll() is None]
+    for each in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(each.proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    for each in running:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            each.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    for each in running:
+        if each.proc.poll() is None:
+            kill(freeze(each.proc.pid, STOP_S), STOP_S)
+            each.proc.wait()
 
 
 def rehearse(root: Path, learners: int, lessons: str, say: Callable[[str], None] = print) -> dict:

@@ -11,7 +11,7 @@ a traced run stopped mid-way) leaves it on a login node shared by everybody:
   between leaves one; CI found a ucx_shm_posix_ file after traced runs were stopped under load.
 
 Only what is proven the run's is removed: a file a process of the run holds (read from /proc
-while the run is frozen, iolab.hpc.frozen_tree), a file the run's strace trace shows it
+while the run is frozen, iolab.measure.frozen_tree), a file the run's strace trace shows it
 created (O_CREAT|O_EXCL), a System V segment whose creator was a process of the run.
 """
 
@@ -47,7 +47,7 @@ def held_files(pids: Iterable[int]) -> set[tuple[str, int]]:
     from /proc/PID/maps and /proc/PID/fd: proof that it is this run's, not another job's.
     Open counts too: Hydra's proxy keeps its topology file open for the whole run, and a rank
     stopped during MPI_Init has created its segment (open, sized) but may not have mapped it
-    yet. Read while the run is frozen (iolab.hpc.frozen_tree), this is all it made and kept."""
+    yet. Read while the run is frozen (iolab.measure.frozen_tree), this is all it made and kept."""
     found: set[tuple[str, int]] = set()
     for pid in pids:
         found |= _mapped_files(pid, MPICH_FILES) | _open_files(pid, MPICH_FILES)

@@ -43,7 +43,6 @@ from iolab.core.capacity import check_capacity
 from iolab.core.errors import Interrupted, LabError, interrupts_held, sigterm_as_interrupt
 from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
 from iolab.core.workspace import repo_root
-from iolab.hpc.frozen_tree import freeze, kill
 from iolab.hpc.mpi_leftovers import (
     held_files,
     made_by_run,
@@ -51,6 +50,7 @@ from iolab.hpc.mpi_leftovers import (
     remove_made,
     remove_sysv_segments,
 )
+from iolab.measure.frozen_tree import freeze, kill
 from iolab.measure.strace_parse import READS, TRACE_OPTIONS, WRITES, TraceReader, unescape_strace
 from iolab.measure.syscalls import strace_status
 
@@ -375,7 +375,7 @@ def _stop_run(proc: subprocess.Popen) -> None:
 
     Stopped politely instead (SIGTERM), Hydra removes its topology file and its ranks their
     shared memory, but not when the signal comes while the ranks are in MPI_Init: Hydra then
-    hung until it was killed and left both (iolab.hpc.frozen_tree). A second Ctrl-C waits
+    hung until it was killed and left both (iolab.measure.frozen_tree). A second Ctrl-C waits
     until this is done.
     """
     with interrupts_held():

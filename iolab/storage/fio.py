@@ -32,15 +32,16 @@ kernel at normal priority (ionice(1); the kernel's ioprio documentation). What k
 login profile gentle is its size and duration.
 
 Every run works in a fresh directory (fio-XXXXXXXX inside the target directory) that is
-removed afterwards, also on Ctrl-C or SIGTERM (Slurm's time limit): fio is stopped first
-(SIGINT, then SIGKILL to its whole process group), then its files are deleted. This also
-avoids fio's stale-file pitfall: fio reuses an existing work file of the right size without
-laying it out again, so a "write" test of a file left by an earlier run, or a read of a file
-still in the page cache, measures something else. Reusing a file is deliberate only inside
-one run of a profile, where the jobs share one file: overwrite=1 makes fio write all of it
-before the first job starts (else a time-limited first write leaves blocks that were only
-allocated, which many file systems "read" as zeros without touching the device), and fio
-drops its cached pages before every job (its default invalidate=1).
+removed afterwards, also on Ctrl-C or SIGTERM (Slurm's time limit): fio and each of its job
+processes (each in a session of its own) are frozen and killed first, then its files are
+deleted. This also avoids fio's stale-file pitfall: fio reuses an existing work file of the
+right size without laying it out again, so a "write" test of a file left by an earlier run,
+or a read of a file still in the page cache, measures something else. Reusing a file is
+deliberate only inside one run of a profile, where the jobs share one file: overwrite=1
+makes fio write all of it before the first job starts (else a time-limited first write
+leaves blocks that were only allocated, which many file systems "read" as zeros without
+touching the device), and fio drops its cached pages before every job (its default
+invalidate=1).
 
 O_DIRECT is probed in the run directory first (iolab.storage.locations.probe_o_direct). Where it
 fails (FUSE mounts such as sshfs, tmpfs before Linux 6.6), the direct jobs are skipped with
@@ -54,7 +55,6 @@ import contextlib
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -72,6 +72,7 @@ from iolab.core.tables import to_markdown
 from iolab.core.user_paths import existing_dir
 from iolab.core.workspace import public_text
 from iolab.measure.context import machine_context
+from iolab.measure.frozen_tree import freeze, kill
 from iolab.measure.recorded import Recordings
 from iolab.storage.fio_parse import fio_frame, latency_cdf, loads_fio, parse_size_bytes
 from iolab.storage.fio_profiles import GENTLE_OPTIONS, PROFILES, FioJob, Profile
@@ -79,7 +80,7 @@ from iolab.storage.locations import probe_o_direct
 
 MIB = 1024**2
 GIB = 1024**3
-#: How long fio may take to stop its jobs after SIGINT before it is killed.
+#: How long fio's processes may take to stop, and then to end once killed.
 STOP_TIMEOUT_S = 10
 #: Option names that give a file size, scaled by --size-scale.
 SIZE_OPTIONS = ("size", "filesize")
@@ -284,18 +285,15 @@ def _without_direct_jobs(profile: Profile, note: str) -> tuple[Profile, str]:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Stop fio and the job processes it forked before their files are deleted.
+    """Stop fio and every job process it forked before their files are deleted.
 
-    fio runs in its own process group: SIGINT lets it end its jobs; if it does not within
-    STOP_TIMEOUT_S (or a second Ctrl-C comes), the whole group is killed.
+    Each job calls setsid(), so no group signal reaches it. Asked to stop (SIGINT) in its
+    first 0.1 s, fio 3.33 hung with its jobs waiting forever on a lock in memory they share;
+    killed then, it left them so (2-core VM, 2026-12-02). So the whole tree is frozen and
+    killed at once (iolab.measure.frozen_tree); a second Ctrl-C waits until it is done.
     """
-    try:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=STOP_TIMEOUT_S)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+    with interrupts_held():
+        kill(freeze(proc.pid, STOP_TIMEOUT_S), STOP_TIMEOUT_S)
         proc.wait()
 
 

@@ -1,13 +1,14 @@
-"""Stop a launcher's whole process tree at one moment, so what it held can be read first.
+"""Stop a tool's whole process tree at one moment, so what it held can be read first.
 
-Asked to stop (SIGTERM), Hydra forwards the signal to its proxies and ranks and each cleans
-up after itself, except at the wrong moment: signalled while its ranks were in MPI_Init,
-Hydra hung until it was killed, 30 s later, and left its topology file and the ranks' shared
-memory behind (2-core VM, 2026-11-30; CI had found the files). Killed, nobody cleans up.
-Hydra also starts each proxy and each rank in a session of its own, so no group signal
-reaches them.
+Two tools the lab runs start processes no group signal reaches. Hydra starts each MPI proxy
+and rank in a session of its own; asked to stop (SIGTERM) it forwards the signal, except at
+the wrong moment: signalled while its ranks were in MPI_Init, it hung until it was killed,
+30 s later, and left its topology file and the ranks' shared memory behind (2-core VM,
+2026-11-30; CI had found the files). fio's job processes each call setsid(); killed while
+it started them, fio left them waiting forever on a lock in memory they shared with it (four
+found after a CI run, 2026-12-02, up to 103 minutes old).
 
-So the run is frozen instead: SIGSTOP to the launcher and to every process below it, each
+So the run is frozen instead: SIGSTOP to the tool and to every process below it, each
 checked to be the child of one already frozen, through a pidfd so that a pid reused
 meanwhile is never signalled. A frozen process can neither make a file nor start another, so
 what the tree holds, read from /proc then, is all it will ever have made and not removed;
