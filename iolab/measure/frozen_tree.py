@@ -4,9 +4,9 @@ Two tools the lab runs start processes no group signal reaches. Hydra starts eac
 and rank in a session of its own; asked to stop (SIGTERM) it forwards the signal, except at
 the wrong moment: signalled while its ranks were in MPI_Init, it hung until it was killed,
 30 s later, and left its topology file and the ranks' shared memory behind (2-core VM,
-2026-11-30; CI had found the files). fio's job processes each call setsid(); killed while
-it started them, fio left them waiting forever on a lock in memory they shared with it (four
-found after a CI run, 2026-12-02, up to 103 minutes old).
+2026-11-30; CI had found the files). fio's job processes each call setsid(); killed during
+a run, fio left them waiting forever on a lock in memory they shared with it (four found
+after a CI run, 2026-12-02, up to 103 minutes old).
 
 So the run is frozen instead: SIGSTOP to the tool and to every process below it, each
 checked to be the child of one already frozen, through a pidfd so that a pid reused

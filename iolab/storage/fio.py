@@ -287,10 +287,11 @@ def _without_direct_jobs(profile: Profile, note: str) -> tuple[Profile, str]:
 def _stop(proc: subprocess.Popen) -> None:
     """Stop fio and every job process it forked before their files are deleted.
 
-    Each job calls setsid(), so no group signal reaches it. Asked to stop (SIGINT) in its
-    first 0.1 s, fio 3.33 hung with its jobs waiting forever on a lock in memory they share;
-    killed then, it left them so (2-core VM, 2026-12-02). So the whole tree is frozen and
-    killed at once (iolab.measure.frozen_tree); a second Ctrl-C waits until it is done.
+    Each job calls setsid(), so no group signal reaches it. Killed 0.2 to 4 s into the login
+    profile, fio 3.33 left one to four jobs waiting forever on a lock in memory they shared
+    with it (2-core VM, 2026-12-02); the old stop killed fio when SIGINT had not ended it
+    within STOP_TIMEOUT_S, as under load in CI. So the whole tree is frozen and killed at
+    once (iolab.measure.frozen_tree); a second Ctrl-C waits until it is done.
     """
     with interrupts_held():
         kill(freeze(proc.pid, STOP_TIMEOUT_S), STOP_TIMEOUT_S)
