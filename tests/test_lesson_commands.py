@@ -26,6 +26,7 @@ from class_stand_ins import linked_environment
 
 from iolab.classmode import setup as class_setup
 from iolab.core import lesson_paths
+from iolab.core.builder import build_dataset, run_generator
 from iolab.core.class_folder import CLASS_ENV
 from iolab.core.lesson_paths import join_links
 
@@ -100,10 +101,23 @@ def test_the_lessons_show_blocks_and_the_lab_paths_are_found() -> None:
     assert [block.not_run for block in BLOCKS if block.not_run is not None], "no reason parsed"
 
 
+#: Days in the class's dataset here: January and February 2004, the months the lessons list.
+DAYS = 60
+
+
+def small_class_data(root: Path) -> None:
+    """The class's datasets made by the same generators as build_data makes them, but
+    smaller (DAYS days, 16 image samples): what is under test is where the lessons' commands
+    lead, not how much they read (test_class_setup builds a class's data whole)."""
+    build_dataset(root / "dataset", files=DAYS)
+    run_generator("make_shards.py", root / "dataset")
+    run_generator("make_images.py", root / "images", "--count", "16")
+
+
 @pytest.fixture(scope="module")
 def dataset_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real class (datasets generated and verified), its environment linked to this
-    test's interpreter."""
+    """A real class (datasets generated and verified, smaller than a workshop's), its
+    environment linked to this test's interpreter."""
     root = tmp_path_factory.mktemp("lesson-class") / "lessons-day"
 
     def environment(root: Path, python: str) -> None:
@@ -115,6 +129,7 @@ def dataset_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(class_setup, "build_environment", environment)
+        patch.setattr(class_setup, "build_data", small_class_data)
         patch.delenv(CLASS_ENV, raising=False)
         class_setup.setup_class(root, 2, say=lambda text: None)
     return root
