@@ -42,9 +42,11 @@ PYTEST_ARGS ?=
 # Some lessons only, a lab in stages: `make lab LESSONS=01,02` (iolab lab --lessons)
 LESSONS ?=
 LAB_ARGS := $(if $(LESSONS),--lessons $(LESSONS))
-# Test processes (pytest-xdist): two, gentle on a shared login node; TEST_WORKERS=0 runs
-# everything in one process. tests/conftest.py keeps in one worker what must share one.
-TEST_WORKERS ?= 2
+# Test processes (pytest-xdist): three, inside the login-node budget of four busy processes
+# (iolab/core/budget.py); the tests wait on their subprocesses, so a third worker keeps two
+# cores busy (CONTRIBUTING.md). TEST_WORKERS=0 runs everything in one process.
+# tests/conftest.py keeps in one worker what must share one.
+TEST_WORKERS ?= 3
 XDIST := -n $(TEST_WORKERS) --dist loadscope
 # The lock holds what the public index offered on this day (uv's --exclude-newer), so
 # re-running `make lock` gives the same file until the day is moved on purpose.
