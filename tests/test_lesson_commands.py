@@ -112,6 +112,12 @@ def small_class_data(root: Path) -> None:
     build_dataset(root / "dataset", files=DAYS)
     run_generator("make_shards.py", root / "dataset")
     run_generator("make_images.py", root / "images", "--count", "16")
+    for script, data in (
+        ("generate_data.py", root / "dataset"),
+        ("make_shards.py", root / "dataset"),
+        ("make_images.py", root / "images"),
+    ):
+        run_generator(script, data, "--verify")  # build_data's own checks, as a class runs them
 
 
 @pytest.fixture(scope="module")
