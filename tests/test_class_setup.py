@@ -555,7 +555,9 @@ def test_the_accounts_rehearsal_saves_apart_from_the_benchmark(monkeypatch, caps
         saved = results_dir() / "class-load-test-lessons.json"
         assert json.loads(saved.read_text()) == figures
         assert benchmark.read_text() == '{"learners": 30}\n'
-        assert f"saved: {saved}" in capsys.readouterr().out
+        said = capsys.readouterr().out
+        assert f"saved: {saved}" in said
+        assert "\n1 learner, lessons 01,02, on " in said  # one, not "1 learners"
     finally:
         benchmark.unlink()
         (results_dir() / "class-load-test-lessons.json").unlink(missing_ok=True)

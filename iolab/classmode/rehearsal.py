@@ -209,8 +209,8 @@ def rehearse(root: Path, learners: int, lessons: str, say: Callable[[str], None]
 
     try:
         say(
-            f"{learners} simulated learners run `python -m iolab lab --lessons {lessons}` "
-            f"at once, in {stage}"
+            f"{counted(learners, 'simulated learner')} run "
+            f"`python -m iolab lab --lessons {lessons}` at once, in {stage}"
         )
         return {**_follow(joined, learners, lessons, start, stage, say), "accounts": False}
     finally:
@@ -246,7 +246,7 @@ def rehearse_with_accounts(learners: int, lessons: str, say: Callable[[str], Non
         names = [f"{PREFIX}{number:02d}" for number in range(1, learners + 1)]
         made = make_learners(names, GROUP, homes)
         root = stage / "class"
-        say(f"setting up a class for {learners} accounts in {root} (a few minutes)")
+        say(f"setting up a class for {counted(learners, 'account')} in {root} (a few minutes)")
         setup_class(root, learners, slots=SLOTS, group=GROUP, python=PYTHON, say=lambda _: None)
         figures = follow_accounts(root, names, homes, lessons, say)
         return {**figures, "left_outside_homes": remove_left_by(names, ("/tmp", "/dev/shm"))}
@@ -293,7 +293,10 @@ def follow_accounts(
         proc = as_learner(name, homes, root, "sh", "-c", documented, followed=True)
         return Learner(name, homes / name / f"iolab-{joined.name}-{name}", proc, time.monotonic())
 
-    say(f"{len(names)} accounts run `. DIR/activate && python -m iolab lab --lessons {lessons}`")
+    say(
+        f"{counted(len(names), 'account')} run "
+        f"`. DIR/activate && python -m iolab lab --lessons {lessons}`"
+    )
     return {**_follow(joined, len(names), lessons, start, homes, say), "accounts": True}
 
 
@@ -382,6 +385,11 @@ def _progress(running: list[Learner], elapsed: float) -> str:
         f"  {elapsed:5.0f} s: {first}/{len(running)} have a first result, {waiting} waiting "
         f"for a turn, {done}/{len(running)} done{now}"
     )
+
+
+def counted(number: int, noun: str) -> str:
+    """`1 account`, `6 accounts`: the rehearsal's lines are read aloud to a room."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def run_key(run: dict, every_lesson: Collection[str]) -> str:

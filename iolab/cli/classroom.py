@@ -345,7 +345,7 @@ def rehearse_main(args: argparse.Namespace) -> int:
 def _rehearsed(figures: dict, out: Path) -> int:
     """Save a rehearsal's figures to `out`, print each learner's row, the class's figures and
     the last lines of each failed run; 0 if every learner finished."""
-    from iolab.classmode.rehearsal import rehearsal_frame
+    from iolab.classmode.rehearsal import counted, rehearsal_frame
     from iolab.core.atomic import atomic_output
     from iolab.core.tables import to_markdown
 
@@ -354,7 +354,7 @@ def _rehearsed(figures: dict, out: Path) -> int:
     print()
     print(to_markdown(rehearsal_frame(figures)))
     print(
-        f"\n{figures['learners']} learners, lessons {figures['lessons']}, on "
+        f"\n{counted(figures['learners'], 'learner')}, lessons {figures['lessons']}, on "
         f"{figures['machine']}: first result after {figures['first_result_median_s']} s "
         f"(median; the last after {figures['first_result_max_s']} s), all done after "
         f"{figures['done_max_s']} s; at most {figures['processes_peak_all']} processes and "
