@@ -78,10 +78,23 @@ def test_a_tree_that_keeps_starting_processes_is_caught_whole(started) -> None:
         now = descendants(proc.pid)
         # tree.pids may also hold a sleep that ended as the shell stopped, reaped meanwhile
         assert now <= tree.pids
-        assert {process_state(pid) for pid in now} <= {"T", "Z"}
+        # one caught in uninterruptible I/O (D) as the tree was stopped has SIGSTOP pending
+        # and stops as it leaves the kernel (seen once in CI, 2026-12-03, under heavy load)
+        assert _settled(now), {pid: process_state(pid) for pid in now}
+        assert descendants(proc.pid) <= tree.pids  # and none started meanwhile
     finally:
         frozen_tree.kill(tree, 10)
     assert _gone(tree.pids)
+
+
+def _settled(pids: set[int]) -> bool:
+    """True once every one of pids is stopped or ended (within 10 s)."""
+    deadline = time.monotonic() + 10
+    while {process_state(pid) for pid in pids} - {"T", "Z"}:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_a_process_not_below_the_root_is_never_signalled(started, monkeypatch) -> None:
