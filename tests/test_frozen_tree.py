@@ -32,14 +32,21 @@ def _started(script: str, processes: int) -> subprocess.Popen:
     return proc
 
 
-def _gone(pids: set[int]) -> bool:
-    """True once none of pids is alive (an orphan is reaped by init a moment after it ends)."""
-    deadline = time.monotonic() + 20
-    while any(process_state(pid) not in (None, "Z") for pid in pids):
+def _all_in(pids: set[int], states: set[str | None], seconds: float) -> bool:
+    """True once every one of pids is in one of states (None: no such process) within
+    seconds: signals land, and a stopped or ended process is seen, a moment after they are
+    sent."""
+    deadline = time.monotonic() + seconds
+    while {process_state(pid) for pid in pids} - states:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.01)
     return True
+
+
+def _gone(pids: set[int]) -> bool:
+    """True once none of pids is alive (an orphan is reaped by init a moment after it ends)."""
+    return _all_in(pids, {None, "Z"}, 20)
 
 
 @pytest.fixture
@@ -80,21 +87,11 @@ def test_a_tree_that_keeps_starting_processes_is_caught_whole(started) -> None:
         assert now <= tree.pids
         # one caught in uninterruptible I/O (D) as the tree was stopped has SIGSTOP pending
         # and stops as it leaves the kernel (seen once in CI, 2026-12-03, under heavy load)
-        assert _settled(now), {pid: process_state(pid) for pid in now}
+        assert _all_in(now, {"T", "Z", None}, 10), {pid: process_state(pid) for pid in now}
         assert descendants(proc.pid) <= tree.pids  # and none started meanwhile
     finally:
         frozen_tree.kill(tree, 10)
     assert _gone(tree.pids)
-
-
-def _settled(pids: set[int]) -> bool:
-    """True once every one of pids is stopped or ended (within 10 s)."""
-    deadline = time.monotonic() + 10
-    while {process_state(pid) for pid in pids} - {"T", "Z"}:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def test_a_process_not_below_the_root_is_never_signalled(started, monkeypatch) -> None:

@@ -46,6 +46,7 @@ from iolab.classmode.wall import learner_name
 from iolab.core.class_folder import CLASS_ENV, ClassFolder, read_class
 from iolab.core.errors import LabError
 from iolab.core.lab_dirs import remove_tree, scratch_dir
+from iolab.core.wording import counted
 from iolab.core.workspace import lab_entries
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.measure.footprint import PhaseSampler
@@ -385,11 +386,6 @@ def _progress(running: list[Learner], elapsed: float) -> str:
         f"  {elapsed:5.0f} s: {first}/{len(running)} have a first result, {waiting} waiting "
         f"for a turn, {done}/{len(running)} done{now}"
     )
-
-
-def counted(number: int, noun: str) -> str:
-    """`1 account`, `6 accounts`: the rehearsal's lines are read aloud to a room."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def run_key(run: dict, every_lesson: Collection[str]) -> str:

@@ -43,6 +43,7 @@ from iolab.core.class_folder import ClassFolder
 from iolab.core.errors import LabError
 from iolab.core.lab_dirs import results_dir
 from iolab.core.safe_input import Check, NotRegularFile, field_check, open_regular, record_problem
+from iolab.core.wording import counted
 from iolab.core.workspace import workdir
 from iolab.measure.context import mount_for
 
@@ -229,7 +230,7 @@ class Wall:
         if not count:
             return ""
         reasons = ", ".join(f"{number} {why}" for why, number in sorted(self.ignored.items()))
-        return f"{count} file{'s' if count > 1 else ''} ignored ({reasons})"
+        return f"{counted(count, 'file')} ignored ({reasons})"
 
 
 @dataclass(frozen=True)

@@ -345,9 +345,10 @@ def rehearse_main(args: argparse.Namespace) -> int:
 def _rehearsed(figures: dict, out: Path) -> int:
     """Save a rehearsal's figures to `out`, print each learner's row, the class's figures and
     the last lines of each failed run; 0 if every learner finished."""
-    from iolab.classmode.rehearsal import counted, rehearsal_frame
+    from iolab.classmode.rehearsal import rehearsal_frame
     from iolab.core.atomic import atomic_output
     from iolab.core.tables import to_markdown
+    from iolab.core.wording import counted
 
     with atomic_output(out) as partial:
         partial.write_text(json.dumps(figures, indent=1) + "\n")

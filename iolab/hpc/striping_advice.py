@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from iolab.core.errors import LabError
+from iolab.core.wording import counted
 
 GB = 10**9
 MiB = 1024**2
@@ -59,8 +60,7 @@ def stripe_count_sqrt_rule(size_bytes: int) -> Advice:
     count = max(1, math.floor(root))
     return Advice(
         count,
-        f"sqrt({size_bytes / GB:g} GB) = {root:.2f}, so at least {count} "
-        f"OST{'s' if count > 1 else ''}",
+        f"sqrt({size_bytes / GB:g} GB) = {root:.2f}, so at least {counted(count, 'OST')}",
         CSC,
     )
 
@@ -93,7 +93,7 @@ def factor_of_writers(count: int, writers: int) -> Advice:
     share = writers // chosen
     return Advice(
         chosen,
-        f"{chosen} is {note}, so each OST serves {share} writer{'s' if share > 1 else ''}",
+        f"{chosen} is {note}, so each OST serves {counted(share, 'writer')}",
         CSC,
     )
 

@@ -46,6 +46,7 @@ from iolab.core.errors import LabError
 from iolab.core.lab_dirs import ensure_writable_dir, remove_tree, scratch_dir
 from iolab.core.markers import remove_if_only_marked
 from iolab.core.storage_areas import STORAGE_AREAS
+from iolab.core.wording import counted
 from iolab.core.workspace import WorkspaceEntry, public_text, workdir
 from iolab.measure.context import machine_context, machine_label, mount_for
 from iolab.storage.advice_rules import advise
@@ -160,8 +161,8 @@ class Plan:
     def text(self) -> str:
         """The bound printed before anything is measured."""
         lines = [
-            f"advise: at most about {self.budget_s:.0f} s in all for {len(self.places)} "
-            f"place{'s' if len(self.places) != 1 else ''} "
+            f"advise: at most about {self.budget_s:.0f} s in all for "
+            f"{counted(len(self.places), 'place')} "
             f"({', '.join(self.places)}), about {self.share_s:.0f} s each; a test that would "
             "start later is skipped",
             f"per place at most {self.mib} MiB and {self.files} files at a time: "

@@ -58,6 +58,7 @@ from iolab.core.budget import check
 from iolab.core.capacity import check_capacity
 from iolab.core.class_folder import heavy_turn
 from iolab.core.errors import LabError, interrupts_held
+from iolab.core.wording import counted
 from iolab.core.workspace import public_text
 from iolab.measure.context import mount_for
 from iolab.storage.run_sizes import DEFAULT_FILES_PER_PROCESS, MAX_FILE_BYTES
@@ -320,7 +321,7 @@ def _check_request(
         )
     total = files_per_process * processes
     check(
-        f"a run of {total} files in {processes} process{'es' if processes > 1 else ''}",
+        f"a run of {total} files in {counted(processes, 'process')}",
         files=total,
         processes=processes,
         fix="use fewer files or processes",
@@ -448,12 +449,9 @@ def describe_run(table: pd.DataFrame) -> str:
     first = table.iloc[0]
     sharing = "one shared directory" if first["shared_dir"] else "one directory per process"
 
-    def count(number: int, noun: str) -> str:
-        return f"{number} {noun}" + ("" if number == 1 else "s" if noun[-1] != "s" else "es")
-
     return (
-        f"mdtest-lite: {count(first['processes'], 'process')} x "
-        f"{count(first['files_per_process'], 'file')}, {sharing}, "
-        f"{first['file_bytes']}-byte files, {count(first['iterations'], 'iteration')}, in "
+        f"mdtest-lite: {counted(first['processes'], 'process')} x "
+        f"{counted(first['files_per_process'], 'file')}, {sharing}, "
+        f"{first['file_bytes']}-byte files, {counted(first['iterations'], 'iteration')}, in "
         f"{first['location']} ({first['fs_type']})"
     )
