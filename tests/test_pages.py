@@ -263,7 +263,8 @@ def test_a_running_notebook_relays_its_queue_lines_and_says_where_it_is(
     tmp_path: Path, monkeypatch
 ) -> None:
     """A learner waiting for a class turn inside a notebook sees it on the terminal, and a
-    long cell is named every HEARTBEAT_S; the cells' other output stays in the notebook."""
+    long cell is named every HEARTBEAT_S, with the wait and its place while it lasts; the
+    cells' other output stays in the notebook."""
     source = tmp_path / "q.ipynb"
     tiny_notebook(
         source,
@@ -271,8 +272,9 @@ def test_a_running_notebook_relays_its_queue_lines_and_says_where_it_is(
         "print('fio: waiting for a turn, place 2 of 3 (1 at a time in this class)', "
         "file=sys.stderr, flush=True)\n"
         "print('a table the lesson shows', flush=True)\n"
-        "time.sleep(2.5)\n"
-        "print('fio: your turn after 2 s', file=sys.stderr, flush=True)",
+        "time.sleep(4)\n"
+        "print('fio: your turn after 4 s', file=sys.stderr, flush=True)\n"
+        "time.sleep(3)",
     )
     monkeypatch.setattr(notebooks, "HEARTBEAT_S", 1.0)
     monkeypatch.setenv("IOLAB_WORKDIR", str(tmp_path / "ws"))
@@ -281,9 +283,13 @@ def test_a_running_notebook_relays_its_queue_lines_and_says_where_it_is(
     # in order; a heartbeat may come first when the kernel starts slowly on a busy machine
     assert [line for line in said if line.startswith("q.ipynb: fio: ")] == [
         "q.ipynb: fio: waiting for a turn, place 2 of 3 (1 at a time in this class)",
-        "q.ipynb: fio: your turn after 2 s",
+        "q.ipynb: fio: your turn after 4 s",
     ]
-    assert any(line.startswith("q.ipynb: cell 1 of 1 running; 0 min ") for line in said)
+    still = "q.ipynb: cell 1 of 1 still fio: waiting for a turn, place 2 of 3 (1 at a time"
+    waiting = [i for i, line in enumerate(said) if line.startswith(still)]
+    turn = said.index("q.ipynb: fio: your turn after 4 s")
+    assert waiting and waiting[-1] < turn  # the wait repeated while it lasted, not after
+    assert any(line.startswith("q.ipynb: cell 1 of 1 running; 0 min ") for line in said[turn + 1 :])
     assert not any("a table" in line for line in said)
 
 

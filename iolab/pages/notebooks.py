@@ -46,18 +46,22 @@ KERNEL_GONE_S = 2.0
 class Progress:
     """What a running notebook shows on the terminal: each class-queue line its cells print
     (a wait for a turn, then the turn), and every HEARTBEAT_S of silence which cell runs and
-    for how long. Read from the cells' outputs as nbclient adds them."""
+    for how long, and, while a turn is awaited, the wait and its place again: with thirty
+    learners a place can hold for minutes, and a bare "running" would hide that the cell
+    waits. Read from the cells' outputs as nbclient adds them."""
 
     def __init__(self, cells: list, name: str, say: Callable[[str], None]) -> None:
         self.cells, self.name, self.say = cells, name, say
         self.code = [i for i, cell in enumerate(self.cells) if cell.cell_type == "code"]
         self.running: int | None = None
+        self.waiting: str | None = None  # the last queue line, until its turn comes
         self.started = self.last_said = time.monotonic()
         self.seen: dict[tuple[int, int], int] = {}  # (cell, output) -> characters read
 
     def cell_started(self, cell_index: int, **_: object) -> None:
         """nbclient's on_cell_start hook (in the notebook's thread)."""
         self.running = cell_index
+        self.waiting = None
 
     def tick(self) -> None:
         """Relay new queue lines; after HEARTBEAT_S without a word, say where the run is."""
@@ -71,12 +75,14 @@ class Progress:
             if complete:
                 self.seen[(index, number)] = done + len(complete) + 1
                 for line in complete.splitlines():
-                    if QUEUE_NEWS.search(line):
+                    if news := QUEUE_NEWS.search(line):
+                        self.waiting = None if news[1] == "your turn after" else line.strip()
                         self._say(line.strip())
         if time.monotonic() - self.last_said >= HEARTBEAT_S and index in self.code:
             so_far = time.monotonic() - self.started
+            where = f"still {self.waiting}" if self.waiting else "running"
             self._say(
-                f"cell {self.code.index(index) + 1} of {len(self.code)} running; "
+                f"cell {self.code.index(index) + 1} of {len(self.code)} {where}; "
                 f"{so_far // 60:.0f} min {so_far % 60:.0f} s into this notebook"
             )
 
